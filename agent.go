@@ -1,0 +1,311 @@
+package forge
+
+import (
+	"bytes"
+	"encoding/json"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Agent is a reusable, versioned definition. Every PUT makes a new version;
+// a turn records the version it ran with.
+type Agent struct {
+	ID             string            `json:"id"`
+	Tenant         string            `json:"-"`
+	Name           string            `json:"name"`
+	Version        int               `json:"version"`
+	Model          string            `json:"model"`
+	ModelParams    ModelParams       `json:"model_params"`
+	Instructions   string            `json:"instructions"`
+	Tools          []ToolSpec        `json:"tools"`
+	Approval       map[string]string `json:"approval"`
+	MCPServers     []MCPServer       `json:"mcp_servers"`
+	Subagents      []string          `json:"subagents"`
+	IterationLimit int               `json:"iteration_limit"`
+	Compaction     Compaction        `json:"compaction"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+}
+
+// Defaults and bounds of agent fields (API.md).
+const (
+	DefaultIterationLimit = 100
+	MaxIterationLimit     = 1024
+	DefaultThreshold      = 0.8
+)
+
+// ModelParams tune a model call. Pointers distinguish "absent" from an
+// explicit zero.
+type ModelParams struct {
+	MaxTokens       *int64   `json:"max_tokens,omitempty"`
+	Temperature     *float64 `json:"temperature,omitempty"`
+	ReasoningEffort string   `json:"reasoning_effort,omitempty"`
+	// Script drives the scripted provider (see provider/scripted); other
+	// providers ignore it.
+	Script json.RawMessage `json:"script,omitempty"`
+}
+
+// ToolSpec is an entry of an agent's tools list: either the name of a
+// built-in tool, or a declared tool (client-side when Client is set).
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	Client      bool            `json:"client,omitempty"`
+	// BuiltIn is true when the entry was given as a bare name.
+	BuiltIn bool `json:"-"`
+}
+
+// UnmarshalJSON accepts "name" or {"name": ..., ...}.
+func (t *ToolSpec) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var name string
+		if err := json.Unmarshal(b, &name); err != nil {
+			return err
+		}
+		*t = ToolSpec{Name: name, BuiltIn: true}
+		return nil
+	}
+	type plain ToolSpec
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	*t = ToolSpec(p)
+	t.BuiltIn = false
+	return nil
+}
+
+// MarshalJSON writes built-in tools back as bare names.
+func (t ToolSpec) MarshalJSON() ([]byte, error) {
+	if t.BuiltIn {
+		return json.Marshal(t.Name)
+	}
+	type plain ToolSpec
+	return json.Marshal(plain(t))
+}
+
+// MCPServer declares an MCP server: either Command (stdio) or URL (HTTP).
+type MCPServer struct {
+	Name    string            `json:"name"`
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Compaction settings. Pointers distinguish absent from explicit values.
+type Compaction struct {
+	Enabled       *bool    `json:"enabled,omitempty"`
+	ContextWindow *int64   `json:"context_window,omitempty"`
+	Threshold     *float64 `json:"threshold,omitempty"`
+}
+
+var agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Normalize fills defaults and validates a. builtin reports whether a tool
+// name is a known built-in. The error wraps ErrInvalid.
+func (a *Agent) Normalize(builtin func(name string) bool) error {
+	if a.Name == "" {
+		return Errorf(ErrInvalid, "name is required")
+	}
+	if !agentNameRE.MatchString(a.Name) {
+		return Errorf(ErrInvalid, "name %q must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit", a.Name)
+	}
+	if a.Model == "" {
+		return Errorf(ErrInvalid, "model is required")
+	}
+	if _, _, err := SplitModel(a.Model); err != nil {
+		return err
+	}
+	if a.IterationLimit == 0 {
+		a.IterationLimit = DefaultIterationLimit
+	} else if a.IterationLimit < 1 || a.IterationLimit > MaxIterationLimit {
+		return Errorf(ErrInvalid, "iteration_limit must be between 1 and %d, got %d", MaxIterationLimit, a.IterationLimit)
+	}
+	p := a.ModelParams
+	if p.MaxTokens != nil && *p.MaxTokens < 1 {
+		return Errorf(ErrInvalid, "model_params.max_tokens must be at least 1")
+	}
+	if p.Temperature != nil && (*p.Temperature < 0 || *p.Temperature > 2) {
+		return Errorf(ErrInvalid, "model_params.temperature must be between 0 and 2")
+	}
+	switch p.ReasoningEffort {
+	case "", "minimal", "low", "medium", "high":
+	default:
+		return Errorf(ErrInvalid, "model_params.reasoning_effort must be one of minimal, low, medium, high")
+	}
+	seen := map[string]bool{}
+	for i, t := range a.Tools {
+		if !toolNameRE.MatchString(t.Name) {
+			return Errorf(ErrInvalid, "tools[%d]: name %q must be 1-64 of [A-Za-z0-9_-]", i, t.Name)
+		}
+		if seen[t.Name] {
+			return Errorf(ErrInvalid, "tools[%d]: duplicate tool %q", i, t.Name)
+		}
+		seen[t.Name] = true
+		if t.BuiltIn {
+			if builtin != nil && !builtin(t.Name) {
+				return Errorf(ErrInvalid, "tools[%d]: %q is not a built-in tool (declare it as an object with \"client\": true for a client-side tool)", i, t.Name)
+			}
+			continue
+		}
+		if !t.Client {
+			if builtin == nil || !builtin(t.Name) {
+				return Errorf(ErrInvalid, "tools[%d]: %q is neither a built-in tool nor declared with \"client\": true", i, t.Name)
+			}
+		}
+		if len(t.InputSchema) > 0 {
+			var schema map[string]any
+			if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+				return Errorf(ErrInvalid, "tools[%d]: input_schema must be a JSON object", i)
+			}
+		}
+	}
+	for key, policy := range a.Approval {
+		if key == "" {
+			return Errorf(ErrInvalid, "approval: empty key")
+		}
+		if _, err := path.Match(strings.ReplaceAll(key, ".", "_"), "x"); err != nil {
+			return Errorf(ErrInvalid, "approval: bad pattern %q", key)
+		}
+		switch policy {
+		case PolicyAllow, PolicyAsk, PolicyDeny:
+		default:
+			return Errorf(ErrInvalid, "approval[%q] must be allow, ask or deny, got %q", key, policy)
+		}
+	}
+	names := map[string]bool{}
+	for i, s := range a.MCPServers {
+		if !toolNameRE.MatchString(s.Name) {
+			return Errorf(ErrInvalid, "mcp_servers[%d]: name %q must be 1-64 of [A-Za-z0-9_-]", i, s.Name)
+		}
+		if names[s.Name] {
+			return Errorf(ErrInvalid, "mcp_servers[%d]: duplicate name %q", i, s.Name)
+		}
+		names[s.Name] = true
+		if (len(s.Command) > 0) == (s.URL != "") {
+			return Errorf(ErrInvalid, "mcp_servers[%d] (%s): give exactly one of command or url", i, s.Name)
+		}
+		if s.URL == "" && len(s.Headers) > 0 {
+			return Errorf(ErrInvalid, "mcp_servers[%d] (%s): headers need url", i, s.Name)
+		}
+		if s.URL != "" && len(s.Env) > 0 {
+			return Errorf(ErrInvalid, "mcp_servers[%d] (%s): env needs command", i, s.Name)
+		}
+	}
+	for i, s := range a.Subagents {
+		if !agentNameRE.MatchString(s) {
+			return Errorf(ErrInvalid, "subagents[%d]: %q is not an agent name", i, s)
+		}
+	}
+	c := a.Compaction
+	if c.ContextWindow != nil && *c.ContextWindow < 1 {
+		return Errorf(ErrInvalid, "compaction.context_window must be at least 1")
+	}
+	if c.Threshold != nil && (*c.Threshold <= 0 || *c.Threshold > 1) {
+		return Errorf(ErrInvalid, "compaction.threshold must be in (0, 1]")
+	}
+	if c.Enabled == nil {
+		t := true
+		a.Compaction.Enabled = &t
+	}
+	if c.Threshold == nil {
+		th := DefaultThreshold
+		a.Compaction.Threshold = &th
+	}
+	if a.Approval == nil {
+		a.Approval = map[string]string{}
+	}
+	if a.Tools == nil {
+		a.Tools = []ToolSpec{}
+	}
+	if a.MCPServers == nil {
+		a.MCPServers = []MCPServer{}
+	}
+	if a.Subagents == nil {
+		a.Subagents = []string{}
+	}
+	return nil
+}
+
+// SplitModel splits "provider/model" and rejects anything else.
+func SplitModel(s string) (provider, model string, err error) {
+	provider, model, ok := strings.Cut(s, "/")
+	if !ok || provider == "" || model == "" {
+		return "", "", Errorf(ErrInvalid, "model %q must be written provider/model, e.g. openai/gpt-4.1-mini", s)
+	}
+	return provider, model, nil
+}
+
+// Approval policies.
+const (
+	PolicyAllow = "allow"
+	PolicyAsk   = "ask"
+	PolicyDeny  = "deny"
+)
+
+// Policy returns the approval policy for tool: an exact key wins, then the
+// longest matching glob, then "*", then allow.
+func (a *Agent) Policy(tool string) string {
+	if p, ok := a.Approval[tool]; ok {
+		return p
+	}
+	best, bestLen := "", -1
+	for key, p := range a.Approval {
+		if key == "*" || !strings.ContainsAny(key, "*?[") {
+			continue
+		}
+		pattern := strings.ReplaceAll(key, ".", "_")
+		if ok, _ := path.Match(pattern, tool); ok && len(key) > bestLen {
+			best, bestLen = p, len(key)
+		}
+	}
+	if bestLen >= 0 {
+		return best
+	}
+	if p, ok := a.Approval["*"]; ok {
+		return p
+	}
+	return PolicyAllow
+}
+
+// Tool returns the spec of a declared tool by name.
+func (a *Agent) Tool(name string) (ToolSpec, bool) {
+	for _, t := range a.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return ToolSpec{}, false
+}
+
+// Redacted returns a copy safe to show clients: secret values in MCP env and
+// headers are replaced.
+func (a *Agent) Redacted() *Agent {
+	c := *a
+	c.MCPServers = make([]MCPServer, len(a.MCPServers))
+	for i, s := range a.MCPServers {
+		s.Env = redactMap(s.Env)
+		s.Headers = redactMap(s.Headers)
+		c.MCPServers[i] = s
+	}
+	return &c
+}
+
+func redactMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = "[redacted]"
+	}
+	return out
+}

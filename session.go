@@ -1,0 +1,159 @@
+package forge
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Session kinds.
+const (
+	KindDirect    = "direct"
+	KindForum     = "forum"
+	KindMonologue = "monologue"
+)
+
+// Session is the durable conversation boundary. Its tip is the turn new
+// turns chain from by default.
+type Session struct {
+	ID     string `json:"id"`
+	Tenant string `json:"-"`
+	Kind   string `json:"kind"`
+	Agent  string `json:"agent"`
+	Title  string `json:"title"`
+	// MainThreadID is the root agent's thread, stable across turns.
+	MainThreadID string          `json:"main_thread_id"`
+	Metadata     json.RawMessage `json:"metadata"`
+	TipTurnID    *string         `json:"tip_turn_id"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+}
+
+// Turn statuses.
+const (
+	TurnRunning   = "running"
+	TurnDone      = "done"
+	TurnCancelled = "cancelled"
+	TurnErrored   = "errored"
+)
+
+// Cancel reasons.
+const (
+	CancelClient     = "client"
+	CancelTimeout    = "timeout"
+	CancelSuperseded = "superseded"
+	CancelShutdown   = "shutdown"
+	CancelAbandoned  = "abandoned"
+)
+
+// Error codes a turn can end with.
+const (
+	CodeIterationLimit  = "iteration_limit"
+	CodeModelError      = "model_error"
+	CodeToolError       = "tool_error"
+	CodeContextOverflow = "context_overflow"
+	CodeInternal        = "internal"
+)
+
+// Turn is one request/response cycle in a session.
+type Turn struct {
+	ID              string           `json:"id"`
+	Tenant          string           `json:"-"`
+	SessionID       string           `json:"session_id"`
+	PreviousTurnID  *string          `json:"previous_turn_id"`
+	AgentID         string           `json:"agent_id"`
+	AgentVersion    int              `json:"agent_version"`
+	Status          string           `json:"status"`
+	Input           []Input          `json:"input"`
+	Output          *TurnOutput      `json:"output"`
+	RequiredActions []RequiredAction `json:"required_actions"`
+	Error           *TurnError       `json:"error"`
+	CancelReason    *string          `json:"cancel_reason"`
+	Usage           Usage            `json:"usage"`
+	Iterations      int              `json:"iterations"`
+	LastSeq         int64            `json:"last_seq"`
+	IdempotencyKey  string           `json:"-"`
+	CreatedAt       time.Time        `json:"created_at"`
+	EndedAt         *time.Time       `json:"ended_at"`
+}
+
+// Ended reports whether the turn has its terminal status.
+func (t *Turn) Ended() bool { return t.Status != TurnRunning }
+
+// TurnOutput is the final assistant message of a done turn.
+type TurnOutput struct {
+	MessageID string `json:"message_id"`
+	Text      string `json:"text"`
+}
+
+// TurnError says why a turn ended errored.
+type TurnError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Required action types.
+const (
+	ActionApproval   = "approval"
+	ActionClientTool = "client_tool"
+	ActionAuth       = "auth"
+)
+
+// RequiredAction is an open call the next turn must resolve.
+type RequiredAction struct {
+	Type      string          `json:"type"`
+	CallID    string          `json:"call_id"`
+	ThreadID  string          `json:"thread_id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Input item types.
+const (
+	InputMessage    = "message"
+	InputApproval   = "approval"
+	InputToolResult = "tool_result"
+	InputAuth       = "auth"
+)
+
+// Input is one item of a turn's input.
+type Input struct {
+	Type     string  `json:"type"`
+	Text     string  `json:"text,omitempty"`
+	CallID   string  `json:"call_id,omitempty"`
+	Approved *bool   `json:"approved,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Output   *string `json:"output,omitempty"`
+	IsError  bool    `json:"is_error,omitempty"`
+	Token    string  `json:"token,omitempty"`
+}
+
+// Snapshot is per-turn durable state that is not a message, written at the
+// turn's end.
+type Snapshot struct {
+	TurnID string `json:"turn_id"`
+	// Threads maps thread id to its state at the turn's end.
+	Threads map[string]ThreadState `json:"threads"`
+	// ContextTokens is the main thread's context usage after the last step.
+	ContextTokens int64 `json:"context_tokens"`
+	// Capabilities holds each capability's state map, carried to the next turn.
+	Capabilities map[string]json.RawMessage `json:"capabilities,omitempty"`
+	// Extra holds state of later subsystems (MCP, sandbox) by key.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Thread states (DESIGN.md, the turn loop).
+const (
+	ThreadLLMCallRequired      = "llm-call-required"
+	ThreadToolResponseRequired = "tool-response-required"
+	ThreadUserInputRequired    = "user-input-required"
+	ThreadFinished             = "finished"
+)
+
+// ThreadState is a thread's position in the turn loop.
+type ThreadState struct {
+	ID       string   `json:"id"`
+	ParentID *string  `json:"parent_id"`
+	Agent    string   `json:"agent"`
+	State    string   `json:"state"`
+	OpenCall []string `json:"open_calls,omitempty"`
+}

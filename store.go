@@ -1,0 +1,155 @@
+package forge
+
+import (
+	"context"
+	"time"
+)
+
+// Store is everything Forge persists. Implementations (sqlite, postgres)
+// pass the shared conformance suite in storetest. Every method is scoped to
+// a tenant; another tenant's rows are ErrNotFound.
+type Store interface {
+	AgentStore
+	SessionStore
+	TurnStore
+	MessageStore
+	EventStore
+	IdempotencyStore
+	Close(ctx context.Context) error
+}
+
+// ListOptions page a keyset-paginated list. Cursor is the opaque
+// next_cursor of the previous page; Limit 0 means the default.
+type ListOptions struct {
+	Limit  int
+	Cursor string
+}
+
+// AgentStore keeps versioned agents.
+type AgentStore interface {
+	// CreateAgent inserts version 1 of a new agent; ErrConflict when the
+	// name is taken. It sets ID, Version, CreatedAt, UpdatedAt.
+	CreateAgent(ctx context.Context, a *Agent) error
+	// UpdateAgent stores a new version of the agent named a.Name and sets
+	// a's ID, Version and timestamps; ErrNotFound when there is none.
+	UpdateAgent(ctx context.Context, a *Agent) error
+	// GetAgent returns the current version of a live agent.
+	GetAgent(ctx context.Context, tenant, name string) (*Agent, error)
+	// GetAgentVersion returns one version of an agent, deleted or not.
+	GetAgentVersion(ctx context.Context, tenant, id string, version int) (*Agent, error)
+	ListAgents(ctx context.Context, tenant string, opts ListOptions) ([]*Agent, string, error)
+	// DeleteAgent hides the agent from new sessions; its versions remain
+	// readable for the sessions that use them.
+	DeleteAgent(ctx context.Context, tenant, name string) error
+}
+
+// SessionStore keeps sessions.
+type SessionStore interface {
+	CreateSession(ctx context.Context, s *Session) error
+	GetSession(ctx context.Context, tenant, id string) (*Session, error)
+	ListSessions(ctx context.Context, tenant string, opts ListOptions) ([]*Session, string, error)
+	DeleteSession(ctx context.Context, tenant, id string) error
+	// ReserveSeqs raises the session's reserved sequence bound by n and
+	// returns the new bound: seqs in (bound-n, bound] belong to the caller.
+	// The bound never decreases, so seqs are never reused across restarts.
+	ReserveSeqs(ctx context.Context, tenant, sessionID string, n int64) (int64, error)
+}
+
+// BeginTurn is the atomic creation of a turn: insert the turn, append its
+// input messages and events, move the session tip.
+type BeginTurn struct {
+	Turn     *Turn
+	Messages []*Message // with their parts
+	Events   []Event
+	// ExpectTip, when set, makes the operation fail with ErrConflict unless
+	// the session tip is still this turn id ("" means no tip yet). It guards
+	// against validating against a tip that moved.
+	ExpectTip *string
+}
+
+// Batch is one transactional write of a running turn: rows and the events
+// that describe them, fenced on the turn still running.
+type Batch struct {
+	Tenant    string
+	SessionID string
+	// TurnID fences the batch: it fails with ErrTurnEnded unless this turn
+	// is still running. Required.
+	TurnID string
+	// Turn, when set, rewrites the turn's mutable fields. A terminal status
+	// here is the turn's terminal write.
+	Turn     *Turn
+	Messages []*Message // envelopes only; parts go in Parts
+	Parts    []*Part
+	Events   []Event
+	Snapshot *Snapshot
+}
+
+// TurnStore keeps turns.
+type TurnStore interface {
+	// BeginTurn fails with ErrTurnInProgress when the session has a running
+	// turn, ErrConflict when ExpectTip does not hold or the idempotency key
+	// was already used, ErrNotFound when the session does not exist.
+	BeginTurn(ctx context.Context, b *BeginTurn) error
+	// Commit writes b in one transaction.
+	Commit(ctx context.Context, b *Batch) error
+	GetTurn(ctx context.Context, tenant, sessionID, turnID string) (*Turn, error)
+	// TurnByIdempotencyKey finds the turn created with key in the session.
+	TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*Turn, error)
+	// ListTurns lists a session's turns, oldest first.
+	ListTurns(ctx context.Context, tenant, sessionID string, opts ListOptions) ([]*Turn, string, error)
+	// RunningTurns lists every running turn of every tenant (recovery).
+	RunningTurns(ctx context.Context) ([]*Turn, error)
+	// GetSnapshot returns the snapshot written at the turn's end.
+	GetSnapshot(ctx context.Context, tenant, turnID string) (*Snapshot, error)
+}
+
+// MessageQuery selects messages along the branch ending at TipTurnID.
+type MessageQuery struct {
+	SessionID string
+	TipTurnID string
+	// ThreadID, when set, keeps only that thread's messages.
+	ThreadID string
+	ListOptions
+}
+
+// MessageStore reads messages.
+type MessageStore interface {
+	// ListMessages returns messages with their parts, oldest first, along
+	// the chain of turns ending at q.TipTurnID.
+	ListMessages(ctx context.Context, tenant string, q MessageQuery) ([]*Message, string, error)
+	// TurnMessages returns the messages a turn wrote, with their parts.
+	TurnMessages(ctx context.Context, tenant, turnID string) ([]*Message, error)
+}
+
+// EventQuery selects stored events after a seq.
+type EventQuery struct {
+	SessionID string
+	TurnID    string // optional
+	After     int64
+	// Before, when > 0, keeps events with seq < Before.
+	Before int64
+	Limit  int
+}
+
+// EventStore reads the persisted event log.
+type EventStore interface {
+	ListEvents(ctx context.Context, tenant string, q EventQuery) ([]Event, error)
+}
+
+// IdempotencyRecord is the first answer to a request made with an
+// Idempotency-Key.
+type IdempotencyRecord struct {
+	Key       string
+	Scope     string
+	Status    int
+	Body      []byte
+	CreatedAt time.Time
+}
+
+// IdempotencyStore remembers answers to idempotent requests.
+type IdempotencyStore interface {
+	// PutIdempotency stores r unless a record with the same tenant, scope
+	// and key exists; it returns the stored record either way.
+	PutIdempotency(ctx context.Context, tenant string, r *IdempotencyRecord) (*IdempotencyRecord, error)
+	GetIdempotency(ctx context.Context, tenant, scope, key string) (*IdempotencyRecord, error)
+}
