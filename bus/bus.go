@@ -1,0 +1,171 @@
+// Package bus is the in-process event bus: per-session fan-out of live
+// events to subscribers, and the live backlog of each running turn so a
+// resume after any seq (a delta's included) replays exactly what was missed.
+//
+// Publish never blocks: a subscriber whose buffer is full is cut off (its
+// channel closed, Lagged set) and resubscribes from its own cursor.
+package bus
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/forge-runtime/forge"
+)
+
+// Defaults.
+const (
+	DefaultBuffer     = 4096
+	DefaultBacklogMax = 200_000
+)
+
+// Bus fans events out per session.
+type Bus struct {
+	buffer     int
+	backlogMax int
+
+	mu     sync.Mutex // guards the following
+	topics map[string]*topic
+}
+
+type topic struct {
+	subs    map[*Subscription]struct{}
+	turnID  string        // the turn whose backlog is kept, "" for none
+	backlog []forge.Event // that turn's events in seq order, deltas included
+}
+
+// New returns a bus. buffer is each subscriber's channel capacity and
+// backlogMax caps a turn's in-memory backlog (0 means the defaults).
+func New(buffer, backlogMax int) *Bus {
+	if buffer <= 0 {
+		buffer = DefaultBuffer
+	}
+	if backlogMax <= 0 {
+		backlogMax = DefaultBacklogMax
+	}
+	return &Bus{buffer: buffer, backlogMax: backlogMax, topics: map[string]*topic{}}
+}
+
+// Subscription receives a session's events published after it was made.
+type Subscription struct {
+	// C yields events in seq order; it is closed when the subscription is
+	// cut off (Lagged) or closed.
+	C <-chan forge.Event
+
+	c       chan forge.Event
+	bus     *Bus
+	session string
+	lagged  atomic.Bool
+	closed  bool // guarded by bus.mu
+}
+
+// Lagged reports whether the subscription was cut off for falling behind.
+func (s *Subscription) Lagged() bool { return s.lagged.Load() }
+
+// Close ends the subscription. Safe to call more than once.
+func (s *Subscription) Close() {
+	s.bus.mu.Lock()
+	defer s.bus.mu.Unlock()
+	s.bus.dropLocked(s)
+}
+
+func (b *Bus) dropLocked(s *Subscription) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	close(s.c)
+	if t := b.topics[s.session]; t != nil {
+		delete(t.subs, s)
+		b.gcLocked(s.session, t)
+	}
+}
+
+func (b *Bus) gcLocked(session string, t *topic) {
+	if len(t.subs) == 0 && t.turnID == "" {
+		delete(b.topics, session)
+	}
+}
+
+func (b *Bus) topicLocked(session string) *topic {
+	t := b.topics[session]
+	if t == nil {
+		t = &topic{subs: map[*Subscription]struct{}{}}
+		b.topics[session] = t
+	}
+	return t
+}
+
+// Subscribe returns a copy of the session's live backlog and a subscription
+// that receives every event published after that backlog's last one.
+func (b *Bus) Subscribe(session string) ([]forge.Event, *Subscription) {
+	c := make(chan forge.Event, b.buffer)
+	s := &Subscription{C: c, c: c, bus: b, session: session}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topicLocked(session)
+	t.subs[s] = struct{}{}
+	return append([]forge.Event(nil), t.backlog...), s
+}
+
+// BeginTurn starts keeping a backlog for turnID, dropping any earlier one.
+// Call it before publishing the turn's first event.
+func (b *Bus) BeginTurn(session, turnID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topicLocked(session)
+	t.turnID = turnID
+	t.backlog = t.backlog[:0]
+}
+
+// EndTurn drops turnID's backlog once its last event is published and
+// stored: from then on the stored log serves resumes.
+func (b *Bus) EndTurn(session, turnID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[session]
+	if t == nil || t.turnID != turnID {
+		return
+	}
+	t.turnID = ""
+	t.backlog = nil
+	b.gcLocked(session, t)
+}
+
+// Publish delivers ev to the session's subscribers without blocking, and
+// appends it to the backlog of the running turn.
+func (b *Bus) Publish(ev forge.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[ev.SessionID]
+	if t == nil {
+		return
+	}
+	if t.turnID != "" && ev.TurnID != nil && *ev.TurnID == t.turnID {
+		if len(t.backlog) >= b.backlogMax {
+			// Keep the newest half; resumes from before it read the store.
+			n := copy(t.backlog, t.backlog[len(t.backlog)/2:])
+			t.backlog = t.backlog[:n]
+		}
+		t.backlog = append(t.backlog, ev)
+	}
+	for s := range t.subs {
+		select {
+		case s.c <- ev:
+		default:
+			s.lagged.Store(true)
+			b.dropLocked(s)
+		}
+	}
+}
+
+// Subscribers returns how many subscriptions a session has (for tests and
+// metrics).
+func (b *Bus) Subscribers(session string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.topics[session]; t != nil {
+		return len(t.subs)
+	}
+	return 0
+}

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus"
+	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/httpapi"
+	"github.com/forge-runtime/forge/provider"
+	"github.com/forge-runtime/forge/sqlite"
+	"github.com/forge-runtime/forge/tools"
+)
+
+type serveOptions struct {
+	addr          string
+	db            string
+	apiKeys       string
+	turnTimeout   time.Duration
+	shutdownGrace time.Duration
+	logLevel      string
+}
+
+func newServeCommand() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Forge server",
+		Long: `Run the Forge server on an embedded SQLite database.
+
+Models: set OPENAI_API_KEY (and OPENAI_BASE_URL for OpenAI-compatible
+servers) to use openai/<model>. The scripted provider (scripted/echo, or a
+script in model_params.script) needs no key.
+
+API keys: FORGE_API_KEYS="key1=tenant1,key2=tenant2". Without keys the
+server runs single-tenant and only listens on loopback addresses.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
+	f.StringVar(&o.db, "db", "./forge.db", "SQLite database file")
+	f.StringVar(&o.apiKeys, "api-keys", os.Getenv("FORGE_API_KEYS"), "API keys as key=tenant,... (env FORGE_API_KEYS)")
+	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func parseKeys(s string) (map[string]string, error) {
+	keys := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, tenant, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || tenant == "" {
+			return nil, fmt.Errorf("api keys must be written key=tenant, separated by commas")
+		}
+		keys[k] = tenant
+	}
+	return keys, nil
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func serve(ctx context.Context, o serveOptions) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	keys, err := parseKeys(o.apiKeys)
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 && !isLoopback(o.addr) {
+		return fmt.Errorf("refusing to listen on %s without API keys: set FORGE_API_KEYS or use a loopback address", o.addr)
+	}
+
+	store, err := sqlite.Open(ctx, o.db)
+	if err != nil {
+		if errors.Is(err, forge.ErrLocked) {
+			return fmt.Errorf("%s is in use by another forge serve: %w", o.db, err)
+		}
+		return err
+	}
+	defer store.Close(context.Background())
+
+	models := provider.FromEnv(os.Getenv)
+	if !models.Configured("openai") {
+		log.Warn("no model provider key configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server) to use openai/<model>; scripted/echo works without a key")
+	}
+	clock := forge.SystemClock{}
+	ids := forge.NewULIDGen(clock)
+	eng := engine.New(engine.Config{
+		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
+		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout,
+	})
+	if err := eng.Recover(ctx); err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, Logger: log, Clock: clock, IDs: ids})
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	// Streams are tied to baseCtx so they end when the engine has stopped.
+	baseCtx, cancelStreams := context.WithCancel(context.Background())
+	defer cancelStreams()
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("forge listening", "addr", ln.Addr().String(), "db", o.db, "version", Version)
+	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", o.shutdownGrace)
+	// Stop taking new connections, let running turns finish within the
+	// grace period, then cancel the rest (reason shutdown).
+	shutdownDone := make(chan struct{})
+	go func() {
+		defer close(shutdownDone)
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace+5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	gctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	defer cancel()
+	if err := eng.Close(gctx); err != nil {
+		log.Error("engine close", "err", err)
+	}
+	cancelStreams()
+	<-shutdownDone
+	_ = srv.Close()
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/forge-runtime/forge"
+)
+
+func (e *Engine) runningRun(sessionID string) *run {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running[sessionID]
+}
+
+// WaitTurn blocks until the turn has ended (or ctx is done) and returns it
+// as stored.
+func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
+	if r := e.runningRun(sessionID); r != nil && r.turn.ID == turnID {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return e.store.GetTurn(ctx, tenant, sessionID, turnID)
+}
+
+// Cancel ends the session's running turn with reason client and returns it
+// once its terminal write has landed. ErrConflict when nothing runs.
+func (e *Engine) Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error) {
+	if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
+		return nil, err
+	}
+	r := e.runningRun(sessionID)
+	if r == nil || r.tenant != tenant {
+		return nil, forge.Errorf(forge.ErrConflict, "no turn is running in session %s", sessionID)
+	}
+	r.stop(forge.CancelClient)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.store.GetTurn(ctx, tenant, sessionID, r.turn.ID)
+}
+
+// DeleteSession cancels the session's running turn, then deletes it.
+func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) error {
+	if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
+		return err
+	}
+	if r := e.runningRun(sessionID); r != nil && r.tenant == tenant {
+		r.stop(forge.CancelClient)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return e.store.DeleteSession(ctx, tenant, sessionID)
+}
+
+// ModelView returns the main thread's messages as the model would see them
+// next, oldest first (filterCompacted; without compaction, the branch).
+func (e *Engine) ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error) {
+	sess, err := e.store.GetSession(ctx, tenant, sessionID)
+	if err != nil {
+		return nil, "", err
+	}
+	if sess.TipTurnID == nil {
+		return []*forge.Message{}, "", nil
+	}
+	return e.store.ListMessages(ctx, tenant, forge.MessageQuery{
+		SessionID: sessionID, TipTurnID: *sess.TipTurnID, ThreadID: sess.MainThreadID, ListOptions: opts,
+	})
+}

@@ -1,0 +1,772 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus"
+	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/sqlite"
+	"github.com/forge-runtime/forge/tools"
+)
+
+// reply is what the test model answers to one call.
+type reply struct {
+	reasoning string
+	deltas    []string
+	calls     []forge.ToolCall
+	usage     forge.Usage
+	err       error
+	// block, when set, makes the model wait after its deltas until the
+	// channel closes or the call's context ends.
+	block chan struct{}
+}
+
+// testModel answers calls from a queue and records what it was sent. It
+// stands in for a provider; providers have their own wire-level tests.
+type testModel struct {
+	mu       sync.Mutex
+	replies  []reply
+	requests []*forge.ModelRequest
+	calls    int
+}
+
+func (m *testModel) push(r ...reply) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.replies = append(m.replies, r...)
+}
+
+func (m *testModel) sent() []*forge.ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*forge.ModelRequest(nil), m.requests...)
+}
+
+func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[forge.ModelEvent, error] {
+	return func(yield func(forge.ModelEvent, error) bool) {
+		m.mu.Lock()
+		m.requests = append(m.requests, req)
+		r := reply{deltas: []string{"ok"}}
+		if len(m.replies) > 0 {
+			r = m.replies[0]
+			m.replies = m.replies[1:]
+		}
+		m.calls++
+		m.mu.Unlock()
+		if r.reasoning != "" {
+			if !yield(forge.ModelEvent{Type: forge.ReasoningDelta, Delta: r.reasoning}, nil) || !yield(forge.ModelEvent{Type: forge.ReasoningEnd}, nil) {
+				return
+			}
+		}
+		for _, d := range r.deltas {
+			if !yield(forge.ModelEvent{Type: forge.TextDelta, Delta: d}, nil) {
+				return
+			}
+		}
+		if r.block != nil {
+			select {
+			case <-r.block:
+			case <-ctx.Done():
+				yield(forge.ModelEvent{}, ctx.Err())
+				return
+			}
+		}
+		if r.err != nil {
+			yield(forge.ModelEvent{}, r.err)
+			return
+		}
+		if len(r.deltas) > 0 && !yield(forge.ModelEvent{Type: forge.TextEnd}, nil) {
+			return
+		}
+		for i := range r.calls {
+			if !yield(forge.ModelEvent{Type: forge.ToolCallEvent, ToolCall: &r.calls[i]}, nil) {
+				return
+			}
+		}
+		reason := forge.FinishStop
+		if len(r.calls) > 0 {
+			reason = forge.FinishToolCalls
+		}
+		yield(forge.ModelEvent{Type: forge.FinishEvent, Finish: &forge.Finish{Reason: reason, Usage: r.usage}}, nil)
+	}
+}
+
+type models struct{ m forge.Model }
+
+func (ms models) Resolve(name string) (forge.Model, string, error) {
+	p, id, err := forge.SplitModel(name)
+	if err != nil {
+		return nil, "", err
+	}
+	if p != "test" {
+		return nil, "", forge.Errorf(forge.ErrInvalid, "provider %q is not configured", p)
+	}
+	return ms.m, id, nil
+}
+
+type harness struct {
+	t     *testing.T
+	path  string
+	store *sqlite.Store
+	eng   *engine.Engine
+	model *testModel
+	ctx   context.Context
+}
+
+func newHarness(t *testing.T, opts ...func(*engine.Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, path: t.TempDir() + "/forge.db", model: &testModel{}, ctx: context.Background()}
+	h.open(opts...)
+	t.Cleanup(func() { h.close() })
+	return h
+}
+
+func (h *harness) open(opts ...func(*engine.Config)) {
+	h.t.Helper()
+	st, err := sqlite.Open(h.ctx, h.path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cfg := engine.Config{
+		Store: st, Models: models{h.model}, Tools: tools.Builtins(), Bus: bus.New(0, 0),
+		Logger:         slog.New(slog.DiscardHandler),
+		ToolCancelWait: 200 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h.store = st
+	h.eng = engine.New(cfg)
+	if err := h.eng.Recover(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) close() {
+	if h.eng != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.eng.Close(ctx)
+		_ = h.store.Close(ctx)
+		h.eng = nil
+	}
+}
+
+// agent creates an agent named name with the given tweaks.
+func (h *harness) agent(name string, tweak func(*forge.Agent)) *forge.Agent {
+	h.t.Helper()
+	a := &forge.Agent{Tenant: forge.DefaultTenant, Name: name, Model: "test/m", Instructions: "be brief"}
+	if tweak != nil {
+		tweak(a)
+	}
+	if err := a.Normalize(h.eng.IsBuiltin); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.store.CreateAgent(h.ctx, a); err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+var idgen = forge.NewULIDGen(nil)
+
+func (h *harness) session(agent string) *forge.Session {
+	h.t.Helper()
+	s := &forge.Session{ID: idgen.New(forge.PrefixSession), Tenant: forge.DefaultTenant, Kind: forge.KindDirect,
+		Agent: agent, MainThreadID: idgen.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`),
+		CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}
+	if err := h.store.CreateSession(h.ctx, s); err != nil {
+		h.t.Fatal(err)
+	}
+	return s
+}
+
+func msg(text string) engine.TurnRequest {
+	return engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: text}}}
+}
+
+func approve(callID string, ok bool, reason string) forge.Input {
+	return forge.Input{Type: forge.InputApproval, CallID: callID, Approved: &ok, Reason: reason}
+}
+
+func toolResult(callID, out string) forge.Input {
+	return forge.Input{Type: forge.InputToolResult, CallID: callID, Output: &out}
+}
+
+// run starts a turn and waits for its end.
+func (h *harness) run(sid string, req engine.TurnRequest) *forge.Turn {
+	h.t.Helper()
+	t, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, sid, req)
+	if err != nil {
+		h.t.Fatalf("StartTurn: %v", err)
+	}
+	return h.wait(sid, t.ID)
+}
+
+func (h *harness) wait(sid, tid string) *forge.Turn {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	t, err := h.eng.WaitTurn(ctx, forge.DefaultTenant, sid, tid)
+	if err != nil {
+		h.t.Fatalf("WaitTurn: %v", err)
+	}
+	return t
+}
+
+func (h *harness) events(sid string, after int64) []forge.Event {
+	h.t.Helper()
+	evs, err := h.store.ListEvents(h.ctx, forge.DefaultTenant, forge.EventQuery{SessionID: sid, After: after, Limit: 10000})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return evs
+}
+
+func types(evs []forge.Event) string {
+	var b []string
+	for _, e := range evs {
+		b = append(b, e.Type)
+	}
+	return strings.Join(b, " ")
+}
+
+func call(name, args string) forge.ToolCall {
+	return forge.ToolCall{ID: "prov_" + name, Name: name, Arguments: json.RawMessage(args)}
+}
+
+func TestTextTurn(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"Hel", "lo"}, usage: forge.Usage{InputTokens: 10, OutputTokens: 2}})
+	turn := h.run(s.ID, msg("hi"))
+	if turn.Status != forge.TurnDone || turn.Output == nil || turn.Output.Text != "Hello" {
+		t.Fatalf("turn = %+v output %+v", turn, turn.Output)
+	}
+	if turn.Usage.InputTokens != 10 || turn.Iterations != 1 {
+		t.Fatalf("usage %+v iterations %d", turn.Usage, turn.Iterations)
+	}
+	evs := h.events(s.ID, 0)
+	want := "turn.created message.created message.created step.started model.message model.message step.finished message.updated turn.done"
+	if got := types(evs); got != want {
+		t.Fatalf("stored events:\n got %s\nwant %s", got, want)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq <= evs[i-1].Seq {
+			t.Fatal("seqs not increasing")
+		}
+	}
+	if last := evs[len(evs)-1]; last.Seq != turn.LastSeq {
+		t.Fatalf("turn.last_seq %d, turn.done seq %d", turn.LastSeq, last.Seq)
+	}
+	req := h.model.sent()[0]
+	if req.System != "be brief" || len(req.Messages) != 1 || req.Messages[0].Parts[0].Text != "hi" || req.Model != "m" {
+		t.Fatalf("model was sent %+v", req)
+	}
+	msgs, _, err := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID})
+	if err != nil || len(msgs) != 2 || msgs[1].Role != forge.RoleAssistant || textParts(msgs[1]) != "Hello" {
+		t.Fatalf("messages %v %+v", err, msgs)
+	}
+	if *msgs[1].ParentID != msgs[0].ID {
+		t.Fatal("assistant message does not point at the user message")
+	}
+	snap, err := h.store.GetSnapshot(h.ctx, forge.DefaultTenant, turn.ID)
+	if err != nil || snap.ContextTokens != 12 || snap.Threads[s.MainThreadID].State != forge.ThreadFinished {
+		t.Fatalf("snapshot %+v %v", snap, err)
+	}
+}
+
+func textParts(m *forge.Message) string {
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == forge.PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestServerToolRoundTripRunsCallsConcurrently(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}, {Name: "sleep", BuiltIn: true}}
+	})
+	s := h.session("a")
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("sleep", `{"ms":300}`), call("sleep", `{"ms":300}`), call("echo", `{"text":"pong"}`)}},
+		reply{deltas: []string{"done"}},
+	)
+	start := time.Now()
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnDone || turn.Output.Text != "done" || turn.Iterations != 2 {
+		t.Fatalf("turn %+v", turn)
+	}
+	if el := time.Since(start); el > 550*time.Millisecond {
+		t.Logf("two 300 ms sleeps took %v: calls may not run concurrently", el)
+	}
+	second := h.model.sent()[1]
+	if len(second.Messages) != 3 {
+		t.Fatalf("second call got %d messages, want user, assistant, tool", len(second.Messages))
+	}
+	results := second.Messages[2]
+	if results.Role != forge.RoleTool || len(results.Parts) != 3 || results.Parts[2].Output != "pong" || results.Parts[0].Output != "slept 300 ms" {
+		t.Fatalf("tool results sent: %+v", results)
+	}
+	if assistant := second.Messages[1]; assistant.Parts[0].Type != forge.ModelPartToolCall || assistant.Parts[0].CallID != results.Parts[0].CallID {
+		t.Fatalf("assistant tool calls: %+v", assistant)
+	}
+}
+
+func TestInvalidArgumentsAndUnknownToolGoBackToTheModel(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}} })
+	s := h.session("a")
+	h.model.push(reply{calls: []forge.ToolCall{call("echo", `{"text":`), call("nope", `{}`)}}, reply{deltas: []string{"sorry"}})
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+	res := h.model.sent()[1].Messages[2].Parts
+	if !res[0].IsError || !strings.Contains(res[0].Output, "not valid JSON") || !res[1].IsError || !strings.Contains(res[1].Output, "unknown tool") {
+		t.Fatalf("results %+v", res)
+	}
+}
+
+func TestApprovalAllowAndDeny(t *testing.T) {
+	for _, approved := range []bool{true, false} {
+		t.Run(fmt.Sprint("approved=", approved), func(t *testing.T) {
+			h := newHarness(t)
+			h.agent("a", func(a *forge.Agent) {
+				a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}}
+				a.Approval = map[string]string{"echo": forge.PolicyAsk}
+			})
+			s := h.session("a")
+			h.model.push(reply{calls: []forge.ToolCall{call("echo", `{"text":"x"}`)}}, reply{deltas: []string{"fin"}})
+			turn := h.run(s.ID, msg("go"))
+			if turn.Status != forge.TurnDone || turn.Output != nil || len(turn.RequiredActions) != 1 {
+				t.Fatalf("turn %+v", turn)
+			}
+			act := turn.RequiredActions[0]
+			if act.Type != forge.ActionApproval || act.Tool != "echo" || act.ThreadID != s.MainThreadID {
+				t.Fatalf("action %+v", act)
+			}
+			if types(h.events(s.ID, turn.LastSeq-2)) != "action.required turn.done" {
+				t.Fatalf("tail events %s", types(h.events(s.ID, turn.LastSeq-2)))
+			}
+			next := h.run(s.ID, engine.TurnRequest{Input: []forge.Input{approve(act.CallID, approved, "not now")}})
+			if next.Status != forge.TurnDone || next.Output.Text != "fin" {
+				t.Fatalf("next %+v", next)
+			}
+			res := h.model.sent()[1].Messages[2].Parts[0]
+			if approved && (res.IsError || res.Output != "x") {
+				t.Fatalf("approved result %+v", res)
+			}
+			if !approved && (!res.IsError || !strings.Contains(res.Output, "not now")) {
+				t.Fatalf("denied result %+v", res)
+			}
+		})
+	}
+}
+
+func TestPolicyDenyIsAnErrorResult(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}}
+		a.Approval = map[string]string{"*": forge.PolicyDeny}
+	})
+	s := h.session("a")
+	h.model.push(reply{calls: []forge.ToolCall{call("echo", `{"text":"x"}`)}}, reply{deltas: []string{"ok"}})
+	if turn := h.run(s.ID, msg("go")); turn.Status != forge.TurnDone || turn.Iterations != 2 {
+		t.Fatalf("turn %+v", turn)
+	}
+	if res := h.model.sent()[1].Messages[2].Parts[0]; !res.IsError || !strings.Contains(res.Output, "denied by policy") {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestClientToolPauseResumeAndValidation(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "ask_user", Client: true, InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	})
+	s := h.session("a")
+	h.model.push(reply{calls: []forge.ToolCall{call("ask_user", `{"q":1}`), call("ask_user", `{"q":2}`)}})
+	turn := h.run(s.ID, msg("go"))
+	if len(turn.RequiredActions) != 2 || turn.RequiredActions[0].Type != forge.ActionClientTool {
+		t.Fatalf("turn %+v", turn)
+	}
+	a, b := turn.RequiredActions[0].CallID, turn.RequiredActions[1].CallID
+	bad := []struct {
+		name  string
+		input []forge.Input
+		want  error
+	}{
+		{"message while open", []forge.Input{{Type: forge.InputMessage, Text: "hi"}}, forge.ErrPendingActions},
+		{"unknown call", []forge.Input{toolResult("call_nope", "x"), toolResult(b, "y")}, forge.ErrUnknownCall},
+		{"duplicate", []forge.Input{toolResult(a, "x"), toolResult(a, "x")}, forge.ErrDuplicateCall},
+		{"incomplete", []forge.Input{toolResult(a, "x")}, forge.ErrIncompleteResolution},
+		{"wrong kind", []forge.Input{approve(a, true, ""), toolResult(b, "y")}, forge.ErrInvalid},
+		{"message and resolution", []forge.Input{{Type: forge.InputMessage, Text: "x"}, toolResult(a, "x")}, forge.ErrInvalid},
+	}
+	for _, tt := range bad {
+		before := h.events(s.ID, 0)
+		_, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, engine.TurnRequest{Input: tt.input})
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.want)
+		}
+		if after := h.events(s.ID, 0); len(after) != len(before) {
+			t.Errorf("%s: a rejected turn wrote %d events", tt.name, len(after)-len(before))
+		}
+	}
+	h.model.push(reply{deltas: []string{"thanks"}})
+	next := h.run(s.ID, engine.TurnRequest{Input: []forge.Input{toolResult(b, "two"), toolResult(a, "one")}})
+	if next.Status != forge.TurnDone || next.Output.Text != "thanks" {
+		t.Fatalf("next %+v", next)
+	}
+	res := h.model.sent()[1].Messages[2].Parts
+	if res[0].Output != "one" || res[1].Output != "two" {
+		t.Fatalf("results in call order: %+v", res)
+	}
+	// A message is accepted again once nothing is open.
+	if turn := h.run(s.ID, msg("more")); turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+}
+
+func TestIterationLimit(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}}
+		a.IterationLimit = 2
+	})
+	s := h.session("a")
+	loop := reply{calls: []forge.ToolCall{call("echo", `{"text":"again"}`)}}
+	h.model.push(loop, loop, loop)
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnErrored || turn.Error.Code != forge.CodeIterationLimit || turn.Iterations != 2 {
+		t.Fatalf("turn %+v err %+v", turn, turn.Error)
+	}
+	if n := len(h.model.sent()); n != 2 {
+		t.Fatalf("model called %d times, want 2", n)
+	}
+	// The session continues normally.
+	h.model.push(reply{deltas: []string{"fine"}})
+	if turn := h.run(s.ID, msg("next")); turn.Status != forge.TurnDone {
+		t.Fatalf("after limit %+v", turn)
+	}
+}
+
+func TestModelErrorEndsErroredKeepingText(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"partial "}, err: &forge.ModelError{Provider: "test", StatusCode: 500, Message: "boom"}})
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnErrored || turn.Error.Code != forge.CodeModelError || !strings.Contains(turn.Error.Message, "boom") {
+		t.Fatalf("turn %+v %+v", turn, turn.Error)
+	}
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	p := msgs[1].Parts[1]
+	if p.Text != "partial " || p.State != forge.StateInterrupted {
+		t.Fatalf("part %+v", p)
+	}
+}
+
+func TestCancelMidStream(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	block := make(chan struct{})
+	h.model.push(reply{deltas: []string{"thinking..."}, block: block})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	if _, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("again")); !errors.Is(err, forge.ErrTurnInProgress) {
+		t.Fatalf("second turn: %v", err)
+	}
+	got, err := h.eng.Cancel(h.ctx, forge.DefaultTenant, s.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != turn.ID || got.Status != forge.TurnCancelled || *got.CancelReason != forge.CancelClient {
+		t.Fatalf("cancelled %+v", got)
+	}
+	if _, err := h.eng.Cancel(h.ctx, forge.DefaultTenant, s.ID, ""); !errors.Is(err, forge.ErrConflict) {
+		t.Fatalf("second cancel: %v", err)
+	}
+	evs := h.events(s.ID, 0)
+	if evs[len(evs)-1].Type != forge.EventTurnDone {
+		t.Fatal("turn.done is not the last event")
+	}
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	if p := msgs[1].Parts[1]; p.Text != "thinking..." || p.State != forge.StateInterrupted {
+		t.Fatalf("part %+v", p)
+	}
+}
+
+// waitForEvent subscribes and returns once an event of type typ is live.
+func waitForEvent(t *testing.T, h *harness, sid, typ string) forge.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, sid, engine.EventsQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == typ {
+			return ev
+		}
+	}
+	t.Fatalf("no %s event", typ)
+	return forge.Event{}
+}
+
+func TestSupersede(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"slow"}, block: make(chan struct{})}, reply{deltas: []string{"fast"}})
+	first, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	req := msg("two")
+	req.Supersede = true
+	second := h.run(s.ID, req)
+	if second.Status != forge.TurnDone || second.Output.Text != "fast" {
+		t.Fatalf("second %+v", second)
+	}
+	old, _ := h.store.GetTurn(h.ctx, forge.DefaultTenant, s.ID, first.ID)
+	if old.Status != forge.TurnCancelled || *old.CancelReason != forge.CancelSuperseded {
+		t.Fatalf("first %+v", old)
+	}
+	if *second.PreviousTurnID != first.ID {
+		t.Fatal("superseding turn does not chain from the cancelled one")
+	}
+	if old.LastSeq >= second.LastSeq {
+		t.Fatal("superseded turn ended after the new one")
+	}
+}
+
+func TestForkAndNewRoot(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"A"}}, reply{deltas: []string{"B"}}, reply{deltas: []string{"C"}}, reply{deltas: []string{"D"}})
+	t1 := h.run(s.ID, msg("one"))
+	h.run(s.ID, msg("two"))
+	fork := msg("three")
+	fork.PreviousTurnID = &t1.ID
+	t3 := h.run(s.ID, fork)
+	sent := h.model.sent()[2]
+	var texts []string
+	for _, m := range sent.Messages {
+		texts = append(texts, m.Parts[0].Text)
+	}
+	if strings.Join(texts, ",") != "one,A,three" {
+		t.Fatalf("fork sent %v", texts)
+	}
+	sess, _ := h.store.GetSession(h.ctx, forge.DefaultTenant, s.ID)
+	if *sess.TipTurnID != t3.ID {
+		t.Fatal("tip did not move to the fork")
+	}
+	root := msg("four")
+	root.NewRoot = true
+	h.run(s.ID, root)
+	if sent := h.model.sent()[3]; len(sent.Messages) != 1 || sent.Messages[0].Parts[0].Text != "four" {
+		t.Fatalf("new root sent %+v", sent.Messages)
+	}
+	bad := msg("x")
+	bad.PreviousTurnID = &[]string{"turn_nope"}[0]
+	if _, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, bad); !errors.Is(err, forge.ErrNotFound) {
+		t.Fatalf("unknown previous turn: %v", err)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) { c.TurnTimeout = 200 * time.Millisecond })
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"x"}, block: make(chan struct{})})
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnCancelled || *turn.CancelReason != forge.CancelTimeout {
+		t.Fatalf("turn %+v", turn)
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	req := msg("hi")
+	req.IdempotencyKey = "k1"
+	a := h.run(s.ID, req)
+	b, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, req)
+	if err != nil || b.ID != a.ID || b.Status != forge.TurnDone {
+		t.Fatalf("retry: %+v %v", b, err)
+	}
+	if n := len(h.model.sent()); n != 1 {
+		t.Fatalf("model called %d times", n)
+	}
+}
+
+func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	release := make(chan struct{})
+	deltas := []string{"a", "b", "c", "d", "e"}
+	h.model.push(reply{deltas: deltas, block: release})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read up to the third delta, then drop the stream.
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	var seen []forge.Event
+	n := 0
+	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, ev)
+		if ev.Type == forge.EventModelDelta {
+			if n++; n == 3 {
+				break
+			}
+		}
+	}
+	cursor := seen[len(seen)-1].Seq
+	// Resume while running, then let the turn finish.
+	var resumed []forge.Event
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: cursor}) {
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resumed = append(resumed, ev)
+		}
+	}()
+	waitForEvent(t, h, s.ID, forge.EventModelDelta) // the stream is live
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	<-done
+	all := append(seen, resumed...)
+	var text strings.Builder
+	final := ""
+	for i, ev := range all {
+		if i > 0 && ev.Seq <= all[i-1].Seq {
+			t.Fatalf("seq %d after %d: duplicate or out of order", ev.Seq, all[i-1].Seq)
+		}
+		if ev.Type == forge.EventModelDelta {
+			var d forge.DeltaData
+			_ = json.Unmarshal(ev.Data, &d)
+			text.WriteString(d.Delta)
+		}
+		if ev.Type == forge.EventModelMessage {
+			var p forge.Part
+			_ = json.Unmarshal(ev.Data, &p)
+			if p.State == forge.StateCompleted {
+				final = p.Text
+			}
+		}
+	}
+	if text.String() != "abcde" || final != "abcde" {
+		t.Fatalf("deltas %q final %q", text.String(), final)
+	}
+	if all[len(all)-1].Type != forge.EventTurnDone {
+		t.Fatal("stream did not end with turn.done")
+	}
+	// After the end: resuming after the same cursor yields the stored log:
+	// the completed part row, no deltas.
+	var after []forge.Event
+	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: cursor}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, ev)
+	}
+	if got := types(after); got != "model.message step.finished message.updated turn.done" {
+		t.Fatalf("replay after end: %s", got)
+	}
+}
+
+func TestRecoveryClosesAbandonedTurn(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) { c.CheckpointInterval = 20 * time.Millisecond })
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"partial"}, block: make(chan struct{})})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta := waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	time.Sleep(100 * time.Millisecond) // a checkpoint tick
+	// Simulate a dead process: reopen the database with a new engine
+	// without letting the old one write anything more.
+	snapshotPath := h.path
+	copyDB(t, snapshotPath)
+	h2 := &harness{t: t, path: snapshotPath + ".copy", model: &testModel{}, ctx: h.ctx}
+	h2.open()
+	defer h2.close()
+	got, err := h2.store.GetTurn(h.ctx, forge.DefaultTenant, s.ID, turn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != forge.TurnCancelled || *got.CancelReason != forge.CancelAbandoned {
+		t.Fatalf("recovered %+v", got)
+	}
+	if got.LastSeq <= delta.Seq {
+		t.Fatalf("turn.done seq %d not above a seen delta %d", got.LastSeq, delta.Seq)
+	}
+	msgs, _ := h2.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	if p := msgs[1].Parts[1]; p.Text != "partial" || p.State != forge.StateInterrupted {
+		t.Fatalf("checkpointed part %+v", p)
+	}
+	evs := h2.events(s.ID, delta.Seq)
+	if got := types(evs); got != "model.message turn.done" {
+		t.Fatalf("closing events %s", got)
+	}
+	// The session continues.
+	h2.model.push(reply{deltas: []string{"again"}})
+	if next := h2.run(s.ID, msg("continue")); next.Status != forge.TurnDone || *next.PreviousTurnID != turn.ID {
+		t.Fatalf("next %+v", next)
+	}
+}
+
+// copyDB copies a SQLite database and its WAL to path+".copy", as a crashed
+// process would have left them.
+func copyDB(t *testing.T, path string) {
+	t.Helper()
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(path + suffix)
+		if err != nil {
+			if suffix != "" && os.IsNotExist(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+".copy"+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"iter"
+
+	"github.com/forge-runtime/forge"
+)
+
+// EventsQuery selects a subscription.
+type EventsQuery struct {
+	// After is the last seq the client has; events after it follow.
+	After int64
+	// TurnID, when set, keeps only that turn's events and ends after its
+	// turn.done.
+	TurnID string
+}
+
+// Events replays what followed q.After, from the stored log and the live
+// backlog, then tails live events, with no gap and no duplicate. A turn
+// stream ends after turn.done; a session stream ends with ctx.
+func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQuery) iter.Seq2[forge.Event, error] {
+	return func(yield func(forge.Event, error) bool) {
+		if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
+			yield(forge.Event{}, err)
+			return
+		}
+		if q.TurnID != "" {
+			t, err := e.store.GetTurn(ctx, tenant, sessionID, q.TurnID)
+			if err != nil {
+				yield(forge.Event{}, err)
+				return
+			}
+			if t.Ended() && q.After >= t.LastSeq {
+				return // nothing of the turn follows its turn.done
+			}
+		}
+		last := q.After
+		// emit yields ev unless already sent; it reports whether to go on.
+		emit := func(ev forge.Event) (more, ended bool) {
+			if ev.Seq <= last {
+				return true, false
+			}
+			if q.TurnID != "" && (ev.TurnID == nil || *ev.TurnID != q.TurnID) {
+				return true, false
+			}
+			last = ev.Seq
+			if !yield(ev, nil) {
+				return false, false
+			}
+			return true, q.TurnID != "" && ev.Type == forge.EventTurnDone
+		}
+		for {
+			backlog, sub := e.bus.Subscribe(sessionID)
+			more, ended, err := e.replay(ctx, tenant, sessionID, q.TurnID, last, backlog, emit)
+			if err != nil {
+				sub.Close()
+				yield(forge.Event{}, err)
+				return
+			}
+			if !more || ended {
+				sub.Close()
+				return
+			}
+			for _, ev := range backlog {
+				if more, ended = emit(ev); !more || ended {
+					sub.Close()
+					return
+				}
+			}
+			lagged := false
+		live:
+			for {
+				select {
+				case <-ctx.Done():
+					sub.Close()
+					return
+				case ev, ok := <-sub.C:
+					if !ok {
+						lagged = sub.Lagged()
+						break live
+					}
+					if more, ended = emit(ev); !more || ended {
+						sub.Close()
+						return
+					}
+				}
+			}
+			sub.Close()
+			if !lagged {
+				return
+			}
+			// Cut off for falling behind: resubscribe from our cursor.
+		}
+	}
+}
+
+// replay emits stored events after `after` and before the live backlog.
+func (e *Engine) replay(ctx context.Context, tenant, sessionID, turnID string, after int64, backlog []forge.Event, emit func(forge.Event) (bool, bool)) (more, ended bool, err error) {
+	var before int64
+	if len(backlog) > 0 {
+		before = backlog[0].Seq
+		if after >= before-1 {
+			return true, false, nil // the backlog covers it
+		}
+	}
+	for {
+		page, err := e.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: turnID, After: after, Before: before, Limit: 1000})
+		if err != nil {
+			return false, false, err
+		}
+		for _, ev := range page {
+			if more, ended = emit(ev); !more || ended {
+				return more, ended, nil
+			}
+			after = ev.Seq
+		}
+		if len(page) < 1000 {
+			return true, false, nil
+		}
+	}
+}

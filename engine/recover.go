@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/forge-runtime/forge"
+)
+
+// Recover ends every turn a dead process left running: unfinished text and
+// reasoning parts are closed with their checkpointed text (interrupted),
+// pending and running tool parts become errors, and the turn ends cancelled
+// with reason abandoned. The session log reserves a fresh seq range first,
+// so the closing events have seqs above any a client could have seen.
+// Call it before serving.
+func (e *Engine) Recover(ctx context.Context) error {
+	turns, err := e.store.RunningTurns(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	for _, t := range turns {
+		if err := e.abandon(ctx, t); err != nil {
+			return fmt.Errorf("recover turn %s: %w", t.ID, err)
+		}
+		e.log.Info("recovered abandoned turn", "session", t.SessionID, "turn", t.ID)
+	}
+	return nil
+}
+
+func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
+	msgs, err := e.store.TurnMessages(ctx, t.Tenant, t.ID)
+	if err != nil {
+		return err
+	}
+	l := e.sessionLog(t.Tenant, t.SessionID)
+	b := &forge.Batch{Tenant: t.Tenant, SessionID: t.SessionID, TurnID: t.ID}
+	var events []pendingEvent
+	now := e.clock.Now()
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			switch {
+			case (p.Type == forge.PartText || p.Type == forge.PartReasoning) && p.State == forge.StateStreaming:
+				p.State = forge.StateInterrupted
+				events = append(events, pendingEvent{typ: forge.EventModelMessage, id: p.ID, turnID: t.ID, threadID: m.ThreadID, data: p.Clone()})
+			case p.Type == forge.PartTool && (p.State == forge.StatePending || p.State == forge.StateRunning):
+				msg := "abandoned: the server stopped before this call finished"
+				if p.State == forge.StateRunning {
+					msg = "in_doubt: the server stopped while this call ran; it may have had its effect"
+				}
+				p.State = forge.StateError
+				p.Error = &msg
+				events = append(events, pendingEvent{typ: forge.EventToolResponse, id: p.ID, turnID: t.ID, threadID: m.ThreadID, data: p.Clone()})
+			default:
+				continue
+			}
+			p.UpdatedAt = now
+			b.Parts = append(b.Parts, p)
+		}
+		if m.Role == forge.RoleAssistant && m.Finish == "" {
+			m.Finish = forge.FinishError
+			env := *m
+			env.Parts = nil
+			b.Messages = append(b.Messages, &env)
+		}
+	}
+	reason := forge.CancelAbandoned
+	t.Status = forge.TurnCancelled
+	t.CancelReason = &reason
+	t.EndedAt = &now
+	t.RequiredActions = []forge.RequiredAction{}
+	final := *t
+	events = append(events, pendingEvent{typ: forge.EventTurnDone, id: t.ID, turnID: t.ID, data: func(seq int64) any {
+		final.LastSeq = seq
+		t.LastSeq = seq
+		return &final
+	}})
+	b.Turn = t
+	b.Snapshot = &forge.Snapshot{TurnID: t.ID, Threads: map[string]forge.ThreadState{}}
+	_, err = e.write(ctx, l, events, func(ctx context.Context, evs []forge.Event) error {
+		b.Events = evs
+		return e.store.Commit(ctx, b)
+	})
+	return err
+}

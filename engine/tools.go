@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/forge-runtime/forge"
+)
+
+// toolResult is a finished server-side call.
+type toolResult struct {
+	c   *call
+	res forge.ToolResult
+	err error
+}
+
+// runCalls runs the server-side calls of a step concurrently and returns
+// the required actions of the calls that pause the turn.
+func (r *run) runCalls(calls []*call) []forge.RequiredAction {
+	var actions []forge.RequiredAction
+	var toRun []*call
+	for _, c := range calls {
+		switch {
+		case c.action != nil:
+			actions = append(actions, *c.action)
+		case c.tool != nil:
+			toRun = append(toRun, c)
+		}
+	}
+	// The running state is durable before any side effect happens.
+	if err := r.flush(nil); err != nil {
+		r.e.log.Warn("flush before tools failed", "turn", r.turn.ID, "err", err)
+	}
+	if len(toRun) == 0 {
+		return actions
+	}
+	// Tools get a context that outlives a cancel by ToolCancelWait: a running
+	// call may finish and record its real result.
+	toolCtx, cancelTools := context.WithCancel(context.WithoutCancel(r.ctx))
+	defer cancelTools()
+	results := make(chan toolResult, len(toRun))
+	for _, c := range toRun {
+		r.e.wg.Add(1)
+		go func() {
+			defer r.e.wg.Done()
+			res, err := callTool(toolCtx, c.tool, c.part)
+			results <- toolResult{c: c, res: res, err: err}
+		}()
+	}
+	var deadline <-chan time.Time
+	cancelled := r.ctx.Done()
+	for remaining := len(toRun); remaining > 0; {
+		select {
+		case tr := <-results:
+			remaining--
+			r.recordResult(tr)
+			if err := r.flush(nil); err != nil {
+				r.e.log.Warn("flush tool result failed", "turn", r.turn.ID, "err", err)
+			}
+		case <-cancelled:
+			cancelled = nil
+			timer := time.NewTimer(r.e.cfg.ToolCancelWait)
+			defer timer.Stop()
+			deadline = timer.C
+		case <-deadline:
+			cancelTools()
+			for _, c := range toRun {
+				if c.part.State == forge.StateRunning {
+					r.toolError(c.msg, c.part, "in_doubt: the turn was cancelled while this call ran; it may have had its effect")
+				}
+			}
+			return actions
+		}
+	}
+	return actions
+}
+
+func callTool(ctx context.Context, t forge.Tool, p *forge.Part) (res forge.ToolResult, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the tool panicked: %v", v)
+		}
+	}()
+	return t.Call(ctx, p.Arguments)
+}
+
+func (r *run) recordResult(tr toolResult) {
+	p := tr.c.part
+	switch {
+	case tr.err != nil:
+		r.toolError(tr.c.msg, p, tr.err.Error())
+	case tr.res.IsError:
+		r.toolError(tr.c.msg, p, tr.res.Output)
+	default:
+		out := tr.res.Output
+		p.State = forge.StateCompleted
+		p.Output = &out
+		r.partEvent(forge.EventToolResponse, tr.c.msg, p)
+	}
+}
+
+// applyResolutions records the answers to the calls the previous turn left
+// open, as a tool message of this turn, and runs the approved calls.
+func (r *run) applyResolutions() ([]forge.RequiredAction, error) {
+	msg := r.newMessage(forge.RoleTool)
+	r.messageEvent(forge.EventMessageCreated, msg)
+	calls := make([]*call, 0, len(r.resolutions))
+	for _, res := range r.resolutions {
+		a := res.action
+		p := r.newPart(msg, forge.PartTool)
+		p.CallID, p.Tool, p.Arguments = a.CallID, a.Tool, a.Arguments
+		msg.Parts = append(msg.Parts, p)
+		c := &call{msg: msg, part: p}
+		calls = append(calls, c)
+		in := res.input
+		switch in.Type {
+		case forge.InputApproval:
+			if !*in.Approved {
+				reason := "the user denied this call"
+				if in.Reason != "" {
+					reason += ": " + in.Reason
+				}
+				r.toolError(msg, p, reason)
+				continue
+			}
+			spec, _ := r.agent.Tool(a.Tool)
+			tool := r.e.tools[a.Tool]
+			switch {
+			case spec.Client:
+				c.action = &forge.RequiredAction{Type: forge.ActionClientTool, CallID: a.CallID, ThreadID: a.ThreadID, Tool: a.Tool, Arguments: a.Arguments}
+				p.State = forge.StatePending
+			case tool == nil:
+				r.toolError(msg, p, fmt.Sprintf("the tool %q is not available in this agent version", a.Tool))
+				continue
+			default:
+				c.tool = tool
+				p.State = forge.StateRunning
+			}
+			r.partEvent(forge.EventToolCall, msg, p)
+		case forge.InputToolResult:
+			p.State = forge.StateRunning
+			r.partEvent(forge.EventToolCall, msg, p)
+			if in.IsError {
+				p.State = forge.StatePending // toolError emits the response
+				r.toolError(msg, p, *in.Output)
+				continue
+			}
+			out := *in.Output
+			p.State = forge.StateCompleted
+			p.Output = &out
+			r.partEvent(forge.EventToolResponse, msg, p)
+		default:
+			r.toolError(msg, p, fmt.Sprintf("%s resolutions are not supported for this call", in.Type))
+		}
+	}
+	r.history = append(r.history, msg)
+	return r.runCalls(calls), nil
+}

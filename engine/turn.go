@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/forge-runtime/forge"
+)
+
+// ErrShuttingDown refuses new turns while the engine closes.
+var ErrShuttingDown = errors.New("server is shutting down")
+
+// StartTurn validates req against the session, creates the turn atomically
+// (turn row, input message, tip move, turn.created) and starts running it.
+// It returns the turn as created. A reused idempotency key returns the turn
+// the key first created, in whatever state it is now.
+func (e *Engine) StartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, error) {
+	if len(req.Input) == 0 {
+		return nil, forge.Errorf(forge.ErrInvalid, "input must hold at least one item")
+	}
+	if req.NewRoot && req.PreviousTurnID != nil {
+		return nil, forge.Errorf(forge.ErrInvalid, "previous_turn_id and new_root cannot be used together")
+	}
+	if t, err := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || err != nil {
+		return t, err
+	}
+	for attempt := 0; ; attempt++ {
+		t, retry, err := e.tryStartTurn(ctx, tenant, sessionID, req)
+		if !retry || attempt >= 5 {
+			return t, err
+		}
+	}
+}
+
+func (e *Engine) turnByKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
+	if key == "" {
+		return nil, nil
+	}
+	t, err := e.store.TurnByIdempotencyKey(ctx, tenant, sessionID, key)
+	if errors.Is(err, forge.ErrNotFound) {
+		return nil, nil
+	}
+	return t, err
+}
+
+// tryStartTurn makes one attempt; retry is true when the session moved
+// under it (its tip changed, or a superseded turn had to end first).
+func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (_ *forge.Turn, retry bool, _ error) {
+	e.mu.Lock()
+	closing := e.closing
+	current := e.running[sessionID]
+	e.mu.Unlock()
+	if closing {
+		return nil, false, ErrShuttingDown
+	}
+	sess, err := e.store.GetSession(ctx, tenant, sessionID)
+	if err != nil {
+		return nil, false, err
+	}
+	if current != nil {
+		if !req.Supersede {
+			return nil, false, forge.Errorf(forge.ErrTurnInProgress, "turn %s is still running in this session; wait for it, cancel it, or send supersede: true", current.turn.ID)
+		}
+		current.stop(forge.CancelSuperseded)
+		select {
+		case <-current.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		return nil, true, nil
+	}
+
+	base, err := e.baseTurn(ctx, tenant, sess, req)
+	if err != nil {
+		return nil, false, err
+	}
+	agent, err := e.agentFor(ctx, tenant, sess)
+	if err != nil {
+		return nil, false, err
+	}
+	var open []forge.RequiredAction
+	if base != nil && base.Status == forge.TurnDone {
+		open = base.RequiredActions
+	}
+	resolutions, err := validateInput(req.Input, open)
+	if err != nil {
+		return nil, false, err
+	}
+	var history []*forge.Message
+	if base != nil {
+		history, err = e.loadHistory(ctx, tenant, sess, base.ID)
+		if err != nil {
+			return nil, false, err
+		}
+	}
+
+	now := e.clock.Now()
+	turn := &forge.Turn{
+		ID:              e.ids.New(forge.PrefixTurn),
+		Tenant:          tenant,
+		SessionID:       sessionID,
+		AgentID:         agent.ID,
+		AgentVersion:    agent.Version,
+		Status:          forge.TurnRunning,
+		Input:           req.Input,
+		RequiredActions: []forge.RequiredAction{},
+		IdempotencyKey:  req.IdempotencyKey,
+		CreatedAt:       now,
+	}
+	if base != nil {
+		id := base.ID
+		turn.PreviousTurnID = &id
+	}
+	r := e.newRun(tenant, sess, agent, turn, history, resolutions)
+	events := []pendingEvent{{typ: forge.EventTurnCreated, id: turn.ID, turnID: turn.ID, data: turn}}
+	var msgs []*forge.Message
+	if resolutions == nil {
+		msg := r.newMessage(forge.RoleUser)
+		msg.Parts = []*forge.Part{r.newPart(msg, forge.PartText)}
+		msg.Parts[0].Text = req.Input[0].Text
+		msg.Parts[0].State = forge.StateCompleted
+		msgs = append(msgs, msg)
+		r.history = append(r.history, msg)
+		events = append(events, pendingEvent{typ: forge.EventMessageCreated, id: msg.ID, turnID: turn.ID, threadID: msg.ThreadID, data: msg})
+	}
+
+	if !e.register(r) {
+		if e.isClosing() {
+			return nil, false, ErrShuttingDown
+		}
+		return nil, true, nil // another request won the race; look again
+	}
+	expectTip := ""
+	if sess.TipTurnID != nil {
+		expectTip = *sess.TipTurnID
+	}
+	e.bus.BeginTurn(sessionID, turn.ID)
+	evs, err := e.write(ctx, r.log, events, func(ctx context.Context, evs []forge.Event) error {
+		turn.LastSeq = evs[len(evs)-1].Seq
+		return e.store.BeginTurn(ctx, &forge.BeginTurn{Turn: turn, Messages: msgs, Events: evs, ExpectTip: &expectTip})
+	})
+	if err != nil {
+		e.unregister(r)
+		e.bus.EndTurn(sessionID, turn.ID)
+		close(r.done)
+		if errors.Is(err, forge.ErrConflict) {
+			// The tip moved or the idempotency key was just used.
+			if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {
+				return t, false, kerr
+			}
+			return nil, true, nil
+		}
+		if errors.Is(err, forge.ErrTurnInProgress) && req.Supersede {
+			return nil, true, nil
+		}
+		return nil, false, err
+	}
+	_ = evs
+	created := *turn
+	e.wg.Add(1)
+	go e.execute(r)
+	return &created, false, nil
+}
+
+// baseTurn is the turn the new one chains from, or nil for a new root or a
+// session's first turn.
+func (e *Engine) baseTurn(ctx context.Context, tenant string, sess *forge.Session, req TurnRequest) (*forge.Turn, error) {
+	switch {
+	case req.NewRoot:
+		return nil, nil
+	case req.PreviousTurnID != nil:
+		t, err := e.store.GetTurn(ctx, tenant, sess.ID, *req.PreviousTurnID)
+		if errors.Is(err, forge.ErrNotFound) {
+			return nil, forge.Errorf(forge.ErrNotFound, "previous_turn_id %q is not a turn of this session", *req.PreviousTurnID)
+		}
+		return t, err
+	case sess.TipTurnID != nil:
+		return e.store.GetTurn(ctx, tenant, sess.ID, *sess.TipTurnID)
+	}
+	return nil, nil
+}
+
+// agentFor returns the agent version a new turn runs with: the current one,
+// or, for a deleted agent, the version the session last ran with.
+func (e *Engine) agentFor(ctx context.Context, tenant string, sess *forge.Session) (*forge.Agent, error) {
+	a, err := e.store.GetAgent(ctx, tenant, sess.Agent)
+	if err == nil || !errors.Is(err, forge.ErrNotFound) || sess.TipTurnID == nil {
+		if errors.Is(err, forge.ErrNotFound) {
+			return nil, forge.Errorf(forge.ErrNotFound, "agent %q of this session no longer exists", sess.Agent)
+		}
+		return a, err
+	}
+	tip, err := e.store.GetTurn(ctx, tenant, sess.ID, *sess.TipTurnID)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.GetAgentVersion(ctx, tenant, tip.AgentID, tip.AgentVersion)
+}
+
+// resolution is a validated input item resolving an open call.
+type resolution struct {
+	input  forge.Input
+	action forge.RequiredAction
+}
+
+// validateInput checks the input against the open calls of the turn chained
+// from, in the order API.md gives. It returns the resolutions (nil for a
+// plain message).
+func validateInput(input []forge.Input, open []forge.RequiredAction) ([]resolution, error) {
+	messages := 0
+	for i, in := range input {
+		switch in.Type {
+		case forge.InputMessage:
+			messages++
+			if in.Text == "" {
+				return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: a message needs text", i)
+			}
+		case forge.InputApproval:
+			if in.CallID == "" || in.Approved == nil {
+				return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: an approval needs call_id and approved", i)
+			}
+		case forge.InputToolResult:
+			if in.CallID == "" || in.Output == nil {
+				return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: a tool_result needs call_id and output", i)
+			}
+		case forge.InputAuth:
+			if in.CallID == "" || in.Token == "" {
+				return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: an auth item needs call_id and token", i)
+			}
+		default:
+			return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: type must be message, approval, tool_result or auth, got %q", i, in.Type)
+		}
+	}
+	if messages > 0 && (messages > 1 || len(input) > 1) {
+		return nil, forge.Errorf(forge.ErrInvalid, "input holds either one message or resolutions of open calls, not both")
+	}
+	if messages == 1 {
+		if len(open) > 0 {
+			return nil, forge.Errorf(forge.ErrPendingActions, "%d call(s) await resolution (first: %s %s); resolve them before sending a message", len(open), open[0].Type, open[0].CallID)
+		}
+		return nil, nil
+	}
+	byCall := make(map[string]forge.RequiredAction, len(open))
+	for _, a := range open {
+		byCall[a.CallID] = a
+	}
+	seen := map[string]bool{}
+	out := make([]resolution, 0, len(input))
+	for i, in := range input {
+		a, ok := byCall[in.CallID]
+		if !ok {
+			return nil, forge.Errorf(forge.ErrUnknownCall, "input[%d]: call %q is not open in this session", i, in.CallID)
+		}
+		if seen[in.CallID] {
+			return nil, forge.Errorf(forge.ErrDuplicateCall, "input[%d]: call %q is resolved twice", i, in.CallID)
+		}
+		seen[in.CallID] = true
+		want := map[string]string{forge.ActionApproval: forge.InputApproval, forge.ActionClientTool: forge.InputToolResult, forge.ActionAuth: forge.InputAuth}[a.Type]
+		if in.Type != want {
+			return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: call %q awaits %s, answer it with an item of type %s", i, in.CallID, a.Type, want)
+		}
+		out = append(out, resolution{input: in, action: a})
+	}
+	for _, a := range open {
+		if !seen[a.CallID] {
+			return nil, forge.Errorf(forge.ErrIncompleteResolution, "call %q (%s of %s) of thread %s is left unresolved; resolve every open call of the thread in one turn", a.CallID, a.Type, a.Tool, a.ThreadID)
+		}
+	}
+	return out, nil
+}
+
+func (e *Engine) register(r *run) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing || e.running[r.session.ID] != nil {
+		return false
+	}
+	e.running[r.session.ID] = r
+	return true
+}
+
+func (e *Engine) unregister(r *run) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[r.session.ID] == r {
+		delete(e.running, r.session.ID)
+	}
+}
+
+func (e *Engine) isClosing() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closing
+}
+
+// loadHistory reads the main thread's messages along the branch ending at
+// tip, oldest first.
+func (e *Engine) loadHistory(ctx context.Context, tenant string, sess *forge.Session, tip string) ([]*forge.Message, error) {
+	var out []*forge.Message
+	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: tip, ThreadID: sess.MainThreadID, ListOptions: forge.ListOptions{Limit: 1000}}
+	for {
+		page, next, err := e.store.ListMessages(ctx, tenant, q)
+		if err != nil {
+			return nil, fmt.Errorf("load history: %w", err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		q.Cursor = next
+	}
+}
