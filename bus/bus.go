@@ -149,6 +149,10 @@ func (b *Bus) Publish(ev forge.Event) {
 		}
 		t.backlog = append(t.backlog, ev)
 	}
+	if ev.Type == forge.EventTurnDone && t.turnID != "" && ev.TurnID != nil && *ev.TurnID == t.turnID {
+		// The turn's last event is stored: from here the log serves resumes.
+		t.turnID, t.backlog = "", nil
+	}
 	for s := range t.subs {
 		select {
 		case s.c <- ev:

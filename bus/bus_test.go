@@ -79,3 +79,17 @@ func TestBacklogIsCapped(t *testing.T) {
 		}
 	}
 }
+
+func TestTurnDoneEndsBacklog(t *testing.T) {
+	b := New(16, 0)
+	b.BeginTurn("s", "t1")
+	b.Publish(ev("s", "t1", 1))
+	done := ev("s", "t1", 2)
+	done.Type = forge.EventTurnDone
+	b.Publish(done)
+	backlog, sub := b.Subscribe("s")
+	defer sub.Close()
+	if len(backlog) != 0 {
+		t.Fatalf("backlog after turn.done holds %d events", len(backlog))
+	}
+}

@@ -116,7 +116,7 @@ func (ms models) Resolve(name string) (forge.Model, string, error) {
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	path  string
 	store *sqlite.Store
 	eng   *engine.Engine
@@ -124,7 +124,7 @@ type harness struct {
 	ctx   context.Context
 }
 
-func newHarness(t *testing.T, opts ...func(*engine.Config)) *harness {
+func newHarness(t testing.TB, opts ...func(*engine.Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, path: t.TempDir() + "/forge.db", model: &testModel{}, ctx: context.Background()}
 	h.open(opts...)

@@ -1,0 +1,576 @@
+// Package openaitest is a loopback fake of the OpenAI Chat Completions API
+// for tests: unit tests of the openai provider, engine and HTTP tests, and
+// integration tests that run a real `forge serve` pointed at it with
+// OPENAI_BASE_URL=srv.URL().
+//
+// Responses are queued with Enqueue and served in order, one per request;
+// when the queue is empty the server answers with a default reply (the text
+// "ok", see SetDefault), so load tests can use it unattended. Streams are
+// written exactly as OpenAI writes them: a first chunk with the assistant
+// role, content (or tool_calls) deltas, a chunk with the finish_reason and
+// an empty delta, the usage chunk with "choices":[] when the request asked
+// for stream_options.include_usage, then "data: [DONE]".
+//
+// The server validates requests the way the real API does (a tool message
+// must answer an open tool_call_id of the preceding assistant message, every
+// tool call must be answered, function parameters must be an object schema)
+// and answers 400 with an OpenAI error object otherwise; a refused request
+// (400 or 401) does not consume a queued response. Every request that
+// passes the key check is recorded (see Requests).
+package openaitest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Server is the fake. Its methods are safe for concurrent use.
+type Server struct {
+	srv  *httptest.Server
+	done chan struct{}
+	once sync.Once
+
+	mu       sync.Mutex
+	queue    []Response
+	def      Response
+	key      string
+	record   bool
+	requests []Request
+
+	seq     atomic.Int64 // completion and call ids
+	created int64
+}
+
+// New starts a fake on 127.0.0.1, closed by t.Cleanup.
+func New(t testing.TB) *Server {
+	s := &Server{
+		done:    make(chan struct{}),
+		def:     Text("ok"),
+		record:  true,
+		created: time.Now().Unix(),
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// URL is the base URL to configure a client with (OPENAI_BASE_URL): it ends
+// in /v1.
+func (s *Server) URL() string { return s.srv.URL + "/v1" }
+
+// Close stops the server, first releasing streams stalled by HangAfter.
+func (s *Server) Close() {
+	s.once.Do(func() {
+		close(s.done)
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+}
+
+// SetAPIKey makes the server require "Authorization: Bearer key" and answer
+// 401 otherwise, as OpenAI does. The empty key (the default) accepts any.
+func (s *Server) SetAPIKey(key string) {
+	s.mu.Lock()
+	s.key = key
+	s.mu.Unlock()
+}
+
+// Enqueue queues responses, served one per request in order.
+func (s *Server) Enqueue(r ...Response) {
+	s.mu.Lock()
+	s.queue = append(s.queue, r...)
+	s.mu.Unlock()
+}
+
+// SetDefault sets the answer used when the queue is empty.
+func (s *Server) SetDefault(r Response) {
+	s.mu.Lock()
+	s.def = r
+	s.mu.Unlock()
+}
+
+// Pending is the number of queued responses not yet served.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// RecordRequests turns recording of request bodies on (the default) or off
+// (for load tests).
+func (s *Server) RecordRequests(on bool) {
+	s.mu.Lock()
+	s.record = on
+	s.mu.Unlock()
+}
+
+// Requests returns the chat requests received so far, in arrival order
+// (including those refused as invalid).
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// LastRequest returns the most recent chat request; ok is false when there
+// was none.
+func (s *Server) LastRequest() (r Request, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.requests) == 0 {
+		return Request{}, false
+	}
+	return s.requests[len(s.requests)-1], true
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", "unknown_url", fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
+		return
+	}
+	if r.Method != http.MethodPost {
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "", fmt.Sprintf("Invalid method %s for /v1/chat/completions, expected POST", r.Method))
+		return
+	}
+	s.mu.Lock()
+	key, record := s.key, s.record
+	s.mu.Unlock()
+	if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
+		writeError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key", "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "could not read the request body: "+err.Error())
+		return
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "We could not parse the JSON body of your request. ("+err.Error()+")")
+		return
+	}
+	if record {
+		req.Header = r.Header.Clone()
+		req.Body = body
+		s.mu.Lock()
+		s.requests = append(s.requests, req)
+		s.mu.Unlock()
+	}
+	if param, msg := req.validate(); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", param, "", msg)
+		return
+	}
+
+	s.mu.Lock()
+	resp := s.def
+	if len(s.queue) > 0 {
+		resp = s.queue[0]
+		s.queue[0] = Response{}
+		s.queue = s.queue[1:]
+	}
+	s.mu.Unlock()
+
+	for k, vs := range resp.header {
+		w.Header()[k] = vs
+	}
+	if resp.status != 0 {
+		s.writeStatus(w, resp)
+		return
+	}
+	if !req.Stream {
+		s.writeCompletion(w, &req, resp, len(body))
+		return
+	}
+	var events [][]byte
+	if resp.isRaw {
+		events = resp.raw
+	} else {
+		events = s.render(&req, resp, len(body))
+	}
+	s.stream(w, r.Context(), resp, events)
+}
+
+func (s *Server) writeStatus(w http.ResponseWriter, resp Response) {
+	if (resp.status == http.StatusTooManyRequests || resp.status == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	if resp.body != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.status)
+		io.WriteString(w, resp.body)
+		return
+	}
+	typ, code, msg := "api_error", "", http.StatusText(resp.status)
+	switch {
+	case resp.status == http.StatusTooManyRequests:
+		typ, code, msg = "requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again in 1s."
+	case resp.status == http.StatusUnauthorized:
+		typ, code, msg = "invalid_request_error", "invalid_api_key", "Incorrect API key provided."
+	case resp.status >= 500:
+		typ, msg = "server_error", "The server had an error while processing your request. Sorry about that!"
+	case resp.status >= 400:
+		typ = "invalid_request_error"
+	}
+	writeError(w, resp.status, typ, "", code, msg)
+}
+
+// writeError writes an OpenAI error object.
+func writeError(w http.ResponseWriter, status int, typ, param, code, msg string) {
+	b := []byte(`{"error":{"message":`)
+	b = appendString(b, msg)
+	b = append(b, `,"type":`...)
+	b = appendString(b, typ)
+	b = append(b, `,"param":`...)
+	b = appendNullable(b, param)
+	b = append(b, `,"code":`...)
+	b = appendNullable(b, code)
+	b = append(b, "}}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// stream writes events one by one, flushing each, applying the response's
+// delay, stall, cut and error settings.
+func (s *Server) stream(w http.ResponseWriter, ctx context.Context, resp Response, events [][]byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Request-Id", "req_"+strconv.FormatInt(s.seq.Add(1), 10))
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	var timer *time.Timer
+	for i, ev := range events {
+		if resp.hang == i+1 {
+			select {
+			case <-ctx.Done():
+			case <-s.done:
+			}
+			return
+		}
+		if resp.cut == i+1 {
+			panic(http.ErrAbortHandler) // drops the connection mid-stream
+		}
+		if resp.errAfter == i+1 {
+			b := []byte(`data: {"error":{"message":`)
+			b = appendString(b, resp.errMsg)
+			b = append(b, `,"type":"server_error","param":null,"code":null}}`+"\n\n"...)
+			w.Write(b)
+			rc.Flush()
+			return
+		}
+		if i > 0 && resp.delay > 0 {
+			if timer == nil {
+				timer = time.NewTimer(resp.delay)
+			} else {
+				timer.Reset(resp.delay)
+			}
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			case <-s.done:
+				return
+			}
+		}
+		if _, err := w.Write(ev); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+	// Settings beyond the last event still apply.
+	n := len(events) + 1
+	switch {
+	case resp.hang >= n:
+		select {
+		case <-ctx.Done():
+		case <-s.done:
+		}
+	case resp.cut >= n:
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// chunkWriter renders chat.completion.chunk events.
+type chunkWriter struct {
+	head      []byte // `data: {"id":...,"choices":[`
+	usageNull bool
+	events    [][]byte
+}
+
+func (s *Server) newChunkWriter(req *Request) *chunkWriter {
+	id := s.seq.Add(1)
+	b := []byte(`data: {"id":"chatcmpl-`)
+	b = fmt.Appendf(b, "OTEST%019d", id)
+	b = append(b, `","object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, s.created, 10)
+	b = append(b, `,"model":`...)
+	b = appendString(b, req.Model)
+	b = append(b, `,"system_fingerprint":"fp_openaitest","choices":[`...)
+	return &chunkWriter{head: b, usageNull: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+}
+
+// choice adds a chunk with one choice; delta is a JSON object.
+func (c *chunkWriter) choice(delta []byte, finish string) {
+	b := make([]byte, 0, len(c.head)+len(delta)+80)
+	b = append(b, c.head...)
+	b = append(b, `{"index":0,"delta":`...)
+	b = append(b, delta...)
+	b = append(b, `,"logprobs":null,"finish_reason":`...)
+	b = appendNullable(b, finish)
+	b = append(b, "}]"...)
+	if c.usageNull {
+		b = append(b, `,"usage":null`...)
+	}
+	b = append(b, "}\n\n"...)
+	c.events = append(c.events, b)
+}
+
+func (c *chunkWriter) usage(t Tokens) {
+	b := append([]byte(nil), c.head...)
+	b = append(b, `],"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(t.Input), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(t.Output), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(t.Input+t.Output), 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(t.Cached), 10)
+	b = append(b, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, int64(t.Reasoning), 10)
+	b = append(b, `,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`+"\n\n"...)
+	c.events = append(c.events, b)
+}
+
+var doneEvent = []byte("data: [DONE]\n\n")
+
+// render turns a Response into the SSE events of a streamed completion.
+func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
+	c := s.newChunkWriter(req)
+	outChars := 0
+	hasCalls := false
+	first := true
+	index := 0 // tool call index, across ToolCalls items
+	for _, it := range resp.items {
+		switch it.kind {
+		case itemText, itemReasoning:
+			field := `{"content":`
+			if it.kind == itemReasoning {
+				field = `{"reasoning_content":`
+			}
+			for _, p := range it.pieces {
+				if first {
+					c.choice([]byte(`{"role":"assistant","content":""}`), "")
+					first = false
+				}
+				c.choice(appendString([]byte(field), p, '}'), "")
+				outChars += len(p)
+			}
+		case itemCalls:
+			for _, call := range it.calls {
+				i := index
+				index++
+				if call.ID == "" {
+					call.ID = fmt.Sprintf("call_otest%014d", s.seq.Add(1))
+				}
+				args := call.Args
+				if args == "" {
+					args = "{}"
+				}
+				hasCalls = true
+				outChars += len(call.Name) + len(args)
+				h := []byte(`{"tool_calls":[{"index":`)
+				if first {
+					// As OpenAI does when a reply starts with a tool call.
+					h = []byte(`{"role":"assistant","content":null,"tool_calls":[{"index":`)
+				}
+				h = strconv.AppendInt(h, int64(i), 10)
+				h = append(h, `,"id":`...)
+				h = appendString(h, call.ID)
+				h = append(h, `,"type":"function","function":{"name":`...)
+				h = appendString(h, call.Name)
+				h = append(h, `,"arguments":""}}]`...)
+				if first {
+					h = append(h, `,"refusal":null`...)
+					first = false
+				}
+				h = append(h, '}')
+				c.choice(h, "")
+				for _, frag := range fragments(args) {
+					d := []byte(`{"tool_calls":[{"index":`)
+					d = strconv.AppendInt(d, int64(i), 10)
+					d = append(d, `,"function":{"arguments":`...)
+					d = appendString(d, frag)
+					d = append(d, "}}]}"...)
+					c.choice(d, "")
+				}
+			}
+		}
+	}
+	if first {
+		c.choice([]byte(`{"role":"assistant","content":""}`), "")
+	}
+	finish := "stop"
+	if hasCalls {
+		finish = "tool_calls"
+	}
+	if resp.finish != nil {
+		finish = *resp.finish
+	}
+	if finish != "" {
+		c.choice([]byte(`{}`), finish)
+	}
+	if c.usageNull {
+		t := Tokens{Input: max(1, bodyLen/4), Output: max(1, outChars/4)}
+		if resp.tokens != nil {
+			t = *resp.tokens
+		}
+		c.usage(t)
+	}
+	return append(c.events, doneEvent)
+}
+
+// fragments splits tool arguments into pieces of a few bytes, on rune
+// boundaries, as a model streams them.
+func fragments(s string) []string {
+	const size = 7
+	var out []string
+	for len(s) > size {
+		n := size
+		for n < len(s) && s[n]&0xC0 == 0x80 {
+			n++
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
+
+// writeCompletion answers a non-streaming request with a chat.completion.
+func (s *Server) writeCompletion(w http.ResponseWriter, req *Request, resp Response, bodyLen int) {
+	if resp.isRaw {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "", "openaitest: a Raw response can only answer a streaming request")
+		return
+	}
+	type call struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	var text, reasoning string
+	var calls []call
+	for _, it := range resp.items {
+		switch it.kind {
+		case itemText:
+			for _, p := range it.pieces {
+				text += p
+			}
+		case itemReasoning:
+			for _, p := range it.pieces {
+				reasoning += p
+			}
+		case itemCalls:
+			for _, c := range it.calls {
+				var wc call
+				wc.ID, wc.Type, wc.Function.Name, wc.Function.Arguments = c.ID, "function", c.Name, c.Args
+				if wc.ID == "" {
+					wc.ID = fmt.Sprintf("call_otest%014d", s.seq.Add(1))
+				}
+				if wc.Function.Arguments == "" {
+					wc.Function.Arguments = "{}"
+				}
+				calls = append(calls, wc)
+			}
+		}
+	}
+	finish := "stop"
+	if len(calls) > 0 {
+		finish = "tool_calls"
+	}
+	if resp.finish != nil && *resp.finish != "" {
+		finish = *resp.finish
+	}
+	t := Tokens{Input: max(1, bodyLen/4), Output: max(1, (len(text)+len(reasoning))/4)}
+	if resp.tokens != nil {
+		t = *resp.tokens
+	}
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil, "annotations": []any{}}
+	if text != "" || len(calls) == 0 {
+		msg["content"] = text
+	}
+	if reasoning != "" {
+		msg["reasoning_content"] = reasoning
+	}
+	if len(calls) > 0 {
+		msg["tool_calls"] = calls
+	}
+	out := map[string]any{
+		"id":      fmt.Sprintf("chatcmpl-OTEST%019d", s.seq.Add(1)),
+		"object":  "chat.completion",
+		"created": s.created,
+		"model":   req.Model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
+		"usage": map[string]any{
+			"prompt_tokens": t.Input, "completion_tokens": t.Output, "total_tokens": t.Input + t.Output,
+			"prompt_tokens_details":     map[string]any{"cached_tokens": t.Cached, "audio_tokens": 0},
+			"completion_tokens_details": map[string]any{"reasoning_tokens": t.Reasoning, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+		},
+		"service_tier":       "default",
+		"system_fingerprint": "fp_openaitest",
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+// appendString appends s as a JSON string (without HTML escaping, as
+// OpenAI writes it), then any trailing bytes.
+func appendString(b []byte, s string, trailing ...byte) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	b = append(b, '"')
+	return append(b, trailing...)
+}
+
+func appendNullable(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendString(b, s)
+}

@@ -1,0 +1,270 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+
+	"github.com/forge-runtime/forge"
+)
+
+// scope is the tenant, session and turn every row of one write belongs to;
+// rows are stamped with it whatever their own fields say.
+type scope struct {
+	tenant, session, turn string
+}
+
+// encodeMessages encodes message envelopes, and their parts when withParts.
+func (s *Store) encodeMessages(sc scope, msgs []*forge.Message, withParts bool) (mrows, prows [][]any, err error) {
+	now := s.now()
+	for _, m := range msgs {
+		if m == nil || m.ID == "" {
+			return nil, nil, forge.Errorf(forge.ErrInvalid, "message id is required")
+		}
+		usage, err := encJSON(m.Usage)
+		if err != nil {
+			return nil, nil, err
+		}
+		summary := 0
+		if m.Summary {
+			summary = 1
+		}
+		created := m.CreatedAt
+		if created.IsZero() {
+			created = now
+		}
+		mrows = append(mrows, []any{sc.tenant, m.ID, sc.session, sc.turn, m.ThreadID, m.Role, strPtr(m.ParentID),
+			m.Author, m.Model, m.Finish, usage, summary, unixNano(created)})
+		if withParts {
+			ps, err := s.encodeParts(sc, m.ID, m.Parts)
+			if err != nil {
+				return nil, nil, err
+			}
+			prows = append(prows, ps...)
+		}
+	}
+	return mrows, prows, nil
+}
+
+// encodeParts encodes parts; messageID, when set, overrides each part's.
+func (s *Store) encodeParts(sc scope, messageID string, parts []*forge.Part) ([][]any, error) {
+	now := s.now()
+	out := make([][]any, 0, len(parts))
+	for _, p := range parts {
+		if p == nil || p.ID == "" {
+			return nil, forge.Errorf(forge.ErrInvalid, "part id is required")
+		}
+		mid := p.MessageID
+		if messageID != "" {
+			mid = messageID
+		}
+		if mid == "" {
+			return nil, forge.Errorf(forge.ErrInvalid, "part %s has no message id", p.ID)
+		}
+		created := p.CreatedAt
+		if created.IsZero() {
+			created = now
+		}
+		updated := p.UpdatedAt
+		if updated.IsZero() {
+			updated = now
+		}
+		out = append(out, []any{sc.tenant, p.ID, mid, sc.session, sc.turn, p.Type, p.Text, p.State, p.CallID,
+			p.Tool, rawText(p.Arguments), strPtr(p.Output), strPtr(p.Error), rawText(p.Data), rawText(p.Provider),
+			unixNano(created), unixNano(updated)})
+	}
+	return out, nil
+}
+
+const (
+	insertMessageSQL = `INSERT INTO messages (tenant, id, session_id, turn_id, thread_id, role, parent_id,
+		author, model, finish, usage, summary, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertPartSQL = `INSERT INTO parts (tenant, id, message_id, session_id, turn_id, type, text, state, call_id,
+		tool, arguments, output, error, data, provider, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// insertMessages inserts new messages and their parts (BeginTurn).
+func insertMessages(x *tx, mrows, prows [][]any) error {
+	if err := execRows(x, insertMessageSQL, mrows, "message"); err != nil {
+		return err
+	}
+	return execRows(x, insertPartSQL, prows, "part")
+}
+
+// upsertMessages inserts or updates envelopes: a message's finish, usage
+// and model are set when its model call ends.
+func upsertMessages(x *tx, mrows [][]any) error {
+	return execRows(x, insertMessageSQL+` ON CONFLICT (tenant, id) DO UPDATE SET
+		parent_id = excluded.parent_id, author = excluded.author, model = excluded.model,
+		finish = excluded.finish, usage = excluded.usage, summary = excluded.summary`, mrows, "message")
+}
+
+// upsertParts inserts or rewrites parts: a streaming part is written empty,
+// checkpointed, then rewritten whole at its end.
+func upsertParts(x *tx, prows [][]any) error {
+	return execRows(x, insertPartSQL+` ON CONFLICT (tenant, id) DO UPDATE SET
+		type = excluded.type, text = excluded.text, state = excluded.state, call_id = excluded.call_id,
+		tool = excluded.tool, arguments = excluded.arguments, output = excluded.output, error = excluded.error,
+		data = excluded.data, provider = excluded.provider, updated_at = excluded.updated_at`, prows, "part")
+}
+
+func execRows(x *tx, query string, rows [][]any, what string) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	st, err := x.stmt(query)
+	if err != nil {
+		return err
+	}
+	for _, args := range rows {
+		if _, err := st.ExecContext(x.ctx, args...); err != nil {
+			if _, ok := isUnique(err); ok {
+				return forge.Errorf(forge.ErrConflict, "%s %v already exists", what, args[1])
+			}
+			return dbErr(err)
+		}
+	}
+	return nil
+}
+
+const msgCols = `m.id, m.session_id, m.turn_id, m.thread_id, m.role, m.parent_id, m.author, m.model,
+	m.finish, m.usage, m.summary, m.created_at`
+
+func scanMessages(rows *sql.Rows, tenant string) ([]*forge.Message, error) {
+	defer rows.Close()
+	var out []*forge.Message
+	for rows.Next() {
+		m := &forge.Message{Tenant: tenant, Parts: []*forge.Part{}}
+		var (
+			parent, usage sql.NullString
+			summary       int
+			created       int64
+		)
+		if err := rows.Scan(&m.ID, &m.SessionID, &m.TurnID, &m.ThreadID, &m.Role, &parent, &m.Author, &m.Model,
+			&m.Finish, &usage, &summary, &created); err != nil {
+			return nil, dbErr(err)
+		}
+		m.ParentID = fromNullStr(parent)
+		m.Summary = summary != 0
+		m.CreatedAt = fromNano(created)
+		if err := decJSON(usage, &m.Usage); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, dbErr(rows.Err())
+}
+
+// loadParts fills the parts of msgs with one query, however many messages.
+func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	byID := make(map[string]*forge.Message, len(msgs))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		byID[m.ID] = m
+		ids[i] = m.ID
+	}
+	idJSON, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	rows, err := x.query(`SELECT id, message_id, session_id, turn_id, type, text, state, call_id, tool,
+		arguments, output, error, data, provider, created_at, updated_at
+		FROM parts WHERE tenant = ? AND message_id IN (SELECT value FROM json_each(?))
+		ORDER BY message_id, id`, tenant, string(idJSON))
+	if err != nil {
+		return dbErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			p                                  forge.Part
+			args, output, perr, data, provider sql.NullString
+			created, updated                   int64
+		)
+		if err := rows.Scan(&p.ID, &p.MessageID, &p.SessionID, &p.TurnID, &p.Type, &p.Text, &p.State, &p.CallID,
+			&p.Tool, &args, &output, &perr, &data, &provider, &created, &updated); err != nil {
+			return dbErr(err)
+		}
+		p.Arguments, p.Data, p.Provider = fromRawText(args), fromRawText(data), fromRawText(provider)
+		p.Output, p.Error = fromNullStr(output), fromNullStr(perr)
+		p.CreatedAt, p.UpdatedAt = fromNano(created), fromNano(updated)
+		if m := byID[p.MessageID]; m != nil {
+			m.Parts = append(m.Parts, &p)
+		}
+	}
+	return dbErr(rows.Err())
+}
+
+// ListMessages returns messages with their parts, oldest first, along the
+// chain of turns ending at q.TipTurnID: a fork's sibling branches are not
+// on the chain. The cursor is the last message id.
+func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
+	limit := pageLimit(q.Limit, defaultLimit)
+	var out []*forge.Message
+	err := s.read(ctx, func(x *tx) error {
+		if err := liveSession(x, tenant, q.SessionID); err != nil {
+			return err
+		}
+		if q.TipTurnID == "" {
+			return nil // no tip: no history
+		}
+		// UNION (not UNION ALL) stops on a cycle a corrupt chain could have.
+		// CROSS JOIN keeps chain as the outer loop, so each step is one
+		// primary-key lookup of the previous turn.
+		rows, err := x.query(`WITH RECURSIVE chain(id, prev) AS (
+				SELECT id, previous_turn_id FROM turns WHERE tenant = ?1 AND id = ?3 AND session_id = ?2
+				UNION
+				SELECT t.id, t.previous_turn_id FROM chain c CROSS JOIN turns t
+				WHERE t.tenant = ?1 AND t.id = c.prev AND t.session_id = ?2
+			)
+			SELECT `+msgCols+` FROM messages m
+			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id > ?4 AND m.turn_id IN (SELECT id FROM chain)
+				AND (?5 = '' OR m.thread_id = ?5)
+			ORDER BY m.id LIMIT ?6`,
+			tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1)
+		if err != nil {
+			return dbErr(err)
+		}
+		if out, err = scanMessages(rows, tenant); err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			var one int
+			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND id = ?`,
+				tenant, q.SessionID, q.TipTurnID).Scan(&one)
+			return notFound(err, "turn %s not found", q.TipTurnID)
+		}
+		return loadParts(x, tenant, out[:min(limit, len(out))])
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	out, next := page(out, limit, func(m *forge.Message) string { return m.ID })
+	return out, next, nil
+}
+
+// TurnMessages returns the messages a turn wrote, with their parts.
+func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*forge.Message, error) {
+	var out []*forge.Message
+	err := s.read(ctx, func(x *tx) error {
+		rows, err := x.query(`SELECT `+msgCols+` FROM messages m WHERE m.tenant = ? AND m.turn_id = ? ORDER BY m.id`,
+			tenant, turnID)
+		if err != nil {
+			return dbErr(err)
+		}
+		if out, err = scanMessages(rows, tenant); err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			var one int
+			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND id = ?`, tenant, turnID).Scan(&one)
+			return notFound(err, "turn %s not found", turnID)
+		}
+		return loadParts(x, tenant, out)
+	})
+	return out, err
+}

@@ -1,0 +1,134 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/forge-runtime/forge"
+)
+
+// CreateSession inserts s. The caller normally sets ID and timestamps; an
+// empty ID or zero time is filled in (and written back to s).
+func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
+	if ses == nil {
+		return forge.Errorf(forge.ErrInvalid, "session is required")
+	}
+	c := *ses
+	if c.ID == "" {
+		c.ID = s.ids.New(forge.PrefixSession)
+	}
+	if c.Kind == "" {
+		c.Kind = forge.KindDirect
+	}
+	c.CreatedAt = orNow(c.CreatedAt, s.now)
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = c.CreatedAt
+	}
+	err := s.write(ctx, func(t *tx) error {
+		_, err := t.exec(`INSERT INTO sessions (tenant, id, kind, agent, title, main_thread_id, metadata,
+			tip_turn_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Tenant, c.ID, c.Kind, c.Agent, c.Title, c.MainThreadID, rawText(c.Metadata),
+			strPtr(c.TipTurnID), unixNano(c.CreatedAt), unixNano(c.UpdatedAt))
+		if _, ok := isUnique(err); ok {
+			return forge.Errorf(forge.ErrConflict, "session %s already exists", c.ID)
+		}
+		return dbErr(err)
+	})
+	if err != nil {
+		return err
+	}
+	*ses = c
+	return nil
+}
+
+const sessionCols = `id, kind, agent, title, main_thread_id, metadata, tip_turn_id, created_at, updated_at`
+
+func scanSession(sc interface{ Scan(...any) error }, tenant string) (*forge.Session, error) {
+	var (
+		ses              forge.Session
+		meta, tip        sql.NullString
+		created, updated int64
+	)
+	if err := sc.Scan(&ses.ID, &ses.Kind, &ses.Agent, &ses.Title, &ses.MainThreadID, &meta, &tip,
+		&created, &updated); err != nil {
+		return nil, err
+	}
+	ses.Tenant = tenant
+	ses.Metadata = fromRawText(meta)
+	ses.TipTurnID = fromNullStr(tip)
+	ses.CreatedAt, ses.UpdatedAt = fromNano(created), fromNano(updated)
+	return &ses, nil
+}
+
+// GetSession returns a live session.
+func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
+	ses, err := scanSession(s.queryRow(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, tenant, id), tenant)
+	if err != nil {
+		return nil, notFound(err, "session %s not found", id)
+	}
+	return ses, nil
+}
+
+// ListSessions lists live sessions, oldest first. The cursor is the last id.
+func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Session, string, error) {
+	limit := pageLimit(opts.Limit, defaultLimit)
+	rows, err := s.query(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = ? AND id > ? AND deleted_at IS NULL ORDER BY id LIMIT ?`, tenant, opts.Cursor, limit+1)
+	if err != nil {
+		return nil, "", dbErr(err)
+	}
+	defer rows.Close()
+	var out []*forge.Session
+	for rows.Next() {
+		ses, err := scanSession(rows, tenant)
+		if err != nil {
+			return nil, "", dbErr(err)
+		}
+		out = append(out, ses)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", dbErr(err)
+	}
+	out, next := page(out, limit, func(s *forge.Session) string { return s.ID })
+	return out, next, nil
+}
+
+// DeleteSession soft-deletes a session: it disappears from reads, its rows
+// stay (a turn still running in it can still be ended by recovery).
+func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
+	return s.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE sessions SET deleted_at = ? WHERE tenant = ? AND id = ? AND deleted_at IS NULL`,
+			unixNano(s.now()), tenant, id)
+		if err != nil {
+			return dbErr(err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return forge.Errorf(forge.ErrNotFound, "session %s not found", id)
+		}
+		return nil
+	})
+}
+
+// ReserveSeqs raises the session's reserved seq bound by n. It also works on
+// a soft-deleted session, so that recovery can still write the closing
+// events of a turn that was running when its session was deleted.
+func (s *Store) ReserveSeqs(ctx context.Context, tenant, sessionID string, n int64) (int64, error) {
+	if n < 0 {
+		return 0, forge.Errorf(forge.ErrInvalid, "cannot reserve %d seqs", n)
+	}
+	var bound int64
+	err := s.write(ctx, func(t *tx) error {
+		err := t.queryRow(`UPDATE sessions SET seq_reserved = seq_reserved + ? WHERE tenant = ? AND id = ?
+			RETURNING seq_reserved`, n, tenant, sessionID).Scan(&bound)
+		return notFound(err, "session %s not found", sessionID)
+	})
+	return bound, err
+}
+
+// liveSession checks that a session exists for tenant and is not deleted.
+func liveSession(t *tx, tenant, id string) error {
+	var one int
+	err := t.queryRow(`SELECT 1 FROM sessions WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, tenant, id).Scan(&one)
+	return notFound(err, "session %s not found", id)
+}

@@ -1,0 +1,346 @@
+// Package sqlite is the embedded SQLite implementation of forge.Store
+// (modernc.org/sqlite, pure Go).
+//
+// One process owns a database file at a time (an flock on path+".lock").
+// All writes go through a single connection, each in a BEGIN IMMEDIATE
+// transaction, so writers queue in Go instead of fighting over SQLite's
+// lock; reads use a separate pool and see committed data through WAL.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"modernc.org/sqlite"
+)
+
+var _ forge.Store = (*Store)(nil)
+
+// Store is a forge.Store on one SQLite file.
+type Store struct {
+	path string
+	lock *os.File
+	w    *pool // the single writer
+	r    *pool // readers
+	ids  forge.IDGen
+	now  func() time.Time
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Page sizes (API.md: default 100, events 1000, maximum 10000).
+const (
+	defaultLimit      = 100
+	defaultEventLimit = 1000
+	maxLimit          = 10000
+)
+
+// Open opens (creating if needed) the database at path, takes exclusive
+// ownership of it and applies pending migrations. It fails with an error
+// wrapping forge.ErrLocked when another process owns the file.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite: bad database path %q", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	lock, err := lockFile(abs + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		path: abs,
+		lock: lock,
+		ids:  forge.NewULIDGen(nil),
+		now:  func() time.Time { return time.Now().UTC() },
+	}
+	if err := s.open(ctx); err != nil {
+		s.closeDBs()
+		_ = lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context) error {
+	// Pragmas are per connection. WAL lets readers run beside the writer;
+	// synchronous=NORMAL in WAL survives a killed process and only risks the
+	// last commits on power loss (DESIGN.md).
+	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	wdb, err := sql.Open("sqlite", s.path+"?"+common+
+		"&_pragma=journal_mode(WAL)&_pragma=cache_size(-16000)&_txlock=immediate")
+	if err != nil {
+		return fmt.Errorf("sqlite: open: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	s.w = newPool(wdb)
+	if err := wdb.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	if err := migrate(ctx, wdb, s.now); err != nil {
+		return err
+	}
+	// Readers open after the migrations so they never see a partial schema;
+	// query_only guards against a write slipping onto the read pool.
+	rdb, err := sql.Open("sqlite", s.path+"?"+common+"&_pragma=query_only(1)")
+	if err != nil {
+		return fmt.Errorf("sqlite: open: %w", err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	rdb.SetMaxOpenConns(n)
+	rdb.SetMaxIdleConns(n)
+	rdb.SetConnMaxLifetime(0)
+	rdb.SetConnMaxIdleTime(0)
+	s.r = newPool(rdb)
+	if err := rdb.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database and releases ownership of the file.
+func (s *Store) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.closeDBs()
+		if err := s.lock.Close(); err != nil && s.closeErr == nil {
+			s.closeErr = err
+		}
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	if s.r != nil {
+		errs = append(errs, s.r.close())
+	}
+	if s.w != nil {
+		errs = append(errs, s.w.close())
+	}
+	return errors.Join(errs...)
+}
+
+// pool is a *sql.DB with a cache of prepared statements: statement
+// preparation costs more than most of the queries Forge runs.
+type pool struct {
+	db    *sql.DB
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+}
+
+func newPool(db *sql.DB) *pool {
+	return &pool{db: db, stmts: map[string]*sql.Stmt{}}
+}
+
+func (p *pool) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st := p.cached(query); st != nil {
+		return st, nil
+	}
+	st, err := p.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.stmts[query]; ok {
+		_ = st.Close() // prepared concurrently
+		return old, nil
+	}
+	if p.stmts == nil {
+		_ = st.Close()
+		return nil, errors.New("sqlite: store is closed")
+	}
+	p.stmts[query] = st
+	return st, nil
+}
+
+func (p *pool) cached(query string) *sql.Stmt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stmts[query]
+}
+
+// warm prepares on the pool the queries a transaction had to prepare for
+// itself. It must run outside any transaction: preparing on the pool needs
+// a free connection, and the writer has only one.
+func (p *pool) warm(ctx context.Context, queries []string) {
+	for _, q := range queries {
+		_, _ = p.stmt(ctx, q)
+	}
+}
+
+func (p *pool) close() error {
+	p.mu.Lock()
+	for _, st := range p.stmts {
+		_ = st.Close()
+	}
+	p.stmts = nil
+	p.mu.Unlock()
+	return p.db.Close()
+}
+
+// tx wraps a transaction so queries use the pool's prepared statements.
+type tx struct {
+	ctx    context.Context
+	p      *pool
+	tx     *sql.Tx
+	missed []string // queries not yet prepared on the pool
+}
+
+func (t *tx) stmt(query string) (*sql.Stmt, error) {
+	if st := t.p.cached(query); st != nil {
+		// Reuses the statement already prepared on the connection.
+		return t.tx.StmtContext(t.ctx, st), nil
+	}
+	// Preparing on the pool now would wait for a connection this
+	// transaction may be holding; prepare for the transaction only and
+	// leave the pool's copy to warm once it ends.
+	t.missed = append(t.missed, query)
+	st, err := t.tx.PrepareContext(t.ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	return st, nil
+}
+
+func (t *tx) exec(query string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(t.ctx, args...)
+}
+
+func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(t.ctx, args...)
+}
+
+func (t *tx) queryRow(query string, args ...any) row {
+	st, err := t.stmt(query)
+	if err != nil {
+		return row{err: err}
+	}
+	return row{r: st.QueryRowContext(t.ctx, args...)}
+}
+
+// row is a *sql.Row that can also carry a preparation error.
+type row struct {
+	r   *sql.Row
+	err error
+}
+
+func (r row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.r.Scan(dest...)
+}
+
+// write runs fn in a write transaction (BEGIN IMMEDIATE on the single
+// writer connection) and commits it unless fn fails.
+func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
+	sqlTx, err := s.w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	t := &tx{ctx: ctx, p: s.w, tx: sqlTx}
+	defer func() { s.w.warm(ctx, t.missed) }()
+	if err := fn(t); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in a read transaction, so the queries it makes see one
+// consistent snapshot.
+func (s *Store) read(ctx context.Context, fn func(t *tx) error) error {
+	sqlTx, err := s.r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	t := &tx{ctx: ctx, p: s.r, tx: sqlTx}
+	defer func() {
+		_ = sqlTx.Rollback()
+		s.r.warm(ctx, t.missed)
+	}()
+	return fn(t)
+}
+
+// query runs a single read-only statement on the read pool.
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.r.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// queryRow runs a single-row read on the read pool.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) row {
+	st, err := s.r.stmt(ctx, query)
+	if err != nil {
+		return row{err: err}
+	}
+	return row{r: st.QueryRowContext(ctx, args...)}
+}
+
+// isUnique reports whether err is a UNIQUE or PRIMARY KEY violation, and
+// returns SQLite's message, which names the columns of the violated index.
+func isUnique(err error) (string, bool) {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case 2067, 1555: // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
+			return se.Error(), true
+		}
+	}
+	return "", false
+}
+
+// notFound maps sql.ErrNoRows to forge.ErrNotFound.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return forge.Errorf(forge.ErrNotFound, format, args...)
+	}
+	return dbErr(err)
+}
+
+func dbErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sqlite: %w", err)
+}
+
+func pageLimit(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return min(n, maxLimit)
+}

@@ -1,0 +1,398 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/forge-runtime/forge"
+)
+
+// turnVals are a turn's mutable fields encoded for SQL, computed before the
+// write transaction so the write lock is held as briefly as possible.
+type turnVals struct {
+	output, actions, errJSON, usage, input any
+	cancel, ended                          any
+}
+
+func encodeTurn(t *forge.Turn) (turnVals, error) {
+	var v turnVals
+	var err error
+	if v.input, err = encJSON(t.Input); err != nil {
+		return v, err
+	}
+	if v.output, err = encJSON(t.Output); err != nil {
+		return v, err
+	}
+	if v.actions, err = encJSON(t.RequiredActions); err != nil {
+		return v, err
+	}
+	if v.errJSON, err = encJSON(t.Error); err != nil {
+		return v, err
+	}
+	if v.usage, err = encJSON(t.Usage); err != nil {
+		return v, err
+	}
+	v.cancel = strPtr(t.CancelReason)
+	v.ended = nullTime(t.EndedAt)
+	return v, nil
+}
+
+func validStatus(s string) bool {
+	switch s {
+	case forge.TurnRunning, forge.TurnDone, forge.TurnCancelled, forge.TurnErrored:
+		return true
+	}
+	return false
+}
+
+// storedEvents drops bus-only events (deltas are never stored) and returns
+// the highest seq among the rest.
+func storedEvents(evs []forge.Event) ([]forge.Event, int64) {
+	var maxSeq int64
+	out := evs[:0:0]
+	for _, e := range evs {
+		if !e.Stored() {
+			continue
+		}
+		out = append(out, e)
+		maxSeq = max(maxSeq, e.Seq)
+	}
+	return out, maxSeq
+}
+
+// BeginTurn inserts a turn with its input messages and events and moves the
+// session tip, in one transaction.
+func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
+	if b == nil || b.Turn == nil || b.Turn.ID == "" || b.Turn.SessionID == "" {
+		return forge.Errorf(forge.ErrInvalid, "turn id and session id are required")
+	}
+	t := *b.Turn
+	if t.Status == "" {
+		t.Status = forge.TurnRunning
+	}
+	if !validStatus(t.Status) {
+		return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
+	}
+	t.CreatedAt = orNow(t.CreatedAt, s.now)
+	evs, maxSeq := storedEvents(b.Events)
+	t.LastSeq = max(t.LastSeq, maxSeq)
+	v, err := encodeTurn(&t)
+	if err != nil {
+		return err
+	}
+	scope := scope{tenant: t.Tenant, session: t.SessionID, turn: t.ID}
+	msgs, parts, err := s.encodeMessages(scope, b.Messages, true)
+	if err != nil {
+		return err
+	}
+	erows, err := s.encodeEvents(scope, evs)
+	if err != nil {
+		return err
+	}
+	err = s.write(ctx, func(x *tx) error {
+		var tip sql.NullString
+		err := x.queryRow(`SELECT tip_turn_id FROM sessions WHERE tenant = ? AND id = ? AND deleted_at IS NULL`,
+			t.Tenant, t.SessionID).Scan(&tip)
+		if err != nil {
+			return notFound(err, "session %s not found", t.SessionID)
+		}
+		if t.PreviousTurnID != nil {
+			// A chain never leaves its session: ListMessages walks it.
+			var one int
+			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND id = ?`,
+				t.Tenant, t.SessionID, *t.PreviousTurnID).Scan(&one)
+			if err != nil {
+				return notFound(err, "previous turn %s not found in session %s", *t.PreviousTurnID, t.SessionID)
+			}
+		}
+		if t.IdempotencyKey != "" {
+			var one int
+			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND idempotency_key = ?`,
+				t.Tenant, t.SessionID, t.IdempotencyKey).Scan(&one)
+			if err == nil {
+				return forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return dbErr(err)
+			}
+		}
+		// The partial unique index turns_one_running is what refuses a
+		// second running turn; checking it before ExpectTip makes a running
+		// turn win over a moved tip (the running turn is what moved it).
+		_, err = x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
+			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
+			idempotency_key, created_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
+			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
+			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended)
+		if err != nil {
+			return turnInsertErr(err, &t)
+		}
+		if b.ExpectTip != nil && tip.String != *b.ExpectTip {
+			return forge.Errorf(forge.ErrConflict, "session %s tip moved to %q", t.SessionID, tip.String)
+		}
+		if err := insertMessages(x, msgs, parts); err != nil {
+			return err
+		}
+		if err := insertEvents(x, erows); err != nil {
+			return err
+		}
+		_, err = x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
+			t.ID, unixNano(s.now()), t.Tenant, t.SessionID)
+		return dbErr(err)
+	})
+	if err != nil {
+		return err
+	}
+	b.Turn.Status, b.Turn.CreatedAt, b.Turn.LastSeq = t.Status, t.CreatedAt, t.LastSeq
+	return nil
+}
+
+// turnInsertErr maps the unique indexes of turns to their errors.
+func turnInsertErr(err error, t *forge.Turn) error {
+	msg, ok := isUnique(err)
+	switch {
+	case !ok:
+		return dbErr(err)
+	case strings.Contains(msg, "idempotency_key"):
+		return forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
+	case strings.Contains(msg, "turns.session_id"):
+		return forge.Errorf(forge.ErrTurnInProgress, "session %s already has a running turn", t.SessionID)
+	default:
+		return forge.Errorf(forge.ErrConflict, "turn %s already exists", t.ID)
+	}
+}
+
+// Commit writes one batch of a running turn. The UPDATE of the turn row is
+// the fence: it only matches while the turn is running, and the write
+// transaction holds the database lock until commit, so once a terminal
+// status is committed every later batch for the turn fails with
+// ErrTurnEnded and writes nothing.
+func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
+	if b == nil || b.TurnID == "" || b.SessionID == "" {
+		return forge.Errorf(forge.ErrInvalid, "batch needs a session id and a turn id")
+	}
+	evs, maxSeq := storedEvents(b.Events)
+	var (
+		v   turnVals
+		err error
+		t   forge.Turn
+	)
+	if b.Turn != nil {
+		t = *b.Turn
+		if t.ID != "" && t.ID != b.TurnID {
+			return forge.Errorf(forge.ErrInvalid, "batch turn %s does not match fence %s", t.ID, b.TurnID)
+		}
+		if !validStatus(t.Status) {
+			return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
+		}
+		if t.Ended() && t.EndedAt == nil {
+			now := s.now()
+			t.EndedAt = &now
+		}
+		if v, err = encodeTurn(&t); err != nil {
+			return err
+		}
+	}
+	scope := scope{tenant: b.Tenant, session: b.SessionID, turn: b.TurnID}
+	msgs, _, err := s.encodeMessages(scope, b.Messages, false)
+	if err != nil {
+		return err
+	}
+	parts, err := s.encodeParts(scope, "", b.Parts)
+	if err != nil {
+		return err
+	}
+	erows, err := s.encodeEvents(scope, evs)
+	if err != nil {
+		return err
+	}
+	var snap any
+	if b.Snapshot != nil {
+		c := *b.Snapshot
+		c.TurnID = b.TurnID
+		if snap, err = encJSON(&c); err != nil {
+			return err
+		}
+	}
+	var last int64
+	err = s.write(ctx, func(x *tx) error {
+		var err error
+		if b.Turn != nil {
+			err = x.queryRow(`UPDATE turns SET status = ?, output = ?, required_actions = ?, error = ?,
+				cancel_reason = ?, usage = ?, iterations = ?, last_seq = max(last_seq, ?, ?), ended_at = ?
+				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
+				t.Status, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq, maxSeq,
+				v.ended, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
+		} else {
+			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?)
+				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
+				maxSeq, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			return fenceErr(x, b)
+		}
+		if err != nil {
+			return dbErr(err)
+		}
+		if err := upsertMessages(x, msgs); err != nil {
+			return err
+		}
+		if err := upsertParts(x, parts); err != nil {
+			return err
+		}
+		if err := insertEvents(x, erows); err != nil {
+			return err
+		}
+		if snap != nil {
+			_, err := x.exec(`INSERT INTO snapshots (tenant, turn_id, session_id, body) VALUES (?, ?, ?, ?)
+				ON CONFLICT (tenant, turn_id) DO UPDATE SET body = excluded.body`,
+				b.Tenant, b.TurnID, b.SessionID, snap)
+			return dbErr(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if b.Turn != nil {
+		// The stored last_seq never goes back and covers the batch's events.
+		b.Turn.LastSeq, b.Turn.EndedAt = last, t.EndedAt
+	}
+	return nil
+}
+
+// fenceErr explains why the fencing UPDATE matched no row.
+func fenceErr(x *tx, b *forge.Batch) error {
+	var status string
+	err := x.queryRow(`SELECT status FROM turns WHERE tenant = ? AND session_id = ? AND id = ?`,
+		b.Tenant, b.SessionID, b.TurnID).Scan(&status)
+	if err != nil {
+		return notFound(err, "turn %s not found", b.TurnID)
+	}
+	return forge.Errorf(forge.ErrTurnEnded, "turn %s already ended (%s)", b.TurnID, status)
+}
+
+const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
+	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.usage, t.iterations, t.last_seq,
+	t.idempotency_key, t.created_at, t.ended_at`
+
+func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
+	var (
+		t                                     forge.Turn
+		prev, input, output, actions, errJSON sql.NullString
+		cancel, usage, key                    sql.NullString
+		created                               int64
+		ended                                 sql.NullInt64
+	)
+	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &prev, &t.AgentID, &t.AgentVersion, &t.Status,
+		&input, &output, &actions, &errJSON, &cancel, &usage, &t.Iterations, &t.LastSeq,
+		&key, &created, &ended); err != nil {
+		return nil, err
+	}
+	t.PreviousTurnID = fromNullStr(prev)
+	t.CancelReason = fromNullStr(cancel)
+	t.IdempotencyKey = key.String
+	t.CreatedAt = fromNano(created)
+	t.EndedAt = fromNullNano(ended)
+	for _, f := range []struct {
+		s   sql.NullString
+		dst any
+	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}} {
+		if err := decJSON(f.s, f.dst); err != nil {
+			return nil, fmt.Errorf("turn %s: %w", t.ID, err)
+		}
+	}
+	return &t, nil
+}
+
+// GetTurn returns a turn of a live session.
+func (s *Store) GetTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
+	t, err := scanTurn(s.queryRow(ctx, `SELECT `+turnCols+` FROM turns t
+		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.deleted_at IS NULL
+		WHERE t.tenant = ? AND t.session_id = ? AND t.id = ?`, tenant, sessionID, turnID))
+	if err != nil {
+		return nil, notFound(err, "turn %s not found", turnID)
+	}
+	return t, nil
+}
+
+// TurnByIdempotencyKey finds the turn created with key in a live session.
+func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
+	if key == "" {
+		return nil, forge.Errorf(forge.ErrNotFound, "no turn with an empty idempotency key")
+	}
+	t, err := scanTurn(s.queryRow(ctx, `SELECT `+turnCols+` FROM turns t
+		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.deleted_at IS NULL
+		WHERE t.tenant = ? AND t.session_id = ? AND t.idempotency_key = ?`, tenant, sessionID, key))
+	if err != nil {
+		return nil, notFound(err, "no turn with idempotency key %q", key)
+	}
+	return t, nil
+}
+
+// ListTurns lists a live session's turns, oldest first.
+func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Turn, string, error) {
+	limit := pageLimit(opts.Limit, defaultLimit)
+	var out []*forge.Turn
+	err := s.read(ctx, func(x *tx) error {
+		if err := liveSession(x, tenant, sessionID); err != nil {
+			return err
+		}
+		rows, err := x.query(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = ? AND t.session_id = ? AND t.id > ?
+			ORDER BY t.id LIMIT ?`, tenant, sessionID, opts.Cursor, limit+1)
+		if err != nil {
+			return dbErr(err)
+		}
+		out, err = scanTurns(rows)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	out, next := page(out, limit, func(t *forge.Turn) string { return t.ID })
+	return out, next, nil
+}
+
+// RunningTurns lists every running turn of every tenant, for recovery.
+func (s *Store) RunningTurns(ctx context.Context) ([]*forge.Turn, error) {
+	// Matches the partial index turns_one_running, so only running turns
+	// are visited however long the history is.
+	rows, err := s.query(ctx, `SELECT `+turnCols+` FROM turns t WHERE t.status = 'running' ORDER BY t.tenant, t.session_id`)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	return scanTurns(rows)
+}
+
+func scanTurns(rows *sql.Rows) ([]*forge.Turn, error) {
+	defer rows.Close()
+	var out []*forge.Turn
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return nil, dbErr(err)
+		}
+		out = append(out, t)
+	}
+	return out, dbErr(rows.Err())
+}
+
+// GetSnapshot returns the snapshot written by the turn's last batch that
+// carried one.
+func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.Snapshot, error) {
+	var body string
+	err := s.queryRow(ctx, `SELECT body FROM snapshots WHERE tenant = ? AND turn_id = ?`, tenant, turnID).Scan(&body)
+	if err != nil {
+		return nil, notFound(err, "no snapshot for turn %s", turnID)
+	}
+	var snap forge.Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		return nil, fmt.Errorf("sqlite: decode snapshot of %s: %w", turnID, err)
+	}
+	return &snap, nil
+}

@@ -1,0 +1,385 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/forge-runtime/forge"
+)
+
+func (f *fixture) getTurn(t *forge.Turn) *forge.Turn {
+	f.Helper()
+	got, err := f.s.GetTurn(f.ctx, t.Tenant, t.SessionID, t.ID)
+	f.ok(err, "GetTurn")
+	return got
+}
+
+func (f *fixture) tip(s *forge.Session) string {
+	f.Helper()
+	got, err := f.s.GetSession(f.ctx, s.Tenant, s.ID)
+	f.ok(err, "GetSession")
+	if got.TipTurnID == nil {
+		return ""
+	}
+	return *got.TipTurnID
+}
+
+// refusedBegin builds a BeginTurn with a message and an event, for calls
+// that must fail, and returns a check that nothing of it was written.
+func (f *fixture) refusedBegin(ses *forge.Session, prev *string) (*forge.BeginTurn, func(what string)) {
+	t := f.newTurn(ses, prev)
+	m := f.message(t, ses.MainThreadID, forge.RoleUser, "refused")
+	seq := f.seqs(ses, 1)[0]
+	b := &forge.BeginTurn{Turn: t, Messages: []*forge.Message{m},
+		Events: []forge.Event{f.event(t, seq, forge.EventTurnCreated, t.ID, t)}}
+	tipBefore := f.tip(ses)
+	return b, func(what string) {
+		f.Helper()
+		_, err := f.s.GetTurn(f.ctx, ses.Tenant, ses.ID, t.ID)
+		f.is(err, forge.ErrNotFound, what+": GetTurn of the refused turn")
+		_, err = f.s.TurnMessages(f.ctx, ses.Tenant, t.ID)
+		f.is(err, forge.ErrNotFound, what+": TurnMessages of the refused turn")
+		for _, e := range f.events(ses, forge.EventQuery{}) {
+			if e.Seq == seq {
+				f.Fatalf("%s: the refused turn's event %d was stored", what, seq)
+			}
+		}
+		eq(f, f.tip(ses), tipBefore, what+": tip")
+		if tipBefore != "" {
+			for _, m2 := range f.mustBranch(ses, tipBefore) {
+				if m2.ID == m.ID {
+					f.Fatalf("%s: the refused turn's message is on the branch", what)
+				}
+			}
+		}
+	}
+}
+
+func (f *fixture) mustBranch(ses *forge.Session, tip string) []*forge.Message {
+	f.Helper()
+	ms, _ := f.branch(ses, tip, "", 0, "")
+	return ms
+}
+
+var beginTurnTests = []test{
+	{name: "WritesTurnMessagesEventsAndMovesTip", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		st := f.start(ses, nil, "Where is order 42?")
+		got := f.getTurn(st.turn)
+		f.sameJSON(got, st.turn, "turn")
+		eq(f, got.Tenant, tenantA, "turn Tenant")
+		eq(f, f.tip(ses), st.turn.ID, "tip")
+		ms, err := f.s.TurnMessages(f.ctx, tenantA, st.turn.ID)
+		f.ok(err, "TurnMessages")
+		f.sameJSON(ms, []*forge.Message{st.msg}, "turn messages")
+		eq(f, ms[0].Tenant, tenantA, "message Tenant")
+		f.sameJSON(f.events(ses, forge.EventQuery{}), st.events, "events")
+		f.sameJSON(f.mustBranch(ses, st.turn.ID), []*forge.Message{st.msg}, "branch")
+	}},
+	{name: "RunningTurnRefusesAnother", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		first := f.start(ses, nil, "first")
+		b, nothingWritten := f.refusedBegin(ses, &first.turn.ID)
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrTurnInProgress, "BeginTurn while running")
+		nothingWritten("turn in progress")
+		// A new root does not get around it either.
+		b2, nothingWritten2 := f.refusedBegin(ses, nil)
+		f.is(f.s.BeginTurn(f.ctx, b2), forge.ErrTurnInProgress, "BeginTurn new root while running")
+		nothingWritten2("turn in progress, new root")
+		// Once the first turn ended, the next one starts.
+		f.end(ses, first.turn)
+		second := f.start(ses, &first.turn.ID, "second")
+		eq(f, f.tip(ses), second.turn.ID, "tip")
+	}},
+	{name: "ExpectTipGuardsTheTip", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		b, nothingWritten := f.refusedBegin(ses, nil)
+		b.ExpectTip = ptr("turn_elsewhere")
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrConflict, "BeginTurn with a wrong tip")
+		nothingWritten("wrong tip")
+
+		t1 := f.newTurn(ses, nil)
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t1, ExpectTip: ptr("")}), "BeginTurn expecting no tip")
+		f.end(ses, t1)
+
+		b, nothingWritten = f.refusedBegin(ses, nil)
+		b.ExpectTip = ptr("")
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrConflict, "BeginTurn expecting no tip when there is one")
+		nothingWritten("tip moved")
+
+		t2 := f.newTurn(ses, &t1.ID)
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t2, ExpectTip: ptr(t1.ID)}), "BeginTurn expecting the tip")
+		eq(f, f.tip(ses), t2.ID, "tip")
+	}},
+	{name: "IdempotencyKeyIsUsedOnce", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t1 := f.newTurn(ses, nil)
+		t1.IdempotencyKey = "key-1"
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t1}), "BeginTurn with a key")
+		f.end(ses, t1)
+
+		b, nothingWritten := f.refusedBegin(ses, &t1.ID)
+		b.Turn.IdempotencyKey = "key-1"
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrConflict, "BeginTurn reusing the key")
+		nothingWritten("reused key")
+
+		got, err := f.s.TurnByIdempotencyKey(f.ctx, tenantA, ses.ID, "key-1")
+		f.ok(err, "TurnByIdempotencyKey")
+		eq(f, got.ID, t1.ID, "turn found by key")
+		eq(f, got.IdempotencyKey, "key-1", "IdempotencyKey")
+		_, err = f.s.TurnByIdempotencyKey(f.ctx, tenantA, ses.ID, "key-2")
+		f.is(err, forge.ErrNotFound, "unknown key")
+
+		// Keys are per session.
+		other := f.newSession(tenantA)
+		t3 := f.newTurn(other, nil)
+		t3.IdempotencyKey = "key-1"
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t3}), "same key in another session")
+		_, err = f.s.TurnByIdempotencyKey(f.ctx, tenantA, other.ID, "key-1")
+		f.ok(err, "TurnByIdempotencyKey in the other session")
+	}},
+	{name: "UnknownOrDeletedSessionIsNotFound", run: func(f *fixture) {
+		ghost := &forge.Session{ID: "ses_ghost", Tenant: tenantA}
+		f.is(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: f.newTurn(ghost, nil)}), forge.ErrNotFound, "unknown session")
+		ses := f.newSession(tenantA)
+		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
+		f.is(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: f.newTurn(ses, nil)}), forge.ErrNotFound, "deleted session")
+	}},
+	{name: "PreviousTurnMustBeInTheSession", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		b, nothingWritten := f.refusedBegin(ses, ptr("turn_ghost"))
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrNotFound, "BeginTurn after an unknown turn")
+		nothingWritten("unknown previous turn")
+		other := f.newSession(tenantA)
+		elsewhere := f.start(other, nil, "elsewhere").turn
+		b, nothingWritten = f.refusedBegin(ses, &elsewhere.ID)
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrNotFound, "BeginTurn after another session's turn")
+		nothingWritten("previous turn in another session")
+	}},
+}
+
+var commitTests = []test{
+	{name: "WritesRowsAndUpsertsParts", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		st := f.start(ses, nil, "hi")
+		t := st.turn
+		// A model call starts: an assistant envelope and an empty streaming part.
+		reply := f.message(t, ses.MainThreadID, forge.RoleAssistant)
+		reply.ParentID = ptr(st.msg.ID)
+		reply.Model = "openai/gpt-4.1-mini"
+		part := f.textPart(reply, "", forge.StateStreaming)
+		seq := f.seqs(ses, 2)
+		e1 := f.event(t, seq[0], forge.EventMessageCreated, reply.ID, reply)
+		e2 := f.event(t, seq[1], forge.EventModelMessage, part.ID, part)
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+			Messages: []*forge.Message{reply}, Parts: []*forge.Part{part}, Events: []forge.Event{e1, e2}}), "Commit 1")
+
+		// It ends: the part is rewritten whole, the envelope gets finish and
+		// usage, the turn its counters.
+		part.Text, part.State, part.UpdatedAt = "Order 42 shipped.", forge.StateCompleted, f.now()
+		part.Provider = json.RawMessage(`{"signature": "abc"}`)
+		reply.Finish = forge.FinishStop
+		reply.Usage = &forge.Usage{InputTokens: 12, OutputTokens: 5, Cost: 0.001}
+		t.Iterations = 1
+		t.Usage = *reply.Usage
+		seq = f.seqs(ses, 2)
+		e3 := f.event(t, seq[0], forge.EventModelMessage, part.ID, part)
+		e4 := f.event(t, seq[1], forge.EventMessageUpdated, reply.ID, reply)
+		t.LastSeq = seq[1]
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID, Turn: t,
+			Messages: []*forge.Message{reply}, Parts: []*forge.Part{part}, Events: []forge.Event{e3, e4}}), "Commit 2")
+
+		reply.Parts = []*forge.Part{part}
+		ms, err := f.s.TurnMessages(f.ctx, tenantA, t.ID)
+		f.ok(err, "TurnMessages")
+		f.sameJSON(ms, []*forge.Message{st.msg, reply}, "turn messages")
+		f.sameJSON(json.RawMessage(ms[1].Parts[0].Provider), part.Provider, "part Provider")
+		f.sameJSON(f.getTurn(t), t, "turn")
+		f.sameJSON(f.events(ses, forge.EventQuery{}), append(st.events, e1, e2, e3, e4), "events")
+	}},
+	{name: "TerminalWriteFencesTheTurn", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		st := f.start(ses, nil, "hi")
+		t := st.turn
+		reply := f.message(t, ses.MainThreadID, forge.RoleAssistant, "partial")
+		reply.Parts[0].State = forge.StateStreaming
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+			Messages: []*forge.Message{reply}, Parts: reply.Parts}), "Commit part")
+		done := f.end(ses, t)
+		final := f.getTurn(t)
+		eq(f, final.Status, forge.TurnDone, "Status")
+		if final.EndedAt == nil {
+			f.Fatal("EndedAt not stored")
+		}
+
+		// A late executor's batch loses and writes nothing.
+		late := reply.Parts[0].Clone()
+		late.Text, late.State = "partial and late", forge.StateCompleted
+		seq := f.seqs(ses, 2)
+		err := f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+			Messages: []*forge.Message{f.message(t, ses.MainThreadID, forge.RoleAssistant)},
+			Parts:    []*forge.Part{late}, Events: []forge.Event{f.event(t, seq[0], forge.EventModelMessage, late.ID, late)},
+			Snapshot: &forge.Snapshot{ContextTokens: 1}})
+		f.is(err, forge.ErrTurnEnded, "Commit after the terminal write")
+
+		// So does a second terminal write (a cancel racing the end).
+		cancelled := *t
+		cancelled.Status, cancelled.CancelReason = forge.TurnCancelled, ptr(forge.CancelClient)
+		err = f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID, Turn: &cancelled,
+			Events: []forge.Event{f.event(t, seq[1], forge.EventTurnDone, t.ID, cancelled)}})
+		f.is(err, forge.ErrTurnEnded, "second terminal Commit")
+		f.is(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID}),
+			forge.ErrTurnEnded, "empty Commit after the end")
+
+		f.sameJSON(f.getTurn(t), final, "turn after the losing writes")
+		ms, err := f.s.TurnMessages(f.ctx, tenantA, t.ID)
+		f.ok(err, "TurnMessages")
+		f.sameJSON(ms, []*forge.Message{st.msg, reply}, "messages after the losing writes")
+		f.sameJSON(f.events(ses, forge.EventQuery{}), append(st.events, done), "events after the losing writes")
+		_, err = f.s.GetSnapshot(f.ctx, tenantA, t.ID)
+		f.is(err, forge.ErrNotFound, "snapshot of a losing write")
+	}},
+	{name: "FirstOfConcurrentTerminalWritesWins", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t := f.start(ses, nil, "hi").turn
+		const n = 8
+		seq := f.seqs(ses, n)
+		batches := make([]*forge.Batch, n)
+		for i := range batches {
+			c := *t
+			c.Status = forge.TurnErrored
+			c.Error = &forge.TurnError{Code: forge.CodeInternal, Message: fmt.Sprintf("writer %d", i)}
+			c.EndedAt = ptr(f.now())
+			c.LastSeq = seq[i]
+			batches[i] = &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID, Turn: &c,
+				Events: []forge.Event{f.event(t, seq[i], forge.EventTurnDone, t.ID, c)}}
+		}
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range batches {
+			wg.Go(func() { errs[i] = f.s.Commit(f.ctx, batches[i]) })
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				f.Fatalf("writers %d and %d both won", winner, i)
+			case err == nil:
+				winner = i
+			default:
+				f.is(err, forge.ErrTurnEnded, fmt.Sprintf("writer %d", i))
+			}
+		}
+		if winner < 0 {
+			f.Fatal("no terminal write won")
+		}
+		eq(f, f.getTurn(t).Error.Message, fmt.Sprintf("writer %d", winner), "stored error")
+		evs := f.events(ses, forge.EventQuery{After: seq[0] - 1})
+		f.sameJSON(seqsOf(evs), []int64{seq[winner]}, "turn.done events stored")
+	}},
+	{name: "UnknownTurnIsNotFound", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t := f.start(ses, nil, "hi").turn
+		f.is(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: "turn_ghost"}),
+			forge.ErrNotFound, "Commit for an unknown turn")
+		other := f.newSession(tenantA)
+		f.is(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: other.ID, TurnID: t.ID}),
+			forge.ErrNotFound, "Commit naming the wrong session")
+	}},
+	{name: "DuplicateSeqFailsWholeBatch", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		st := f.start(ses, nil, "hi")
+		t := st.turn
+		reply := f.message(t, ses.MainThreadID, forge.RoleAssistant)
+		part := f.textPart(reply, "x", forge.StateCompleted)
+		used := st.events[0].Seq
+		err := f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+			Messages: []*forge.Message{reply}, Parts: []*forge.Part{part},
+			Events: []forge.Event{f.event(t, used, forge.EventModelMessage, part.ID, part)}})
+		f.is(err, forge.ErrConflict, "Commit reusing a seq")
+		ms, err := f.s.TurnMessages(f.ctx, tenantA, t.ID)
+		f.ok(err, "TurnMessages")
+		f.sameJSON(ms, []*forge.Message{st.msg}, "messages after the failed batch")
+		f.sameJSON(f.events(ses, forge.EventQuery{}), st.events, "events after the failed batch")
+	}},
+	{name: "DeltasAreNotStored", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		st := f.start(ses, nil, "hi")
+		seq := f.seqs(ses, 1)[0]
+		delta := f.event(st.turn, seq, forge.EventModelDelta, "prt_x", forge.DeltaData{Delta: "Hel"})
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: st.turn.ID,
+			Events: []forge.Event{delta}}), "Commit with a delta")
+		f.sameJSON(f.events(ses, forge.EventQuery{}), st.events, "events")
+	}},
+	{name: "SnapshotRoundTrips", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t := f.start(ses, nil, "hi").turn
+		_, err := f.s.GetSnapshot(f.ctx, tenantA, t.ID)
+		f.is(err, forge.ErrNotFound, "GetSnapshot before any")
+		snap := &forge.Snapshot{
+			TurnID: t.ID,
+			Threads: map[string]forge.ThreadState{
+				ses.MainThreadID: {ID: ses.MainThreadID, Agent: "support", State: forge.ThreadUserInputRequired,
+					OpenCall: []string{"call_1"}},
+				"thr_child": {ID: "thr_child", ParentID: ptr(ses.MainThreadID), Agent: "researcher", State: forge.ThreadFinished},
+			},
+			ContextTokens: 1234,
+			Capabilities:  map[string]json.RawMessage{"todo": json.RawMessage(`{"items": ["a"]}`)},
+			Extra:         map[string]json.RawMessage{"mcp": json.RawMessage(`{"everything": {"protocol": "2025-06-18"}}`)},
+		}
+		t.Status, t.EndedAt = forge.TurnDone, ptr(f.now())
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID, Turn: t, Snapshot: snap}),
+			"Commit with snapshot")
+		got, err := f.s.GetSnapshot(f.ctx, tenantA, t.ID)
+		f.ok(err, "GetSnapshot")
+		f.sameJSON(got, snap, "snapshot")
+	}},
+}
+
+var turnTests = []test{
+	{name: "ListPaginatesOldestFirst", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		var ids []string
+		var prev *string
+		for i := range 5 {
+			st := f.start(ses, prev, fmt.Sprint("message ", i))
+			f.end(ses, st.turn)
+			ids = append(ids, st.turn.ID)
+			prev = &st.turn.ID
+		}
+		list := func(o forge.ListOptions) ([]*forge.Turn, string, error) {
+			return f.s.ListTurns(f.ctx, tenantA, ses.ID, o)
+		}
+		id := func(t *forge.Turn) string { return t.ID }
+		f.sameJSON(pages(f, 2, list, id), [][]string{ids[0:2], ids[2:4], ids[4:]}, "pages of 2")
+		f.sameJSON(pages(f, 5, list, id), [][]string{ids}, "one full page")
+		f.sameJSON(pages(f, 0, list, id), [][]string{ids}, "default limit")
+		_, _, err := f.s.ListTurns(f.ctx, tenantA, "ses_ghost", forge.ListOptions{})
+		f.is(err, forge.ErrNotFound, "ListTurns of an unknown session")
+	}},
+	{name: "RunningTurnsSpansTenants", run: func(f *fixture) {
+		a := f.start(f.newSession(tenantA), nil, "a").turn
+		b := f.start(f.newSession(tenantB), nil, "b").turn
+		sesDone := f.newSession(tenantA)
+		f.end(sesDone, f.start(sesDone, nil, "c").turn)
+		got, err := f.s.RunningTurns(f.ctx)
+		f.ok(err, "RunningTurns")
+		f.sameJSON(sorted(idsOf(got, func(t *forge.Turn) string { return t.ID })...), sorted(a.ID, b.ID), "running turns")
+		for _, t := range got {
+			want := map[string]string{a.ID: tenantA, b.ID: tenantB}[t.ID]
+			eq(f, t.Tenant, want, "Tenant of "+t.ID)
+			eq(f, t.Status, forge.TurnRunning, "Status")
+		}
+	}},
+	{name: "GetTurnUnknownIsNotFound", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		_, err := f.s.GetTurn(f.ctx, tenantA, ses.ID, "turn_ghost")
+		f.is(err, forge.ErrNotFound, "GetTurn unknown")
+		t := f.start(ses, nil, "hi").turn
+		other := f.newSession(tenantA)
+		_, err = f.s.GetTurn(f.ctx, tenantA, other.ID, t.ID)
+		f.is(err, forge.ErrNotFound, "GetTurn through the wrong session")
+	}},
+}
