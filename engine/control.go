@@ -57,6 +57,7 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 			return ctx.Err()
 		}
 	}
+	e.histories.drop(sessionID)
 	return e.store.DeleteSession(ctx, tenant, sessionID)
 }
 

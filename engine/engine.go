@@ -53,7 +53,8 @@ type Engine struct {
 	tools  map[string]forge.Tool
 	models forge.Models
 
-	wg sync.WaitGroup
+	wg        sync.WaitGroup
+	histories historyCache
 
 	mu      sync.Mutex             // guards the following
 	logs    map[string]*sessionLog // per-session sequencer and writer

@@ -89,9 +89,12 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	}
 	var history []*forge.Message
 	if base != nil {
-		history, err = e.loadHistory(ctx, tenant, sess, base.ID)
-		if err != nil {
-			return nil, false, err
+		var ok bool
+		if history, ok = e.histories.get(sess.ID, base.ID); !ok {
+			history, err = e.loadHistory(ctx, tenant, sess, base.ID)
+			if err != nil {
+				return nil, false, err
+			}
 		}
 	}
 
