@@ -1,0 +1,364 @@
+// Package httpapi serves the Forge HTTP API (REST + SSE, see API.md) on
+// net/http, with no framework.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"errors"
+	"iter"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+)
+
+// Runtime is the part of the engine the HTTP layer calls: exactly these
+// methods, so tests and readers see the whole dependency.
+type Runtime interface {
+	StartTurn(ctx context.Context, tenant, sessionID string, req engine.TurnRequest) (*forge.Turn, error)
+	WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
+	Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error)
+	Events(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) iter.Seq2[forge.Event, error]
+	DeleteSession(ctx context.Context, tenant, sessionID string) error
+	ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error)
+	IsBuiltin(name string) bool
+}
+
+var _ Runtime = (*engine.Engine)(nil)
+
+// Config wires a Server.
+type Config struct {
+	Store forge.Store
+	// Engine is normally an *engine.Engine.
+	Engine Runtime
+	// Keys maps API key to tenant. Empty: single tenant
+	// (forge.DefaultTenant), no authentication.
+	Keys   map[string]string
+	Logger *slog.Logger
+	Clock  forge.Clock
+	IDs    forge.IDGen
+	// KeepAlive is the interval of SSE ping comments on an idle stream;
+	// 0 means 15 s.
+	KeepAlive time.Duration
+}
+
+// Server is the HTTP API. Build it with New and serve Handler().
+type Server struct {
+	store     forge.Store
+	rt        Runtime
+	keys      map[string]string
+	log       *slog.Logger
+	clock     forge.Clock
+	ids       forge.IDGen
+	keepAlive time.Duration
+	writeWait time.Duration // bound of one write to a streaming client
+	handler   http.Handler
+
+	locks keyedMutex // serializes idempotent requests sharing a key
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	s := &Server{
+		store:     cfg.Store,
+		rt:        cfg.Engine,
+		keys:      make(map[string]string, len(cfg.Keys)),
+		log:       cfg.Logger,
+		clock:     cfg.Clock,
+		ids:       cfg.IDs,
+		keepAlive: cfg.KeepAlive,
+		writeWait: sseWriteWait,
+	}
+	for k, t := range cfg.Keys {
+		s.keys[k] = t
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.clock == nil {
+		s.clock = forge.SystemClock{}
+	}
+	if s.ids == nil {
+		s.ids = forge.NewULIDGen(s.clock)
+	}
+	if s.keepAlive <= 0 {
+		s.keepAlive = 15 * time.Second
+	}
+	s.handler = s.logRequests(s.routes())
+	return s
+}
+
+// Handler returns the HTTP handler serving the API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// apiFunc is a handler that reports failure by returning an error, which
+// writeError turns into the API's error answer.
+type apiFunc func(w http.ResponseWriter, r *http.Request) error
+
+type route struct {
+	method, path string
+	h            apiFunc
+	public       bool // no authentication
+}
+
+func (s *Server) routeTable() []route {
+	return []route{
+		{"GET", "/healthz", s.health, true},
+		{"GET", "/v1/openapi.json", s.openAPI, true},
+
+		{"POST", "/v1/agents", s.createAgent, false},
+		{"GET", "/v1/agents", s.listAgents, false},
+		{"GET", "/v1/agents/{name}", s.getAgent, false},
+		{"PUT", "/v1/agents/{name}", s.putAgent, false},
+		{"DELETE", "/v1/agents/{name}", s.deleteAgent, false},
+
+		{"POST", "/v1/sessions", s.createSession, false},
+		{"GET", "/v1/sessions", s.listSessions, false},
+		{"GET", "/v1/sessions/{sid}", s.getSession, false},
+		{"DELETE", "/v1/sessions/{sid}", s.deleteSession, false},
+		{"GET", "/v1/sessions/{sid}/messages", s.listMessages, false},
+
+		{"POST", "/v1/sessions/{sid}/turns", s.createTurn, false},
+		{"GET", "/v1/sessions/{sid}/turns", s.listTurns, false},
+		{"GET", "/v1/sessions/{sid}/turns/{tid}", s.getTurn, false},
+		{"POST", "/v1/sessions/{sid}/cancel", s.cancel, false},
+		{"POST", "/v1/sessions/{sid}/compact", s.compact, false},
+
+		{"GET", "/v1/sessions/{sid}/events", s.sessionEvents, false},
+		{"GET", "/v1/sessions/{sid}/turns/{tid}/events", s.turnEvents, false},
+	}
+}
+
+// routes builds the mux: every route, a JSON 405 for a known path with
+// another method, and a JSON 404 for everything else.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	allow := map[string][]string{}
+	var paths []string
+	for _, rt := range s.routeTable() {
+		h := s.serve(rt.h)
+		if !rt.public {
+			h = s.authenticate(h)
+		}
+		mux.Handle(rt.method+" "+rt.path, h)
+		if _, ok := allow[rt.path]; !ok {
+			paths = append(paths, rt.path)
+		}
+		allow[rt.path] = append(allow[rt.path], rt.method)
+		if rt.method == "GET" {
+			allow[rt.path] = append(allow[rt.path], "HEAD")
+		}
+	}
+	for _, p := range paths {
+		methods := allow[p]
+		sort.Strings(methods)
+		list := strings.Join(methods, ", ")
+		mux.Handle(p, s.serve(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Allow", list)
+			return forge.Errorf(errMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, list)
+		}))
+	}
+	mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
+		return forge.Errorf(forge.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	}))
+	return mux
+}
+
+// serve adapts an apiFunc to http.Handler.
+func (s *Server) serve(h apiFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+type tenantKey struct{}
+
+// tenantOf returns the tenant authenticate put in the request context.
+func tenantOf(r *http.Request) string {
+	if t, ok := r.Context().Value(tenantKey{}).(string); ok {
+		return t
+	}
+	return forge.DefaultTenant
+}
+
+// authenticate resolves the request's tenant from its bearer key. With no
+// keys configured every request belongs to forge.DefaultTenant.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, err := s.tenantFor(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+	})
+}
+
+func (s *Server) tenantFor(r *http.Request) (string, error) {
+	if len(s.keys) == 0 {
+		return forge.DefaultTenant, nil
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", forge.Errorf(forge.ErrUnauthorized, "missing Authorization header: send Authorization: Bearer <API key>")
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", forge.Errorf(forge.ErrUnauthorized, "malformed Authorization header: send Authorization: Bearer <API key>")
+	}
+	// Compare against every key in constant time, so the answer's timing
+	// does not tell how much of a key matched.
+	tenant := ""
+	for key, t := range s.keys {
+		if subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1 {
+			tenant = t
+		}
+	}
+	if tenant == "" {
+		return "", forge.Errorf(forge.ErrUnauthorized, "invalid API key")
+	}
+	return tenant, nil
+}
+
+// health answers 200 when the store answers a trivial query.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if _, _, err := s.store.ListAgents(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 1}); err != nil {
+		s.log.Error("health check failed", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_, _ = w.Write(openAPIDoc)
+	return nil
+}
+
+// logRequests logs every request at debug level (5xx at error level) and
+// turns a handler panic into a 500.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				if !rec.wrote {
+					writeJSON(rec, http.StatusInternalServerError, errorBody{apiError{Code: "internal", Message: "internal error"}})
+				}
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			level := slog.LevelDebug
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			s.log.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
+				"status", status, "duration", time.Since(start), "bytes", rec.bytes)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// recorder remembers the status and size of an answer. It forwards Flush
+// and Unwrap so http.ResponseController reaches the real writer.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) FlushError() error {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return http.NewResponseController(r.ResponseWriter).Flush()
+}
+
+func (r *recorder) Flush() { _ = r.FlushError() }
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// keyedMutex is a set of mutexes by key, created on demand and dropped
+// when unused.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks key and returns its unlock function.
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e := k.m[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// errMethodNotAllowed is the 405 of a known path asked with another method.
+var errMethodNotAllowed = errors.New("method_not_allowed")
+
+// errNotImplemented marks an endpoint that exists but does not work yet.
+var errNotImplemented = errors.New("not_implemented")

@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/forge-runtime/forge"
+)
+
+// sessionBody is the body of POST /v1/sessions.
+type sessionBody struct {
+	Agent    *string         `json:"agent"`
+	Title    *string         `json:"title"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r)
+	var body sessionBody
+	if err := decodeBody(w, r, &body, true); err != nil {
+		return err
+	}
+	if body.Agent == nil || *body.Agent == "" {
+		return invalid("agent is required: the name of the agent this session talks to")
+	}
+	meta := json.RawMessage(`{}`)
+	if m := bytes.TrimSpace(body.Metadata); len(m) > 0 && string(m) != "null" {
+		if m[0] != '{' {
+			return invalid("metadata must be a JSON object")
+		}
+		meta = m
+	}
+	if _, err := s.store.GetAgent(r.Context(), tenant, *body.Agent); err != nil {
+		return notFound(err, "agent", *body.Agent)
+	}
+	now := s.clock.Now()
+	ses := &forge.Session{
+		ID:           s.ids.New(forge.PrefixSession),
+		Tenant:       tenant,
+		Kind:         forge.KindDirect,
+		Agent:        *body.Agent,
+		MainThreadID: s.ids.New(forge.PrefixThread),
+		Metadata:     meta,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+	}
+	if body.Title != nil {
+		ses.Title = *body.Title
+	}
+	if err := s.store.CreateSession(r.Context(), ses); err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/sessions/"+url.PathEscape(ses.ID))
+	writeJSON(w, http.StatusCreated, ses)
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	opts, err := listOptions(r.URL.Query(), defaultListLimit)
+	if err != nil {
+		return err
+	}
+	list, next, err := s.store.ListSessions(r.Context(), tenantOf(r), opts)
+	if err != nil {
+		return err
+	}
+	writeList(w, list, next)
+	return nil
+}
+
+// session loads the session named by the path, or answers not_found.
+func (s *Server) session(r *http.Request) (*forge.Session, error) {
+	sid := r.PathValue("sid")
+	ses, err := s.store.GetSession(r.Context(), tenantOf(r), sid)
+	if err != nil {
+		return nil, notFound(err, "session", sid)
+	}
+	return ses, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	ses, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ses)
+	return nil
+}
+
+// deleteSession deletes a session, cancelling its running turn first (the
+// engine does both).
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	sid := r.PathValue("sid")
+	if err := s.rt.DeleteSession(detach(r), tenantOf(r), sid); err != nil {
+		return notFound(err, "session", sid)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// listMessages lists the messages along the branch ending at the session
+// tip: all of them (view=full, the default) or what the model would see
+// next (view=model).
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	view := "full"
+	if q.Has("view") {
+		view = q.Get("view")
+		if view != "full" && view != "model" {
+			return invalid("view must be full or model, got %q", view)
+		}
+	}
+	opts, err := listOptions(q, defaultListLimit)
+	if err != nil {
+		return err
+	}
+	ses, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	var (
+		msgs []*forge.Message
+		next string
+	)
+	switch {
+	case view == "model":
+		msgs, next, err = s.rt.ModelView(r.Context(), tenant, ses.ID, opts)
+	case ses.TipTurnID == nil:
+		// No turn yet: nothing to list.
+	default:
+		msgs, next, err = s.store.ListMessages(r.Context(), tenant, forge.MessageQuery{
+			SessionID:   ses.ID,
+			TipTurnID:   *ses.TipTurnID,
+			ThreadID:    ses.MainThreadID,
+			ListOptions: opts,
+		})
+	}
+	if err != nil {
+		return notFound(err, "session", ses.ID)
+	}
+	for _, m := range msgs {
+		if m.Parts == nil {
+			m.Parts = []*forge.Part{}
+		}
+	}
+	writeList(w, msgs, next)
+	return nil
+}
