@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus"
 )
 
 // EventsQuery selects a subscription.
@@ -20,7 +21,34 @@ type EventsQuery struct {
 // backlog, then tails live events, with no gap and no duplicate. A turn
 // stream ends after turn.done; a session stream ends with ctx.
 func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQuery) iter.Seq2[forge.Event, error] {
+	return e.events(ctx, tenant, sessionID, q, nil)
+}
+
+// StreamTurn starts a turn like StartTurn and returns its event stream from
+// turn.created to turn.done. The stream is subscribed before the turn
+// begins, so it carries every delta however fast the turn runs. The caller
+// must range over the stream (it owns a subscription until then).
+func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error) {
+	backlog, sub := e.bus.Subscribe(sessionID)
+	turn, err := e.StartTurn(ctx, tenant, sessionID, req)
+	if err != nil {
+		sub.Close()
+		return nil, nil, err
+	}
+	return turn, e.events(ctx, tenant, sessionID, EventsQuery{TurnID: turn.ID}, &subscription{backlog, sub}), nil
+}
+
+// subscription is a bus subscription and the backlog it started from.
+type subscription struct {
+	backlog []forge.Event
+	sub     *bus.Subscription
+}
+
+func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQuery, first *subscription) iter.Seq2[forge.Event, error] {
 	return func(yield func(forge.Event, error) bool) {
+		if first != nil {
+			defer first.sub.Close()
+		}
 		if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
 			yield(forge.Event{}, err)
 			return
@@ -51,7 +79,13 @@ func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQ
 			return true, q.TurnID != "" && ev.Type == forge.EventTurnDone
 		}
 		for {
-			backlog, sub := e.bus.Subscribe(sessionID)
+			var backlog []forge.Event
+			var sub *bus.Subscription
+			if first != nil {
+				backlog, sub, first = first.backlog, first.sub, nil
+			} else {
+				backlog, sub = e.bus.Subscribe(sessionID)
+			}
 			more, ended, err := e.replay(ctx, tenant, sessionID, q.TurnID, last, backlog, emit)
 			if err != nil {
 				sub.Close()

@@ -24,6 +24,7 @@ import (
 // methods, so tests and readers see the whole dependency.
 type Runtime interface {
 	StartTurn(ctx context.Context, tenant, sessionID string, req engine.TurnRequest) (*forge.Turn, error)
+	StreamTurn(ctx context.Context, tenant, sessionID string, req engine.TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error)
 	WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
 	Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error)
 	Events(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) iter.Seq2[forge.Event, error]

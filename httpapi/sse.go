@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -123,12 +124,19 @@ type sseItem struct {
 // immediately ready, so a fast producer gets batched writes.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, sid string, q engine.EventsQuery) {
 	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s.streamEvents(ctx, cancel, w, r, sid, q.TurnID, s.rt.Events(ctx, tenant, sid, q))
+}
+
+// streamEvents writes events as SSE; ctx is the iterator's context and
+// cancel ends it when the client leaves.
+func (s *Server) streamEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, sid, turnID string, events iter.Seq2[forge.Event, error]) {
 	items := make(chan sseItem, sseBuffer)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(items)
-		for ev, err := range s.rt.Events(ctx, tenant, sid, q) {
+		for ev, err := range events {
 			select {
 			case items <- sseItem{ev, err}:
 			case <-ctx.Done():
@@ -166,7 +174,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, sid stri
 		case it, ok := <-items:
 			end := false
 			for {
-				if end = s.frame(sw, it, ok, q.TurnID, sid); end {
+				if end = s.frame(sw, it, ok, turnID, sid); end {
 					break
 				}
 				// Take whatever else is ready before flushing.

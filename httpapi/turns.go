@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"iter"
 	"net/http"
 	"net/url"
 	"strings"
@@ -195,7 +196,17 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
 		return err
 	}
-	turn, err := s.rt.StartTurn(detach(r), tenant, ses.ID, req)
+	var turn *forge.Turn
+	var events iter.Seq2[forge.Event, error]
+	streamCtx, cancelStream := context.WithCancel(r.Context())
+	defer cancelStream()
+	if mode == modeStream {
+		// Subscribed before the turn begins: no delta is missed however
+		// fast the turn runs.
+		turn, events, err = s.rt.StreamTurn(streamCtx, tenant, ses.ID, req)
+	} else {
+		turn, err = s.rt.StartTurn(detach(r), tenant, ses.ID, req)
+	}
 	if err != nil {
 		if req.PreviousTurnID != nil && bare(err, forge.ErrNotFound) {
 			return forge.Errorf(forge.ErrNotFound, "previous turn %q not found in session %q", *req.PreviousTurnID, ses.ID)
@@ -208,7 +219,7 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusAccepted, turn)
 	case modeStream:
 		w.Header().Set("Forge-Turn-Id", turn.ID)
-		s.stream(w, r, tenant, ses.ID, engine.EventsQuery{TurnID: turn.ID})
+		s.streamEvents(streamCtx, cancelStream, w, r, ses.ID, turn.ID, events)
 	default:
 		// A turn may outlast the server's WriteTimeout: no deadline while
 		// waiting, a fresh one for the answer.
