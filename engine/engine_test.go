@@ -770,3 +770,67 @@ func copyDB(t *testing.T, path string) {
 		}
 	}
 }
+
+func TestUnconfiguredProviderErrorsTheTurnClearly(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", func(a *forge.Agent) { a.Model = "nope/x" })
+	s := h.session("a")
+	turn := h.run(s.ID, msg("hi"))
+	if turn.Status != forge.TurnErrored || turn.Error.Code != forge.CodeModelError || !strings.Contains(turn.Error.Message, "not configured") {
+		t.Fatalf("turn %+v %+v", turn, turn.Error)
+	}
+	evs := h.events(s.ID, 0)
+	if evs[len(evs)-1].Type != forge.EventTurnDone {
+		t.Fatal("turn.done is not last")
+	}
+}
+
+func TestSessionStreamSpansTurns(t *testing.T) {
+	b := bus.New(0, 0)
+	h := newHarness(t, func(c *engine.Config) { c.Bus = b })
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"one"}}, reply{deltas: []string{"two"}})
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	got := make(chan forge.Event, 100)
+	go func() {
+		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{}) {
+			if err != nil {
+				return
+			}
+			got <- ev
+		}
+	}()
+	for b.Subscribers(s.ID) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.run(s.ID, msg("a"))
+	h.run(s.ID, msg("b"))
+	var text strings.Builder
+	dones := 0
+	timeout := time.After(10 * time.Second)
+	var last int64
+	for dones < 2 {
+		select {
+		case ev := <-got:
+			if ev.Seq <= last {
+				t.Fatalf("seq %d after %d", ev.Seq, last)
+			}
+			last = ev.Seq
+			if ev.Type == forge.EventTurnDone {
+				dones++
+			}
+			if ev.Type == forge.EventModelDelta {
+				var d forge.DeltaData
+				_ = json.Unmarshal(ev.Data, &d)
+				text.WriteString(d.Delta)
+			}
+		case <-timeout:
+			t.Fatalf("saw %d turn.done", dones)
+		}
+	}
+	if s := text.String(); s != "onetwo" {
+		t.Fatalf("deltas %q", s)
+	}
+}

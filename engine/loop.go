@@ -140,7 +140,9 @@ func (r *run) step() (*forge.Message, []*call, error) {
 
 	model, modelID, err := r.e.models.Resolve(r.agent.Model)
 	if err != nil {
-		return msg, nil, err
+		msg.Finish = forge.FinishError
+		r.messageEvent(forge.EventMessageUpdated, msg)
+		return msg, nil, &forge.ModelError{Provider: r.agent.Model, Message: err.Error()}
 	}
 	req := &forge.ModelRequest{
 		Model:    modelID,

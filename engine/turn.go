@@ -139,7 +139,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		expectTip = *sess.TipTurnID
 	}
 	e.bus.BeginTurn(sessionID, turn.ID)
-	evs, err := e.write(ctx, r.log, events, func(ctx context.Context, evs []forge.Event) error {
+	_, err = e.write(ctx, r.log, events, func(ctx context.Context, evs []forge.Event) error {
 		turn.LastSeq = evs[len(evs)-1].Seq
 		return e.store.BeginTurn(ctx, &forge.BeginTurn{Turn: turn, Messages: msgs, Events: evs, ExpectTip: &expectTip})
 	})
@@ -159,7 +159,6 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		}
 		return nil, false, err
 	}
-	_ = evs
 	created := *turn
 	e.wg.Add(1)
 	go e.execute(r)
