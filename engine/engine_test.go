@@ -834,3 +834,24 @@ func TestSessionStreamSpansTurns(t *testing.T) {
 		t.Fatalf("deltas %q", s)
 	}
 }
+
+func TestReasoningIsStoredAndSentBack(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{reasoning: "let me think", deltas: []string{"answer"}}, reply{deltas: []string{"again"}})
+	turn := h.run(s.ID, msg("q"))
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	var kinds []string
+	for _, p := range msgs[1].Parts {
+		kinds = append(kinds, p.Type+":"+p.Text+":"+p.State)
+	}
+	if got := strings.Join(kinds, " "); got != "step-start:: reasoning:let me think:completed text:answer:completed step-finish::" {
+		t.Fatalf("parts %s", got)
+	}
+	h.run(s.ID, msg("q2"))
+	sent := h.model.sent()[1].Messages[1]
+	if sent.Parts[0].Type != forge.ModelPartReasoning || sent.Parts[0].Text != "let me think" || sent.Parts[1].Text != "answer" {
+		t.Fatalf("history sent %+v", sent)
+	}
+}

@@ -182,27 +182,22 @@ func (r *run) step() (*forge.Message, []*call, error) {
 			streamErr = err
 			break
 		}
+		slot, typ := &text, forge.PartText
 		switch ev.Type {
-		case forge.TextStart:
-			closePart(&text, forge.StateCompleted, nil)
-			text = open(forge.PartText)
-		case forge.TextDelta:
-			if text == nil {
-				text = open(forge.PartText)
+		case forge.ReasoningStart, forge.ReasoningDelta, forge.ReasoningEnd:
+			slot, typ = &reasoning, forge.PartReasoning
+		}
+		switch ev.Type {
+		case forge.TextStart, forge.ReasoningStart:
+			closePart(slot, forge.StateCompleted, nil)
+			*slot = open(typ)
+		case forge.TextDelta, forge.ReasoningDelta:
+			if *slot == nil {
+				*slot = open(typ)
 			}
-			streamErr = r.delta(text, msg.ThreadID, ev.Delta)
-		case forge.TextEnd:
-			closePart(&text, forge.StateCompleted, ev.Provider)
-		case forge.ReasoningStart:
-			closePart(&reasoning, forge.StateCompleted, nil)
-			reasoning = open(forge.PartReasoning)
-		case forge.ReasoningDelta:
-			if reasoning == nil {
-				reasoning = open(forge.PartReasoning)
-			}
-			streamErr = r.delta(reasoning, msg.ThreadID, ev.Delta)
-		case forge.ReasoningEnd:
-			closePart(&reasoning, forge.StateCompleted, ev.Provider)
+			streamErr = r.delta(*slot, msg.ThreadID, ev.Delta)
+		case forge.TextEnd, forge.ReasoningEnd:
+			closePart(slot, forge.StateCompleted, ev.Provider)
 		case forge.ToolCallEvent:
 			toolCalls = append(toolCalls, *ev.ToolCall)
 		case forge.FinishEvent:
