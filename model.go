@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"time"
 )
 
 // Model streams one model call as normalized events.
@@ -99,6 +100,11 @@ type ModelError struct {
 	Message    string
 	// Retryable marks errors worth retrying before any output.
 	Retryable bool
+	// RetryAfter is the provider's Retry-After hint, 0 when none.
+	RetryAfter time.Duration
+	// ContextOverflow marks a request the model refused as too long for
+	// its context window (compaction reacts to it).
+	ContextOverflow bool
 }
 
 func (e *ModelError) Error() string {
