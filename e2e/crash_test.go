@@ -98,3 +98,33 @@ func TestGracefulShutdownCancelsAfterGrace(t *testing.T) {
 		t.Fatalf("turn after shutdown %v", turn)
 	}
 }
+
+func TestGracefulShutdownLetsTurnsFinish(t *testing.T) {
+	model := openaitest.New(t)
+	db := t.TempDir() + "/forge.db"
+	s := start(t, db, model, "--shutdown-grace", "20s")
+	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
+	sid := s.session("a")
+	model.Enqueue(openaitest.Text("fin", "ished", " in", " time").DelayBetweenChunks(150 * time.Millisecond))
+	bg := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "go"}}, "background": true})
+	waitFor(t, func() bool { return model.Pending() == 0 })
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-s.waitExit(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	s2 := start(t, db, model)
+	turn := s2.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+bg["id"].(string), nil)
+	if turn["status"] != "done" || turn["output"].(obj)["text"] != "finished in time" {
+		t.Fatalf("turn after graceful shutdown %v", turn)
+	}
+}
+
+func TestRefusesPublicAddressWithoutKeys(t *testing.T) {
+	model := openaitest.New(t)
+	_, err := tryStart(t, t.TempDir()+"/forge.db", model, "--addr", "0.0.0.0:0")
+	if err == nil || !strings.Contains(err.Error(), "without API keys") {
+		t.Fatalf("public address without keys: %v", err)
+	}
+}

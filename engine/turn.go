@@ -25,12 +25,13 @@ func (e *Engine) StartTurn(ctx context.Context, tenant, sessionID string, req Tu
 	if t, err := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || err != nil {
 		return t, err
 	}
-	for attempt := 0; ; attempt++ {
+	for range 5 {
 		t, retry, err := e.tryStartTurn(ctx, tenant, sessionID, req)
-		if !retry || attempt >= 5 {
+		if !retry {
 			return t, err
 		}
 	}
+	return nil, forge.Errorf(forge.ErrConflict, "the session kept changing while the turn was being created; retry the request")
 }
 
 func (e *Engine) turnByKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
