@@ -26,12 +26,12 @@ func (s *Store) encodeEvents(sc scope, evs []forge.Event) ([][]any, error) {
 	return out, nil
 }
 
+var eventInsert = newMultiInsert("event seq", `INSERT INTO events (tenant, session_id, seq, id, type,
+	turn_id, thread_id, created_at, data) VALUES `, 9, "")
+
 // insertEvents appends to the log; a seq used twice is ErrConflict (seqs
 // are never reused).
-func insertEvents(x *tx, rows [][]any) error {
-	return execRows(x, `INSERT INTO events (tenant, session_id, seq, id, type, turn_id, thread_id, created_at, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, rows, "event seq")
-}
+func insertEvents(x *tx, rows [][]any) error { return eventInsert.exec(x, rows) }
 
 // ListEvents returns stored events of a live session in seq order.
 func (s *Store) ListEvents(ctx context.Context, tenant string, q forge.EventQuery) ([]forge.Event, error) {

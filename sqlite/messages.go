@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"strings"
 
 	"github.com/forge-runtime/forge"
 )
@@ -76,54 +77,84 @@ func (s *Store) encodeParts(sc scope, messageID string, parts []*forge.Part) ([]
 	return out, nil
 }
 
-const (
-	insertMessageSQL = `INSERT INTO messages (tenant, id, session_id, turn_id, thread_id, role, parent_id,
-		author, model, finish, usage, summary, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	insertPartSQL = `INSERT INTO parts (tenant, id, message_id, session_id, turn_id, type, text, state, call_id,
-		tool, arguments, output, error, data, provider, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// Rows go in multi-row INSERTs of up to maxRowsPerStmt rows: executing a
+// statement costs more than a row.
+var (
+	messageInsert = newMultiInsert("message", `INSERT INTO messages (tenant, id, session_id, turn_id,
+		thread_id, role, parent_id, author, model, finish, usage, summary, created_at) VALUES `, 13, "")
+	messageUpsert = newMultiInsert("message", messageInsert.head, 13, ` ON CONFLICT (tenant, id) DO UPDATE SET
+		parent_id = excluded.parent_id, author = excluded.author, model = excluded.model,
+		finish = excluded.finish, usage = excluded.usage, summary = excluded.summary`)
+	partInsert = newMultiInsert("part", `INSERT INTO parts (tenant, id, message_id, session_id, turn_id, type,
+		text, state, call_id, tool, arguments, output, error, data, provider, created_at, updated_at) VALUES `, 17, "")
+	partUpsert = newMultiInsert("part", partInsert.head, 17, ` ON CONFLICT (tenant, id) DO UPDATE SET
+		type = excluded.type, text = excluded.text, state = excluded.state, call_id = excluded.call_id,
+		tool = excluded.tool, arguments = excluded.arguments, output = excluded.output, error = excluded.error,
+		data = excluded.data, provider = excluded.provider, updated_at = excluded.updated_at`)
 )
 
 // insertMessages inserts new messages and their parts (BeginTurn).
 func insertMessages(x *tx, mrows, prows [][]any) error {
-	if err := execRows(x, insertMessageSQL, mrows, "message"); err != nil {
+	if err := messageInsert.exec(x, mrows); err != nil {
 		return err
 	}
-	return execRows(x, insertPartSQL, prows, "part")
+	return partInsert.exec(x, prows)
 }
 
 // upsertMessages inserts or updates envelopes: a message's finish, usage
 // and model are set when its model call ends.
-func upsertMessages(x *tx, mrows [][]any) error {
-	return execRows(x, insertMessageSQL+` ON CONFLICT (tenant, id) DO UPDATE SET
-		parent_id = excluded.parent_id, author = excluded.author, model = excluded.model,
-		finish = excluded.finish, usage = excluded.usage, summary = excluded.summary`, mrows, "message")
-}
+func upsertMessages(x *tx, mrows [][]any) error { return messageUpsert.exec(x, mrows) }
 
 // upsertParts inserts or rewrites parts: a streaming part is written empty,
 // checkpointed, then rewritten whole at its end.
-func upsertParts(x *tx, prows [][]any) error {
-	return execRows(x, insertPartSQL+` ON CONFLICT (tenant, id) DO UPDATE SET
-		type = excluded.type, text = excluded.text, state = excluded.state, call_id = excluded.call_id,
-		tool = excluded.tool, arguments = excluded.arguments, output = excluded.output, error = excluded.error,
-		data = excluded.data, provider = excluded.provider, updated_at = excluded.updated_at`, prows, "part")
+func upsertParts(x *tx, prows [][]any) error { return partUpsert.exec(x, prows) }
+
+const maxRowsPerStmt = 32
+
+// multiInsert is an INSERT of 1 to maxRowsPerStmt rows, its query text
+// built once per row count.
+type multiInsert struct {
+	what    string
+	head    string
+	queries [maxRowsPerStmt + 1]string
 }
 
-func execRows(x *tx, query string, rows [][]any, what string) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	st, err := x.stmt(query)
-	if err != nil {
-		return err
-	}
-	for _, args := range rows {
-		if _, err := st.ExecContext(x.ctx, args...); err != nil {
-			if _, ok := isUnique(err); ok {
-				return forge.Errorf(forge.ErrConflict, "%s %v already exists", what, args[1])
-			}
-			return dbErr(err)
+func newMultiInsert(what, head string, cols int, tail string) *multiInsert {
+	m := &multiInsert{what: what, head: head}
+	tuple := "(?" + strings.Repeat(", ?", cols-1) + ")"
+	var b strings.Builder
+	b.WriteString(head)
+	for n := 1; n <= maxRowsPerStmt; n++ {
+		if n > 1 {
+			b.WriteString(", ")
 		}
+		b.WriteString(tuple)
+		m.queries[n] = b.String() + tail
+	}
+	return m
+}
+
+// exec writes rows. A duplicate key is ErrConflict naming the row by its
+// second value (its id, or an event's seq).
+func (m *multiInsert) exec(x *tx, rows [][]any) error {
+	for len(rows) > 0 {
+		n := min(len(rows), maxRowsPerStmt)
+		if err := x.execRows(m.queries[n], rows[:n]); err != nil {
+			if _, ok := isUnique(err); !ok {
+				return dbErr(err)
+			}
+			if n > 1 {
+				// The statement wrote nothing; one row at a time, the
+				// culprit fails again and is named.
+				for _, r := range rows[:n] {
+					if err := m.exec(x, [][]any{r}); err != nil {
+						return err
+					}
+				}
+			}
+			return forge.Errorf(forge.ErrConflict, "%s %v already exists", m.what, rows[0][1])
+		}
+		rows = rows[n:]
 	}
 	return nil
 }

@@ -94,31 +94,26 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		return err
 	}
 	err = s.write(ctx, func(x *tx) error {
-		var tip sql.NullString
-		err := x.queryRow(`SELECT tip_turn_id FROM sessions WHERE tenant = ? AND id = ? AND deleted_at IS NULL`,
-			t.Tenant, t.SessionID).Scan(&tip)
+		// One statement checks the session, the previous turn and the
+		// idempotency key (a NULL ?3 or ?4 matches no turn).
+		var (
+			tip           sql.NullString
+			prevOK, keyed bool
+		)
+		err := x.queryRow(`SELECT tip_turn_id,
+				EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND id = ?3),
+				EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND idempotency_key = ?4)
+			FROM sessions WHERE tenant = ?1 AND id = ?2 AND deleted_at IS NULL`,
+			t.Tenant, t.SessionID, strPtr(t.PreviousTurnID), nullStr(t.IdempotencyKey)).Scan(&tip, &prevOK, &keyed)
 		if err != nil {
 			return notFound(err, "session %s not found", t.SessionID)
 		}
-		if t.PreviousTurnID != nil {
+		if t.PreviousTurnID != nil && !prevOK {
 			// A chain never leaves its session: ListMessages walks it.
-			var one int
-			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND id = ?`,
-				t.Tenant, t.SessionID, *t.PreviousTurnID).Scan(&one)
-			if err != nil {
-				return notFound(err, "previous turn %s not found in session %s", *t.PreviousTurnID, t.SessionID)
-			}
+			return forge.Errorf(forge.ErrNotFound, "previous turn %s not found in session %s", *t.PreviousTurnID, t.SessionID)
 		}
-		if t.IdempotencyKey != "" {
-			var one int
-			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND idempotency_key = ?`,
-				t.Tenant, t.SessionID, t.IdempotencyKey).Scan(&one)
-			if err == nil {
-				return forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return dbErr(err)
-			}
+		if keyed {
+			return forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
 		}
 		// The partial unique index turns_one_running is what refuses a
 		// second running turn; checking it before ExpectTip makes a running

@@ -279,6 +279,124 @@ var commitTests = []test{
 		evs := f.events(ses, forge.EventQuery{After: seq[0] - 1})
 		f.sameJSON(seqsOf(evs), []int64{seq[winner]}, "turn.done events stored")
 	}},
+	{name: "ConcurrentWritesFailAlone", run: func(f *fixture) {
+		// A store may commit concurrent writes together (group commit):
+		// a write that fails, before or after writing rows, leaves nothing
+		// behind, and the writes beside it all land.
+		const n = 30
+		type call struct {
+			ses   *forge.Session
+			st    started
+			reply *forge.Message
+			write func() error
+			want  error
+			check func(string)
+			// events is the turn's log when the call wrote nothing.
+			events []forge.Event
+		}
+		calls := make([]*call, n)
+		for i := range calls {
+			ses := f.newSession(tenantA)
+			c := &call{ses: ses, st: f.start(ses, nil, "hi")}
+			t := c.st.turn
+			c.reply = f.message(t, ses.MainThreadID, forge.RoleAssistant, fmt.Sprint("reply ", i))
+			seq := f.seqs(ses, 1)[0]
+			switch i % 4 {
+			case 1: // fenced: the turn already ended
+				done := f.end(ses, t)
+				c.want, c.events = forge.ErrTurnEnded, append(c.st.events, done)
+			case 2: // fails late: its event reuses a seq, after its rows
+				seq = c.st.events[0].Seq
+				c.want, c.events = forge.ErrConflict, c.st.events
+			case 3: // a second running turn is refused
+				b, check := f.refusedBegin(ses, &t.ID)
+				c.write = func() error { return f.s.BeginTurn(f.ctx, b) }
+				c.want, c.check = forge.ErrTurnInProgress, check
+			}
+			if c.write == nil {
+				b := &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+					Messages: []*forge.Message{c.reply}, Parts: c.reply.Parts,
+					Events: []forge.Event{f.event(t, seq, forge.EventModelMessage, c.reply.ID, c.reply)}}
+				c.write = func() error { return f.s.Commit(f.ctx, b) }
+			}
+			calls[i] = c
+		}
+		before := make([]*forge.Turn, n)
+		for i, c := range calls {
+			before[i] = f.getTurn(c.st.turn)
+		}
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, c := range calls {
+			wg.Go(func() {
+				<-start
+				errs[i] = c.write()
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, c := range calls {
+			what := fmt.Sprintf("call %d", i)
+			if c.want == nil {
+				f.ok(errs[i], what)
+			} else {
+				f.is(errs[i], c.want, what)
+			}
+			ms, err := f.s.TurnMessages(f.ctx, tenantA, c.st.turn.ID)
+			f.ok(err, what+": TurnMessages")
+			evs := f.events(c.ses, forge.EventQuery{TurnID: c.st.turn.ID})
+			switch {
+			case c.want == nil:
+				f.sameJSON(ms, []*forge.Message{c.st.msg, c.reply}, what+": messages")
+				eq(f, len(evs), len(c.st.events)+1, what+": events")
+				eq(f, f.getTurn(c.st.turn).LastSeq, evs[len(evs)-1].Seq, what+": LastSeq")
+			case c.check != nil:
+				c.check(what)
+				f.sameJSON(ms, []*forge.Message{c.st.msg}, what+": messages")
+				f.sameJSON(f.getTurn(c.st.turn), before[i], what+": running turn")
+			default:
+				f.sameJSON(ms, []*forge.Message{c.st.msg}, what+": messages")
+				f.sameJSON(f.getTurn(c.st.turn), before[i], what+": turn")
+				f.sameJSON(evs, c.events, what+": events")
+			}
+		}
+	}},
+	{name: "LargeBatch", run: func(f *fixture) {
+		// Many rows in one batch (a store may split them into several
+		// statements): all land, or, with one bad row, none.
+		ses := f.newSession(tenantA)
+		st := f.start(ses, nil, "hi")
+		t := st.turn
+		const n = 75
+		build := func(seqs []int64) (*forge.Message, *forge.Batch) {
+			m := f.message(t, ses.MainThreadID, forge.RoleAssistant)
+			var evs []forge.Event
+			for i := range n {
+				p := f.textPart(m, fmt.Sprint("part ", i), forge.StateCompleted)
+				m.Parts = append(m.Parts, p)
+				evs = append(evs, f.event(t, seqs[i], forge.EventModelMessage, p.ID, p))
+			}
+			return m, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+				Messages: []*forge.Message{m}, Parts: m.Parts, Events: evs}
+		}
+		seqs := f.seqs(ses, n)
+		bad := append([]int64{}, seqs...)
+		bad[n-3] = st.events[0].Seq
+		_, b := build(bad)
+		f.is(f.s.Commit(f.ctx, b), forge.ErrConflict, "Commit with a used seq among many rows")
+		ms, err := f.s.TurnMessages(f.ctx, tenantA, t.ID)
+		f.ok(err, "TurnMessages")
+		f.sameJSON(ms, []*forge.Message{st.msg}, "messages after the failed batch")
+		f.sameJSON(f.events(ses, forge.EventQuery{}), st.events, "events after the failed batch")
+
+		m, b := build(seqs)
+		f.ok(f.s.Commit(f.ctx, b), "Commit of many rows")
+		ms, err = f.s.TurnMessages(f.ctx, tenantA, t.ID)
+		f.ok(err, "TurnMessages")
+		f.sameJSON(ms, []*forge.Message{st.msg, m}, "messages")
+		f.sameJSON(f.events(ses, forge.EventQuery{}), append(st.events, b.Events...), "events")
+	}},
 	{name: "UnknownTurnIsNotFound", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		t := f.start(ses, nil, "hi").turn
