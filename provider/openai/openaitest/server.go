@@ -45,6 +45,8 @@ type Server struct {
 	key      string
 	record   bool
 	requests []Request
+	// rrequests are the Responses API requests (see responses.go).
+	rrequests []ResponsesRequest
 
 	seq     atomic.Int64 // completion and call ids
 	created int64
@@ -133,6 +135,10 @@ func (s *Server) LastRequest() (r Request, ok bool) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/responses" {
+		s.serveResponses(w, r)
+		return
+	}
 	if r.URL.Path != "/v1/chat/completions" {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", "unknown_url", fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
 		return

@@ -178,7 +178,7 @@ func TestErrors(t *testing.T) {
 			status: 400, message: "schema must be a JSON Schema of 'type: \"object\"'"},
 		{name: "bad function name", body: `{"model":"m",` + userOnly + `,"tools":[{"type":"function","function":{"name":"a.b"}}]}`,
 			status: 400, message: "does not match pattern"},
-		{name: "unknown path", path: "/v1/responses", body: "{}", status: 404, message: "Invalid URL"},
+		{name: "unknown path", path: "/v1/embeddings", body: "{}", status: 404, message: "Invalid URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
