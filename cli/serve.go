@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,8 @@ type serveOptions struct {
 	turnTimeout   time.Duration
 	shutdownGrace time.Duration
 	logLevel      string
+	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
+	logOut        io.Writer // where the log goes (nil: stderr)
 }
 
 func newServeCommand() *cobra.Command {
@@ -39,8 +42,13 @@ func newServeCommand() *cobra.Command {
 		Long: `Run the Forge server on an embedded SQLite database.
 
 Models: set OPENAI_API_KEY (and OPENAI_BASE_URL for OpenAI-compatible
-servers) to use openai/<model>. The scripted provider (scripted/echo, or a
-script in model_params.script) needs no key.
+servers) to use openai/<model>, ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL) for
+anthropic/<model>. A config file (--config forge.yaml, or FORGE_CONFIG)
+declares more providers (kind openai, openai-responses, anthropic or
+scripted; base_url; api_key_env, the name of the variable holding the key;
+headers), the settings and prices of models, and the retry policy of model
+calls. GET /v1/models lists what is configured. The scripted provider
+(scripted/echo, or a script in model_params.script) needs no key.
 
 API keys: FORGE_API_KEYS="key1=tenant1,key2=tenant2". Without keys the
 server runs single-tenant and only listens on loopback addresses.`,
@@ -55,6 +63,7 @@ server runs single-tenant and only listens on loopback addresses.`,
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	return cmd
 }
 
@@ -86,18 +95,60 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// loadModels builds the model registry from the config file (flag, else
+// $FORGE_CONFIG, else none) and the environment, and logs what it holds:
+// names, kinds, base URLs and key variables, never a key.
+func loadModels(flag string, log *slog.Logger) (*provider.Registry, error) {
+	var cfg *provider.Config
+	if path := provider.ConfigPath(flag, os.Getenv); path != "" {
+		c, err := provider.LoadConfig(path)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	}
+	models, err := provider.Build(cfg, provider.Options{Getenv: os.Getenv, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	real := false
+	for _, p := range models.Providers() {
+		if p.Problem != "" {
+			log.Warn("model provider not usable", "provider", p.Name, "kind", p.Kind, "problem", p.Problem)
+			continue
+		}
+		if p.Kind != provider.KindScripted {
+			real = true
+		}
+		log.Info("model provider", "provider", p.Name, "kind", p.Kind, "base_url", p.BaseURL,
+			"api_key_env", p.APIKeyEnv, "source", p.Source)
+	}
+	if !real {
+		log.Warn("no model provider configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server) to use openai/<model>, or declare providers in a config file (--config); scripted/echo works without a key")
+	}
+	return models, nil
+}
+
 func serve(ctx context.Context, o serveOptions) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logOut := o.logOut
+	if logOut == nil {
+		logOut = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	keys, err := parseKeys(o.apiKeys)
 	if err != nil {
 		return err
 	}
 	if len(keys) == 0 && !isLoopback(o.addr) {
 		return fmt.Errorf("refusing to listen on %s without API keys: set FORGE_API_KEYS or use a loopback address", o.addr)
+	}
+	models, err := loadModels(o.config, log)
+	if err != nil {
+		return err
 	}
 
 	store, err := sqlite.Open(ctx, o.db)
@@ -109,10 +160,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer store.Close(context.Background())
 
-	models := provider.FromEnv(os.Getenv)
-	if !models.Configured("openai") {
-		log.Warn("no model provider key configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server) to use openai/<model>; scripted/echo works without a key")
-	}
 	clock := forge.SystemClock{}
 	ids := forge.NewULIDGen(clock)
 	eng := engine.New(engine.Config{
@@ -122,7 +169,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := eng.Recover(ctx); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, Logger: log, Clock: clock, IDs: ids})
+	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, Logger: log, Clock: clock, IDs: ids, Models: models})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

@@ -49,6 +49,9 @@ type Config struct {
 	// KeepAlive is the interval of SSE ping comments on an idle stream;
 	// 0 means 15 s.
 	KeepAlive time.Duration
+	// Models, when set, is listed by GET /v1/models (normally the
+	// *provider.Registry the engine resolves models with).
+	Models ModelCatalog
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -62,6 +65,7 @@ type Server struct {
 	keepAlive time.Duration
 	writeWait time.Duration // bound of one write to a streaming client
 	handler   http.Handler
+	models    ModelCatalog
 
 	locks keyedMutex // serializes idempotent requests sharing a key
 }
@@ -77,6 +81,7 @@ func New(cfg Config) *Server {
 		ids:       cfg.IDs,
 		keepAlive: cfg.KeepAlive,
 		writeWait: sseWriteWait,
+		models:    cfg.Models,
 	}
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
@@ -135,6 +140,8 @@ func (s *Server) routeTable() []route {
 
 		{"GET", "/v1/sessions/{sid}/events", s.sessionEvents, false},
 		{"GET", "/v1/sessions/{sid}/turns/{tid}/events", s.turnEvents, false},
+
+		{"GET", "/v1/models", s.listModels, false},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,7 +27,9 @@ func TestFromEnvNames(t *testing.T) {
 		{"key", map[string]string{"OPENAI_API_KEY": "sk-x"}, []string{"openai", "scripted"}},
 		{"base url alone", map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}, []string{"openai", "scripted"}},
 		{"blank", map[string]string{"OPENAI_API_KEY": "  "}, []string{"scripted"}},
-		{"anthropic is not ours yet", map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"scripted"}},
+		{"anthropic", map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"anthropic", "scripted"}},
+		{"anthropic base url alone", map[string]string{"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/"}, []string{"anthropic", "scripted"}},
+		{"both", map[string]string{"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}, []string{"anthropic", "openai", "scripted"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,11 +37,14 @@ func TestFromEnvNames(t *testing.T) {
 			if got := r.Names(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Names() = %q, want %q", got, tt.want)
 			}
-			if got, want := r.Configured("openai"), len(tt.want) == 2; got != want {
+			if got, want := r.Configured("openai"), slices.Contains(tt.want, "openai"); got != want {
 				t.Errorf("Configured(openai) = %v", got)
 			}
-			if !r.Configured("scripted") || r.Configured("anthropic") {
-				t.Errorf("Configured(scripted/anthropic) wrong")
+			if !r.Configured("scripted") {
+				t.Errorf("scripted is not configured")
+			}
+			if got, want := r.Configured("anthropic"), slices.Contains(tt.want, "anthropic"); got != want {
+				t.Errorf("Configured(anthropic) = %v", got)
 			}
 		})
 	}

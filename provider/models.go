@@ -1,0 +1,190 @@
+package provider
+
+import (
+	"math"
+	"regexp"
+
+	"github.com/forge-runtime/forge"
+)
+
+// Settings of a model id the server knows nothing about.
+const (
+	DefaultContextWindow = 128000
+	DefaultMaxOutput     = 4096
+)
+
+// Where a ModelInfo's figures come from.
+const (
+	SourceBuiltin = "builtin" // the built-in table
+	SourceConfig  = "config"  // the config file (over the built-in entry, if any)
+	SourceDefault = "default" // nothing known: DefaultContextWindow, DefaultMaxOutput, no prices
+)
+
+// ModelInfo is what the server knows about one "provider/model".
+type ModelInfo struct {
+	ID            string  `json:"id"` // provider/model
+	Provider      string  `json:"provider"`
+	Model         string  `json:"model"` // the id sent to the provider
+	ContextWindow int64   `json:"context_window"`
+	MaxOutput     int64   `json:"max_output"`
+	Prices        *Prices `json:"prices"` // nil (null): unknown, cost is not computed
+	Source        string  `json:"source"`
+}
+
+// Prices are in US dollars per million tokens.
+type Prices struct {
+	Input       float64 `json:"input" yaml:"input"`
+	Output      float64 `json:"output" yaml:"output"`
+	CachedInput float64 `json:"cached_input" yaml:"cached_input"`
+	// CacheWrite is what writing a prompt cache entry costs (Anthropic);
+	// 0 charges cache writes at the input price.
+	CacheWrite float64 `json:"cache_write,omitempty" yaml:"cache_write"`
+}
+
+// Cost is the dollar cost of u, read with the OpenAI convention:
+// InputTokens is the whole prompt, cache reads and cache writes included;
+// OutputTokens is the whole completion, reasoning included. (Usage from a
+// provider that counts cache tokens apart, as Anthropic does, is adjusted
+// first: see WrapOptions.InputExcludesCache.) So: uncached input at the input price, cache reads at
+// the cached-input price, cache writes at the cache-write price (the input
+// price when none), output at the output price. ReasoningTokens is a
+// breakdown of OutputTokens and is not charged twice.
+func (p *Prices) Cost(u forge.Usage) float64 {
+	if p == nil {
+		return 0
+	}
+	cacheRead := max(u.CacheReadTokens, 0)
+	cacheWrite := max(u.CacheWriteTokens, 0)
+	uncached := max(u.InputTokens-cacheRead-cacheWrite, 0)
+	writePrice := p.CacheWrite
+	if writePrice == 0 {
+		writePrice = p.Input
+	}
+	c := float64(uncached)*p.Input +
+		float64(cacheRead)*p.CachedInput +
+		float64(cacheWrite)*writePrice +
+		float64(max(u.OutputTokens, 0))*p.Output
+	// Per million, rounded to a millionth of a dollar so sums stay tidy.
+	return math.Round(c) / 1e6
+}
+
+type builtinModel struct {
+	contextWindow, maxOutput int64
+	prices                   Prices
+}
+
+// Built-in settings of well-known models, by provider kind and model id.
+//
+// The prices are the vendors' public list prices in US dollars per million
+// tokens, as known to us when this table was written (standard tier, no
+// batch or priority pricing, Anthropic's 5-minute cache writes, the base
+// price of models whose price rises above a prompt size). They go stale:
+// override them, and declare the models you use that are not here, in the
+// config file (see Config). Context windows and output limits are the
+// vendors' documented defaults (beta extensions, such as Anthropic's 1M
+// context, are not assumed).
+var builtinModels = map[string]map[string]builtinModel{
+	KindOpenAI: {
+		"gpt-5":        {400000, 128000, Prices{Input: 1.25, Output: 10, CachedInput: 0.125}},
+		"gpt-5-mini":   {400000, 128000, Prices{Input: 0.25, Output: 2, CachedInput: 0.025}},
+		"gpt-5-nano":   {400000, 128000, Prices{Input: 0.05, Output: 0.40, CachedInput: 0.005}},
+		"gpt-4.1":      {1047576, 32768, Prices{Input: 2, Output: 8, CachedInput: 0.50}},
+		"gpt-4.1-mini": {1047576, 32768, Prices{Input: 0.40, Output: 1.60, CachedInput: 0.10}},
+		"gpt-4.1-nano": {1047576, 32768, Prices{Input: 0.10, Output: 0.40, CachedInput: 0.025}},
+		"gpt-4o":       {128000, 16384, Prices{Input: 2.50, Output: 10, CachedInput: 1.25}},
+		"gpt-4o-mini":  {128000, 16384, Prices{Input: 0.15, Output: 0.60, CachedInput: 0.075}},
+		"o3":           {200000, 100000, Prices{Input: 2, Output: 8, CachedInput: 0.50}},
+		"o3-mini":      {200000, 100000, Prices{Input: 1.10, Output: 4.40, CachedInput: 0.55}},
+		"o4-mini":      {200000, 100000, Prices{Input: 1.10, Output: 4.40, CachedInput: 0.275}},
+		"o1":           {200000, 100000, Prices{Input: 15, Output: 60, CachedInput: 7.50}},
+	},
+	KindAnthropic: {
+		"claude-opus-4-5":   {200000, 64000, Prices{Input: 5, Output: 25, CachedInput: 0.50, CacheWrite: 6.25}},
+		"claude-opus-4-1":   {200000, 32000, Prices{Input: 15, Output: 75, CachedInput: 1.50, CacheWrite: 18.75}},
+		"claude-opus-4-0":   {200000, 32000, Prices{Input: 15, Output: 75, CachedInput: 1.50, CacheWrite: 18.75}},
+		"claude-sonnet-4-5": {200000, 64000, Prices{Input: 3, Output: 15, CachedInput: 0.30, CacheWrite: 3.75}},
+		"claude-sonnet-4-0": {200000, 64000, Prices{Input: 3, Output: 15, CachedInput: 0.30, CacheWrite: 3.75}},
+		"claude-3-7-sonnet": {200000, 64000, Prices{Input: 3, Output: 15, CachedInput: 0.30, CacheWrite: 3.75}},
+		"claude-haiku-4-5":  {200000, 64000, Prices{Input: 1, Output: 5, CachedInput: 0.10, CacheWrite: 1.25}},
+		"claude-3-5-haiku":  {200000, 8192, Prices{Input: 0.80, Output: 4, CachedInput: 0.08, CacheWrite: 1}},
+	},
+}
+
+// builtinAliases maps other spellings to a table entry.
+var builtinAliases = map[string]map[string]string{
+	KindAnthropic: {
+		"claude-opus-4":   "claude-opus-4-0",
+		"claude-sonnet-4": "claude-sonnet-4-0",
+	},
+}
+
+// A dated snapshot (gpt-4.1-2025-04-14, claude-sonnet-4-5-20250929) or a
+// "-latest" alias has the settings of its family.
+var snapshotSuffix = regexp.MustCompile(`-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$`)
+
+// lookupBuiltin finds model id in the table of kind.
+func lookupBuiltin(kind, id string) (builtinModel, bool) {
+	if kind == KindOpenAIResponses {
+		kind = KindOpenAI
+	}
+	table := builtinModels[kind]
+	if table == nil {
+		return builtinModel{}, false
+	}
+	for _, cand := range []string{id, snapshotSuffix.ReplaceAllString(id, "")} {
+		if a, ok := builtinAliases[kind][cand]; ok {
+			cand = a
+		}
+		if m, ok := table[cand]; ok {
+			return m, true
+		}
+	}
+	return builtinModel{}, false
+}
+
+// builtinIDs lists the table's ids for kind.
+func builtinIDs(kind string) []string {
+	if kind == KindOpenAIResponses {
+		kind = KindOpenAI
+	}
+	ids := make([]string, 0, len(builtinModels[kind]))
+	for id := range builtinModels[kind] {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// info builds the ModelInfo of id under provider p: defaults, then the
+// built-in entry for p's kind, then the config file's entry.
+func (p *entry) info(id string) ModelInfo {
+	mi := ModelInfo{ID: p.name + "/" + id, Provider: p.name, Model: id,
+		ContextWindow: DefaultContextWindow, MaxOutput: DefaultMaxOutput, Source: SourceDefault}
+	if b, ok := lookupBuiltin(p.kind, id); ok {
+		pr := b.prices
+		mi.ContextWindow, mi.MaxOutput, mi.Prices, mi.Source = b.contextWindow, b.maxOutput, &pr, SourceBuiltin
+	}
+	if p.kind == KindScripted {
+		mi.Prices, mi.Source = &Prices{}, SourceBuiltin
+	}
+	if mc, ok := p.models[id]; ok {
+		mi.Source = SourceConfig
+		if mc.ContextWindow != nil {
+			mi.ContextWindow = *mc.ContextWindow
+		}
+		if mc.MaxOutput != nil {
+			mi.MaxOutput = *mc.MaxOutput
+		}
+		if mc.Prices != nil {
+			pr := Prices{}
+			if mi.Prices != nil {
+				pr = *mi.Prices
+			}
+			mc.Prices.apply(&pr, mi.Prices != nil)
+			mi.Prices = &pr
+		}
+		if mi.MaxOutput > mi.ContextWindow {
+			mi.MaxOutput = mi.ContextWindow
+		}
+	}
+	return mi
+}
