@@ -24,8 +24,11 @@ type Session struct {
 	MainThreadID string          `json:"main_thread_id"`
 	Metadata     json.RawMessage `json:"metadata"`
 	TipTurnID    *string         `json:"tip_turn_id"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
+	// Usage is the running total of the usage of the session's ended
+	// turns, added by each turn's terminal write.
+	Usage     Usage     `json:"usage"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Turn statuses.

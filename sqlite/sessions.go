@@ -8,7 +8,8 @@ import (
 )
 
 // CreateSession inserts s. The caller normally sets ID and timestamps; an
-// empty ID or zero time is filled in (and written back to s).
+// empty ID or zero time is filled in (and written back to s). s.Usage is
+// stored as the starting total (normally zero).
 func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 	if ses == nil {
 		return forge.Errorf(forge.ErrInvalid, "session is required")
@@ -25,10 +26,13 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 		c.UpdatedAt = c.CreatedAt
 	}
 	err := s.write(ctx, func(t *tx) error {
+		u := &c.Usage
 		_, err := t.exec(`INSERT INTO sessions (tenant, id, kind, agent, title, main_thread_id, metadata,
-			tip_turn_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			tip_turn_id, `+usageCols+`, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			c.Tenant, c.ID, c.Kind, c.Agent, c.Title, c.MainThreadID, rawText(c.Metadata),
-			strPtr(c.TipTurnID), unixNano(c.CreatedAt), unixNano(c.UpdatedAt))
+			strPtr(c.TipTurnID), u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens,
+			u.CacheWriteTokens, u.Cost, unixNano(c.CreatedAt), unixNano(c.UpdatedAt))
 		if _, ok := isUnique(err); ok {
 			return forge.Errorf(forge.ErrConflict, "session %s already exists", c.ID)
 		}
@@ -41,7 +45,13 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 	return nil
 }
 
-const sessionCols = `id, kind, agent, title, main_thread_id, metadata, tip_turn_id, created_at, updated_at`
+// usageCols are the columns of a session's usage total, in the order of
+// forge.Usage's fields.
+const usageCols = `usage_input_tokens, usage_output_tokens, usage_reasoning_tokens, usage_cache_read_tokens,
+	usage_cache_write_tokens, usage_cost`
+
+const sessionCols = `id, kind, agent, title, main_thread_id, metadata, tip_turn_id, ` + usageCols + `,
+	created_at, updated_at`
 
 func scanSession(sc interface{ Scan(...any) error }, tenant string) (*forge.Session, error) {
 	var (
@@ -49,7 +59,9 @@ func scanSession(sc interface{ Scan(...any) error }, tenant string) (*forge.Sess
 		meta, tip        sql.NullString
 		created, updated int64
 	)
+	u := &ses.Usage
 	if err := sc.Scan(&ses.ID, &ses.Kind, &ses.Agent, &ses.Title, &ses.MainThreadID, &meta, &tip,
+		&u.InputTokens, &u.OutputTokens, &u.ReasoningTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.Cost,
 		&created, &updated); err != nil {
 		return nil, err
 	}

@@ -167,6 +167,9 @@ func turnInsertErr(err error, t *forge.Turn) error {
 // transaction holds the database lock until commit, so once a terminal
 // status is committed every later batch for the turn fails with
 // ErrTurnEnded and writes nothing.
+//
+// The terminal write also adds the turn's usage to the session's total, so
+// each ended turn is counted once.
 func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	if b == nil || b.TurnID == "" || b.SessionID == "" {
 		return forge.Errorf(forge.ErrInvalid, "batch needs a session id and a turn id")
@@ -234,6 +237,14 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		if err != nil {
 			return dbErr(err)
 		}
+		if b.Turn != nil && t.Ended() {
+			// The fence matched, so this is the turn's one terminal write:
+			// its usage joins the session's total in the same transaction
+			// (rolled back with it, and redone if fn runs again).
+			if err := addSessionUsage(x, b.Tenant, b.SessionID, t.Usage); err != nil {
+				return err
+			}
+		}
 		if err := upsertMessages(x, msgs); err != nil {
 			return err
 		}
@@ -259,6 +270,20 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		b.Turn.LastSeq, b.Turn.EndedAt = last, t.EndedAt
 	}
 	return nil
+}
+
+// addSessionUsage adds u to the session's usage total.
+func addSessionUsage(x *tx, tenant, sessionID string, u forge.Usage) error {
+	if u == (forge.Usage{}) {
+		return nil
+	}
+	_, err := x.exec(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + ?,
+		usage_output_tokens = usage_output_tokens + ?, usage_reasoning_tokens = usage_reasoning_tokens + ?,
+		usage_cache_read_tokens = usage_cache_read_tokens + ?, usage_cache_write_tokens = usage_cache_write_tokens + ?,
+		usage_cost = usage_cost + ? WHERE tenant = ? AND id = ?`,
+		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
+		tenant, sessionID)
+	return dbErr(err)
 }
 
 // fenceErr explains why the fencing UPDATE matched no row.

@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"Turns", turnTests},
 		{"Messages", messageTests},
 		{"Events", eventTests},
+		{"Usage", usageTests},
 		{"Idempotency", idempotencyTests},
 		{"Tenancy", tenancyTests},
 		{"Durability", durabilityTests},
