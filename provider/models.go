@@ -41,14 +41,14 @@ type Prices struct {
 	CacheWrite float64 `json:"cache_write,omitempty" yaml:"cache_write"`
 }
 
-// Cost is the dollar cost of u, read with the OpenAI convention:
-// InputTokens is the whole prompt, cache reads and cache writes included;
-// OutputTokens is the whole completion, reasoning included. (Usage from a
-// provider that counts cache tokens apart, as Anthropic does, is adjusted
-// first: see WrapOptions.InputExcludesCache.) So: uncached input at the input price, cache reads at
-// the cached-input price, cache writes at the cache-write price (the input
-// price when none), output at the output price. ReasoningTokens is a
-// breakdown of OutputTokens and is not charged twice.
+// Cost is the dollar cost of u, read with the convention every provider
+// reports Usage in: InputTokens is the whole prompt, cache reads and cache
+// writes included (provider/anthropic adds the API's cache figures to its
+// input_tokens); OutputTokens is the whole completion, reasoning included.
+// So: uncached input at the input price, cache reads at the cached-input
+// price, cache writes at the cache-write price (the input price when none),
+// output at the output price. ReasoningTokens is a breakdown of
+// OutputTokens and is not charged twice.
 func (p *Prices) Cost(u forge.Usage) float64 {
 	if p == nil {
 		return 0

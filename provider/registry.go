@@ -143,7 +143,6 @@ func (r *Registry) Resolve(name string) (forge.Model, string, error) {
 		o.Model = id
 		info := e.info(id)
 		o.Prices = info.Prices
-		o.InputExcludesCache = inputExcludesCache[e.kind]
 		m = Wrap(m, o)
 	}
 	return m, id, nil
@@ -436,8 +435,3 @@ func newFactory(kind, name, key, baseURL string, client *http.Client) (Factory, 
 	}
 	return f, nil
 }
-
-// inputExcludesCache marks the kinds whose provider reports InputTokens
-// without cache reads and writes (Anthropic's input_tokens, passed on as
-// is by provider/anthropic); cost adds them back (see Prices.Cost).
-var inputExcludesCache = map[string]bool{KindAnthropic: true}

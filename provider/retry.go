@@ -80,10 +80,6 @@ type WrapOptions struct {
 	// Prices, when set, give Finish.Usage.Cost (Prices.Cost). Nil keeps
 	// whatever the provider reported.
 	Prices *Prices
-	// InputExcludesCache tells that the model reports Usage.InputTokens
-	// without its cache reads and writes (Anthropic's convention): the
-	// cost adds them back. Usage itself is passed on unchanged.
-	InputExcludesCache bool
 	// Secrets are scrubbed from error messages (API keys, secret headers).
 	Secrets []string
 	Logger  *slog.Logger
@@ -241,11 +237,7 @@ func (w *wrapped) attempt(ctx context.Context, req *forge.ModelRequest, yield fu
 		started = true
 		if ev.Type == forge.FinishEvent && ev.Finish != nil && w.o.Prices != nil {
 			f := *ev.Finish
-			u := f.Usage
-			if w.o.InputExcludesCache {
-				u.InputTokens += max(u.CacheReadTokens, 0) + max(u.CacheWriteTokens, 0)
-			}
-			f.Usage.Cost = w.o.Prices.Cost(u)
+			f.Usage.Cost = w.o.Prices.Cost(f.Usage)
 			ev.Finish = &f
 		}
 		wd.pause()

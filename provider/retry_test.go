@@ -349,8 +349,9 @@ func TestResponsesKind(t *testing.T) {
 }
 
 // The anthropic provider, configured from the environment, goes through the
-// same wrapper; its usage counts cache reads and writes apart from
-// input_tokens, and the cost adds them back.
+// same wrapper; its InputTokens already includes the cache reads and writes
+// the API counts apart from input_tokens, and the cost charges each part at
+// its price.
 func TestAnthropicFromEnv(t *testing.T) {
 	srv := anthropictest.New(t)
 	srv.SetAPIKey("sk-ant-test")
@@ -375,5 +376,65 @@ func TestAnthropicFromEnv(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 2 {
 		t.Errorf("%d requests", n)
+	}
+}
+
+// Anthropic usage reaches the wrapper with InputTokens as the whole prompt
+// (input_tokens + cache reads + cache writes), as OpenAI's does, and the cost
+// needs no per-kind adjustment: cache reads at the cached price, cache
+// writes at the cache-write price, the rest at the input price.
+func TestAnthropicUsageAndCost(t *testing.T) {
+	tests := []struct {
+		name   string
+		tokens anthropictest.Tokens
+		usage  forge.Usage
+		cost   float64
+	}{
+		// 1000 x $3 + 8000 x $0.30 + 1000 x $3.75 + 500 x $15 per million.
+		{"read and write", anthropictest.Tokens{Input: 1000, CacheRead: 8000, CacheWrite: 1000, Output: 500},
+			forge.Usage{InputTokens: 10000, CacheReadTokens: 8000, CacheWriteTokens: 1000, OutputTokens: 500}, 0.01665},
+		// 200 x $3 + 12000 x $0.30 + 40 x $15.
+		{"read only", anthropictest.Tokens{Input: 200, CacheRead: 12000, Output: 40},
+			forge.Usage{InputTokens: 12200, CacheReadTokens: 12000, OutputTokens: 40}, 0.0048},
+		// 50 x $3 + 4000 x $3.75 + 200 x $15.
+		{"write only", anthropictest.Tokens{Input: 50, CacheWrite: 4000, Output: 200},
+			forge.Usage{InputTokens: 4050, CacheWriteTokens: 4000, OutputTokens: 200}, 0.01815},
+		// 1000 x $3 + 500 x $15.
+		{"no cache", anthropictest.Tokens{Input: 1000, Output: 500},
+			forge.Usage{InputTokens: 1000, OutputTokens: 500}, 0.0105},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := anthropictest.New(t)
+			srv.Enqueue(anthropictest.Text("ok").Tokens(tt.tokens))
+			r, err := provider.Build(nil, provider.Options{
+				Getenv: env(map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": srv.URL()})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, id, err := r.Resolve("anthropic/claude-sonnet-4-5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := userRequest("hello")
+			req.Model = id
+			var finish *forge.Finish
+			for ev, err := range m.Stream(t.Context(), req) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev.Type == forge.FinishEvent {
+					finish = ev.Finish
+				}
+			}
+			if finish == nil {
+				t.Fatal("no finish event")
+			}
+			want := tt.usage
+			want.Cost = tt.cost
+			if finish.Usage != want {
+				t.Errorf("usage %+v, want %+v", finish.Usage, want)
+			}
+		})
 	}
 }

@@ -221,19 +221,17 @@ func TestWrapCost(t *testing.T) {
 	}}
 	prices := &provider.Prices{Input: 3, Output: 15, CachedInput: 0.3, CacheWrite: 3.75}
 	for _, tc := range []struct {
-		excludes bool
-		want     float64
+		want float64
 	}{
-		// 1000 x 3 + 8000 x 0.3 + 1000 x 3.75 + 500 x 15 per million.
-		{true, 0.01665},
-		// The same figures read as a 1000-token prompt that includes its
-		// cache: nothing left uncached.
-		{false, 0.01365},
+		// A 1000-token prompt that includes its cache reads and writes:
+		// nothing is left uncached, so 8000 x 0.3 + 1000 x 3.75 + 500 x 15
+		// per million.
+		{0.01365},
 	} {
-		m := provider.Wrap(fm, provider.WrapOptions{Provider: "p", Prices: prices, InputExcludesCache: tc.excludes})
+		m := provider.Wrap(fm, provider.WrapOptions{Provider: "p", Prices: prices})
 		for ev, err := range m.Stream(t.Context(), &forge.ModelRequest{}) {
 			if err != nil || ev.Finish.Usage.Cost != tc.want {
-				t.Errorf("excludes=%v: cost %v, %v; want %v", tc.excludes, ev.Finish.Usage.Cost, err, tc.want)
+				t.Errorf("cost %v, %v; want %v", ev.Finish.Usage.Cost, err, tc.want)
 			}
 			if u := ev.Finish.Usage; u.InputTokens != 1000 || u.CacheReadTokens != 8000 {
 				t.Errorf("usage changed: %+v", u)

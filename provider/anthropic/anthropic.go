@@ -23,8 +23,12 @@
 // tool_use block's input_json deltas are accumulated, not forwarded, and the
 // call is emitted once, complete, at its content_block_stop (empty input is
 // {}); then one FinishEvent with the mapped stop_reason and the usage of
-// message_start and message_delta combined. A reply cut by max_tokens inside
-// a tool call's input is a ModelError, not a call with broken arguments.
+// message_start and message_delta combined, where Usage.InputTokens is the
+// whole prompt (the API's input_tokens plus cache_read_input_tokens plus
+// cache_creation_input_tokens, as OpenAI's prompt_tokens includes cached
+// tokens) and CacheReadTokens and CacheWriteTokens are a breakdown of it.
+// A reply cut by max_tokens inside a tool call's input is a ModelError, not
+// a call with broken arguments.
 // Events are read with gjson in one pass instead of being decoded into the
 // SDK's MessageStreamEventUnion (see BenchmarkEventDecode).
 //

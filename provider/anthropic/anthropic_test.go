@@ -160,8 +160,9 @@ func TestFixtures(t *testing.T) {
 			`call:toolu_01Hn4sZ7uKc1Ye8WdQ3bMx6R get_weather {"city": "Tōkyō"}`,
 			`call:toolu_01Bq2Xw9oPz3nCfLd8VkRt4Y get_time {}`,
 			// message_delta carries only output_tokens: the rest comes
-			// from message_start.
-			"finish:tool_calls in=472 out=89 read=1024 write=312 think=0"}},
+			// from message_start. InputTokens is the whole prompt:
+			// input_tokens 472 + cache reads 1024 + cache writes 312.
+			"finish:tool_calls in=1808 out=89 read=1024 write=312 think=0"}},
 		{file: "anthropic_thinking.sse", want: []string{
 			"reason+", "reason:The user asks for 27 * 453.", "reason:\n27 * 453 = 12231.", "reason-" + sig,
 			"text+", "text:27 × 453", "text: = 12,231.", "text-",
@@ -230,7 +231,7 @@ func TestBuilders(t *testing.T) {
 		{"thinking then text", anthropictest.Thinking("Think", "ing").Text("Done").Tokens(anthropictest.Tokens{Input: 5, Output: 9, CacheRead: 3, CacheWrite: 2, Thinking: 6}), []string{
 			"reason+", "reason:Think", "reason:ing", `reason-{"type":"thinking","signature":"` + anthropictest.Sign("Thinking") + `"}`,
 			"text+", "text:Done", "text-",
-			"finish:stop in=5 out=9 read=3 write=2 think=6"}},
+			"finish:stop in=10 out=9 read=3 write=2 think=6"}},
 		{"redacted thinking", anthropictest.RedactedThinking("opaque==").Text("ok").Usage(1, 1), []string{
 			"reason+", `reason-{"type":"redacted_thinking","data":"opaque=="}`, "text+", "text:ok", "text-",
 			"finish:stop in=1 out=1 read=0 write=0 think=0"}},

@@ -36,14 +36,18 @@ type block struct {
 }
 
 // usage is the usage of a reply: message_start's, updated by message_delta's
-// cumulative figures.
+// cumulative figures. input is the API's input_tokens, which counts only
+// the prompt tokens after the last cache breakpoint.
 type usage struct {
 	input, output, cacheRead, cacheWrite, thinking int64
 }
 
+// forge reports InputTokens as the whole prompt (input_tokens plus cache
+// reads plus cache writes), as OpenAI's prompt_tokens does, with the cache
+// figures as a breakdown of it.
 func (u usage) forge() forge.Usage {
-	return forge.Usage{InputTokens: u.input, OutputTokens: u.output, CacheReadTokens: u.cacheRead,
-		CacheWriteTokens: u.cacheWrite, ReasoningTokens: u.thinking}
+	return forge.Usage{InputTokens: u.input + u.cacheRead + u.cacheWrite, OutputTokens: u.output,
+		CacheReadTokens: u.cacheRead, CacheWriteTokens: u.cacheWrite, ReasoningTokens: u.thinking}
 }
 
 // merge takes each figure of r that is larger: message_delta's figures are

@@ -18,8 +18,15 @@
 // and some 60 allocations per chunk (see BenchmarkChunkDecode).
 //
 // Errors are *forge.ModelError (HTTP status, the provider's message,
-// Retryable for 408, 429, 5xx, connection failures and streams cut short),
-// except a cancelled or expired ctx, which yields ctx's error.
+// Retryable for 408, 429, 5xx, connection failures and streams cut short,
+// but not for a quota or billing error such as a 429 insufficient_quota,
+// which no retry can fix; RetryAfter from retry-after-ms or Retry-After,
+// seconds or an HTTP date, else from a 429's "try again in" message;
+// ContextOverflow when the prompt does not fit the model's context, from
+// OpenAI's context_length_exceeded code or the messages of compatible
+// servers such as vLLM, llama.cpp and Ollama), except a cancelled or
+// expired ctx, which yields ctx's error. Both providers of this package
+// classify errors alike (see errors.go).
 package openai
 
 import (
@@ -137,13 +144,13 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			option.WithJSONSet("stream", true),
 			option.WithResponseBodyInto(&res))
 		if err != nil {
-			yield(forge.ModelEvent{}, p.requestError(ctx, res, err))
+			yield(forge.ModelEvent{}, requestError(ctx, p.name, res, err))
 			return
 		}
 		defer res.Body.Close()
 		if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "application/json" {
 			// Some compatible servers answer an error with 200 and JSON.
-			yield(forge.ModelEvent{}, p.jsonBodyError(ctx, res))
+			yield(forge.ModelEvent{}, jsonBodyError(ctx, p.name, res))
 			return
 		}
 		dec := ssestream.NewDecoder(res)
@@ -474,103 +481,19 @@ func (s *streamState) finishReason() string {
 	return forge.FinishStop
 }
 
-// requestError converts a failed request into a ModelError (or ctx's error).
-func (p *Provider) requestError(ctx context.Context, res *http.Response, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	var apiErr *sdk.Error
-	if errors.As(err, &apiErr) {
-		msg := apiErr.Message
-		if msg == "" && apiErr.Response != nil && apiErr.Response.Body != nil {
-			// Not an OpenAI error object: the SDK kept the body.
-			b, _ := io.ReadAll(io.LimitReader(apiErr.Response.Body, 4<<10))
-			msg = errorMessage(b)
-		}
-		if msg == "" {
-			msg = http.StatusText(apiErr.StatusCode)
-		}
-		return &forge.ModelError{Provider: p.name, StatusCode: apiErr.StatusCode, Message: msg,
-			Retryable: retryableStatus(apiErr.StatusCode)}
-	}
-	if res != nil && res.StatusCode >= 400 {
-		// An error body the SDK could not decode (plain text, HTML).
-		var msg string
-		if res.Body != nil {
-			b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
-			res.Body.Close()
-			msg = errorMessage(b)
-		}
-		if msg == "" {
-			msg = http.StatusText(res.StatusCode)
-		}
-		return &forge.ModelError{Provider: p.name, StatusCode: res.StatusCode, Message: msg,
-			Retryable: retryableStatus(res.StatusCode)}
-	}
-	return &forge.ModelError{Provider: p.name, Message: err.Error(), Retryable: true}
-}
-
-func (p *Provider) jsonBodyError(ctx context.Context, res *http.Response) error {
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	msg := errorMessage(b)
-	if msg == "" {
-		msg = "expected an event stream, got a JSON body"
-	}
-	return &forge.ModelError{Provider: p.name, StatusCode: res.StatusCode, Message: msg}
-}
-
 // eventError converts an error event received mid-stream.
 func (p *Provider) eventError(data []byte) error {
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Code    any    `json:"code"`
-		} `json:"error"`
+	msg, code, typ := errorFields(data)
+	e := &forge.ModelError{Provider: p.name, Message: msg}
+	switch {
+	case isQuotaError(code, typ):
+		e.Message = quotaMessage(msg, code, typ)
+	case isContextOverflow(code, typ, msg):
+		e.ContextOverflow = true
+	default:
+		e.Retryable = typ == "server_error" || code == "rate_limit_exceeded" || code == "server_error"
 	}
-	msg := strings.TrimSpace(string(data))
-	retry := false
-	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-		msg = e.Error.Message
-		code := fmt.Sprint(e.Error.Code)
-		retry = e.Error.Type == "server_error" || code == "rate_limit_exceeded" || code == "server_error"
-	}
-	return &forge.ModelError{Provider: p.name, Message: msg, Retryable: retry}
-}
-
-// errorMessage extracts error.message (or a message/error string) from an
-// error body, else returns the body text, shortened.
-func errorMessage(b []byte) string {
-	var e struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-	}
-	if json.Unmarshal(b, &e) == nil {
-		var inner struct {
-			Message string `json:"message"`
-		}
-		var s string
-		switch {
-		case json.Unmarshal(e.Error, &inner) == nil && inner.Message != "":
-			return inner.Message
-		case json.Unmarshal(e.Error, &s) == nil && s != "":
-			return s
-		case e.Message != "":
-			return e.Message
-		}
-	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 500 {
-		s = s[:500] + "..."
-	}
-	return s
-}
-
-func retryableStatus(code int) bool {
-	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+	return e
 }
 
 // buildParams maps a forge request onto the wire.

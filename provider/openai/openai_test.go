@@ -189,19 +189,48 @@ func TestBuilders(t *testing.T) {
 }
 
 func TestHTTPErrors(t *testing.T) {
+	const (
+		quota = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
+		// The type alone, as some proxies pass it on.
+		quotaType = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":null}}`
+		billing   = `{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}}`
+		overflow  = `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+		// vLLM: a numeric code, the old top-level shape and the new one.
+		vllmOld = `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5120 tokens (4096 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`
+		vllmNew = `{"error":{"message":"'max_tokens' or 'max_completion_tokens' is too large: 1024. This model's maximum context length is 4096 tokens and your request has 3500 input tokens (1024 > 4096 - 3500).","type":"BadRequestError","param":null,"code":400}}`
+		// llama.cpp's server: its own type, a message without "length".
+		llamacpp = `{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}`
+		// Ollama's compatible API passes a runner error on as a 500.
+		ollama  = `{"error":{"message":"input exceeds maximum context length","type":"api_error","param":null,"code":null}}`
+		slowMsg = `{"error":{"message":"Rate limit reached for gpt-4.1-mini on tokens per min (TPM): Limit 200000, Used 199500, Requested 1200. Please try again in 1.5s.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
+	)
 	tests := []struct {
 		name      string
 		resp      openaitest.Response
 		status    int
 		retryable bool
+		after     time.Duration
+		overflow  bool
 		message   string
 	}{
-		{"429", openaitest.Status(429, ""), 429, true, "Rate limit reached"},
-		{"500", openaitest.Status(500, ""), 500, true, "The server had an error"},
-		{"503 plain text", openaitest.Status(503, "upstream overloaded"), 503, true, "upstream overloaded"},
-		{"400 json", openaitest.Status(400, `{"error":{"message":"max_tokens is too large","type":"invalid_request_error","param":"max_tokens","code":null}}`), 400, false, "max_tokens is too large"},
-		{"401", openaitest.Status(401, ""), 401, false, "Incorrect API key"},
-		{"404 bare", openaitest.Status(404, `{"detail":"Not Found"}`), 404, false, `{"detail":"Not Found"}`},
+		// The fake adds "Retry-After: 1" to 429 and 503 answers.
+		{"429", openaitest.Status(429, ""), 429, true, time.Second, false, "Rate limit reached"},
+		{"429 Retry-After", openaitest.Status(429, "").Header("Retry-After", "7"), 429, true, 7 * time.Second, false, "Rate limit"},
+		{"429 retry-after-ms", openaitest.Status(429, "").Header("Retry-After-Ms", "250"), 429, true, 250 * time.Millisecond, false, "Rate limit"},
+		{"429 delay in the message", openaitest.Status(429, slowMsg).Header("Retry-After", "0"), 429, true, 1500 * time.Millisecond, false, "tokens per min"},
+		{"429 insufficient quota", openaitest.Status(429, quota), 429, false, time.Second, false, "retrying cannot help"},
+		{"429 insufficient quota type", openaitest.Status(429, quotaType), 429, false, time.Second, false, "retrying cannot help"},
+		{"429 billing hard limit", openaitest.Status(429, billing), 429, false, time.Second, false, "retrying cannot help"},
+		{"500", openaitest.Status(500, ""), 500, true, 0, false, "The server had an error"},
+		{"503 plain text", openaitest.Status(503, "upstream overloaded").Header("Retry-After", "12"), 503, true, 12 * time.Second, false, "upstream overloaded"},
+		{"400 json", openaitest.Status(400, `{"error":{"message":"max_tokens is too large","type":"invalid_request_error","param":"max_tokens","code":null}}`), 400, false, 0, false, "max_tokens is too large"},
+		{"400 context length", openaitest.Status(400, overflow), 400, false, 0, true, "maximum context length is 128000"},
+		{"400 vllm old", openaitest.Status(400, vllmOld), 400, false, 0, true, "maximum context length is 4096"},
+		{"400 vllm new", openaitest.Status(400, vllmNew), 400, false, 0, true, "maximum context length is 4096"},
+		{"400 llama.cpp", openaitest.Status(400, llamacpp), 400, false, 0, true, "exceeds the available context size"},
+		{"500 ollama", openaitest.Status(500, ollama), 500, false, 0, true, "input exceeds maximum context length"},
+		{"401", openaitest.Status(401, ""), 401, false, 0, false, "Incorrect API key"},
+		{"404 bare", openaitest.Status(404, `{"detail":"Not Found"}`), 404, false, 0, false, `{"detail":"Not Found"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,11 +241,63 @@ func TestHTTPErrors(t *testing.T) {
 				t.Errorf("events before the error: %q", got)
 			}
 			me := modelError(t, err)
-			if me.StatusCode != tt.status || me.Retryable != tt.retryable || !strings.Contains(me.Message, tt.message) {
-				t.Errorf("error = %+v, want status %d retryable %v message ~ %q", me, tt.status, tt.retryable, tt.message)
+			if me.StatusCode != tt.status || me.Retryable != tt.retryable || me.RetryAfter != tt.after ||
+				me.ContextOverflow != tt.overflow || !strings.Contains(me.Message, tt.message) {
+				t.Errorf("error = %+v, want status %d retryable %v after %v overflow %v message ~ %q",
+					me, tt.status, tt.retryable, tt.after, tt.overflow, tt.message)
 			}
 			if n := len(srv.Requests()); n != 1 {
 				t.Errorf("%d requests, want 1 (the SDK must not retry)", n)
+			}
+		})
+	}
+}
+
+// A quota error keeps the provider's message and says why it is final.
+func TestQuotaErrorMessage(t *testing.T) {
+	srv, m := newModel(t)
+	srv.Enqueue(openaitest.Status(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`))
+	_, err := collect(t.Context(), m, hello())
+	const want = "openai: status 429: You exceeded your current quota, please check your plan and billing details." +
+		" (insufficient_quota: the account is out of quota or credit, or over its billing limit;" +
+		" not retried, as retrying cannot help until its plan or billing is fixed)"
+	if me := modelError(t, err); me.Retryable || err.Error() != want {
+		t.Errorf("error = %q (retryable %v)\nwant %q", err, me.Retryable, want)
+	}
+}
+
+func TestRetryAfterDate(t *testing.T) {
+	srv, m := newModel(t)
+	srv.Enqueue(openaitest.Status(503, "").Header("Retry-After", time.Now().Add(30*time.Second).UTC().Format(http.TimeFormat)))
+	_, err := collect(t.Context(), m, hello())
+	if me := modelError(t, err); !me.Retryable || me.RetryAfter < 25*time.Second || me.RetryAfter > 31*time.Second {
+		t.Errorf("error = %+v, want RetryAfter about 30s", me)
+	}
+}
+
+// Error events mid-stream: a quota error is final, a context overflow is
+// marked.
+func TestErrorEventClassified(t *testing.T) {
+	const first = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+	tests := []struct {
+		name     string
+		event    string
+		retry    bool
+		overflow bool
+		message  string
+	}{
+		{"quota", `{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, false, false, "retrying cannot help"},
+		{"overflow", `{"error":{"message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}}`, false, true, "maximum context length"},
+		{"rate limit", `{"error":{"message":"Rate limit reached.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, true, false, "Rate limit reached."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, m := newModel(t)
+			srv.Enqueue(openaitest.Raw([]byte(first + "data: " + tt.event + "\n\n")))
+			_, err := collect(t.Context(), m, hello())
+			me := modelError(t, err)
+			if me.Retryable != tt.retry || me.ContextOverflow != tt.overflow || !strings.Contains(me.Message, tt.message) {
+				t.Errorf("error = %+v, want retryable %v overflow %v message ~ %q", me, tt.retry, tt.overflow, tt.message)
 			}
 		})
 	}

@@ -37,13 +37,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"mime"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -134,12 +132,12 @@ func (m *responsesModel) Stream(ctx context.Context, req *forge.ModelRequest) it
 			option.WithJSONSet("stream", true),
 			option.WithResponseBodyInto(&res))
 		if err != nil {
-			yield(forge.ModelEvent{}, p.requestError(ctx, res, err))
+			yield(forge.ModelEvent{}, requestError(ctx, p.name, res, err))
 			return
 		}
 		defer res.Body.Close()
 		if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "application/json" {
-			yield(forge.ModelEvent{}, p.jsonBodyError(ctx, res))
+			yield(forge.ModelEvent{}, jsonBodyError(ctx, p.name, res))
 			return
 		}
 		dec := ssestream.NewDecoder(res)
@@ -560,41 +558,16 @@ func (s *responsesState) finishReason() string {
 	return forge.FinishStop
 }
 
-// retryAfterMessageRE finds the delay in "Please try again in 1.5s" / "in 20ms".
-var retryAfterMessageRE = regexp.MustCompile(`(?i)try again in\s*(\d+(?:\.\d+)?)\s*(ms|s|seconds?)\b`)
-
-func retryAfterMessage(msg string) time.Duration {
-	m := retryAfterMessageRE.FindStringSubmatch(msg)
-	if m == nil {
-		return 0
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0
-	}
-	if strings.EqualFold(m[2], "ms") {
-		return time.Duration(v * float64(time.Millisecond))
-	}
-	return time.Duration(v * float64(time.Second))
-}
-
-// isContextOverflow tells an error about a request too long for the model.
-func isContextOverflow(code, msg string) bool {
-	if code == "context_length_exceeded" {
-		return true
-	}
-	m := strings.ToLower(msg)
-	return strings.Contains(m, "context window") || strings.Contains(m, "context length") ||
-		strings.Contains(m, "maximum context")
-}
-
 // failure converts a response.failed or error event.
 func (p *ResponsesProvider) failure(code, typ, msg string) *forge.ModelError {
 	e := &forge.ModelError{Provider: p.name, Message: msg}
 	switch {
-	case isContextOverflow(code, msg):
+	case isQuotaError(code, typ):
+		// Not retryable: retrying cannot help.
+		e.Message = quotaMessage(msg, code, typ)
+		return e
+	case isContextOverflow(code, typ, msg):
 		e.ContextOverflow = true
-	case code == "insufficient_quota":
 	case code == "rate_limit_exceeded" || typ == "rate_limit_error" || typ == "tokens" || typ == "requests":
 		e.Retryable = true
 		e.RetryAfter = retryAfterMessage(msg)
@@ -605,97 +578,6 @@ func (p *ResponsesProvider) failure(code, typ, msg string) *forge.ModelError {
 		e.Message = msg + " (" + code + ")"
 	}
 	return e
-}
-
-// requestError converts a failed request into a ModelError (or ctx's error).
-func (p *ResponsesProvider) requestError(ctx context.Context, res *http.Response, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	var (
-		status    int
-		header    http.Header
-		msg, code string
-	)
-	var apiErr *sdk.Error
-	switch {
-	case errors.As(err, &apiErr):
-		status, msg, code = apiErr.StatusCode, apiErr.Message, apiErr.Code
-		if apiErr.Response != nil {
-			header = apiErr.Response.Header
-			if msg == "" && apiErr.Response.Body != nil {
-				// Not an OpenAI error object: the SDK kept the body.
-				b, _ := io.ReadAll(io.LimitReader(apiErr.Response.Body, 4<<10))
-				msg = errorMessage(b)
-			}
-		}
-	case res != nil && res.StatusCode >= 400:
-		status, header = res.StatusCode, res.Header
-		if res.Body != nil {
-			b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
-			res.Body.Close()
-			msg = errorMessage(b)
-		}
-	default:
-		return &forge.ModelError{Provider: p.name, Message: err.Error(), Retryable: true}
-	}
-	if msg == "" {
-		msg = http.StatusText(status)
-	}
-	e := &forge.ModelError{Provider: p.name, StatusCode: status, Message: msg,
-		Retryable: retryableStatus(status), RetryAfter: retryAfterHeader(header)}
-	switch {
-	case code == "insufficient_quota":
-		// Billing, not load: retrying does not help.
-		e.Retryable = false
-	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
-		e.ContextOverflow = isContextOverflow(code, msg)
-	}
-	if e.Retryable && e.RetryAfter == 0 && status == http.StatusTooManyRequests {
-		e.RetryAfter = retryAfterMessage(msg)
-	}
-	return e
-}
-
-// retryAfterHeader reads retry-after-ms, then Retry-After (seconds or an HTTP
-// date); 0 when absent or unreadable.
-func retryAfterHeader(h http.Header) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
-
-func (p *ResponsesProvider) jsonBodyError(ctx context.Context, res *http.Response) error {
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	msg := errorMessage(b)
-	if msg == "" {
-		msg = "expected an event stream, got a JSON body"
-	}
-	return &forge.ModelError{Provider: p.name, StatusCode: res.StatusCode, Message: msg}
 }
 
 // reasoningOn tells whether the request asks for reasoning.

@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,6 +150,30 @@ func TestResponsesFixtures(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("events:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// A quota error event (its code, or its type alone) is final and says so.
+func TestResponsesQuotaErrorEvent(t *testing.T) {
+	errorEvent, err := os.ReadFile(filepath.Join("testdata", "responses_error_event.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(errorEvent, []byte("event: error\n"))
+	for _, tt := range []struct{ name, event string }{
+		{"code", `{"type":"error","sequence_number":2,"code":"insufficient_quota","message":"You exceeded your current quota, please check your plan and billing details.","param":null}`},
+		{"type only", `{"type":"error","sequence_number":2,"error":{"type":"insufficient_quota","code":null,"message":"You exceeded your current quota, please check your plan and billing details.","param":null}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, m := newResponsesModel(t)
+			srv.Enqueue(openaitest.Raw(append(errorEvent[:i:i], "event: error\ndata: "+tt.event+"\n"...)))
+			_, _, err := rcollect(t.Context(), m, hello())
+			me := modelError(t, err)
+			if me.Retryable || me.RetryAfter != 0 || me.ContextOverflow ||
+				!strings.Contains(me.Message, "exceeded your current quota") || !strings.Contains(me.Message, "retrying cannot help") {
+				t.Errorf("error = %+v, want a final quota error", me)
 			}
 		})
 	}
@@ -412,6 +437,14 @@ func TestResponsesHTTPErrors(t *testing.T) {
 		{"429 retry-after-ms", openaitest.Status(429, "").Header("Retry-After-Ms", "250"), 429, true, 250 * time.Millisecond, false, "Rate limit"},
 		{"429 insufficient quota", openaitest.Status(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`),
 			429, false, time.Second, false, "exceeded your current quota"},
+		{"429 insufficient quota says why", openaitest.Status(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`),
+			429, false, time.Second, false, "(insufficient_quota: the account is out of quota or credit, or over its billing limit; not retried, as retrying cannot help"},
+		{"429 insufficient quota type only", openaitest.Status(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":null}}`),
+			429, false, time.Second, false, "retrying cannot help"},
+		{"429 billing hard limit", openaitest.Status(429, `{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}}`),
+			429, false, time.Second, false, "retrying cannot help"},
+		{"400 vllm context length", openaitest.Status(400, `{"error":{"message":"This model's maximum context length is 4096 tokens. However, you requested 5120 tokens. Please reduce the length of the input or output.","type":"BadRequestError","param":null,"code":400}}`),
+			400, false, 0, true, "maximum context length"},
 		{"500", openaitest.Status(500, ""), 500, true, 0, false, "The server had an error"},
 		{"503 plain text", openaitest.Status(503, "upstream overloaded"), 503, true, time.Second, false, "upstream overloaded"},
 		{"400 context length", openaitest.Status(400, `{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`),
