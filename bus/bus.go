@@ -8,6 +8,7 @@ package bus
 
 import (
 	"sync"
+	"time"
 	"sync/atomic"
 
 	"github.com/forge-runtime/forge"
@@ -15,7 +16,7 @@ import (
 
 // Defaults.
 const (
-	DefaultBuffer     = 4096
+	DefaultBuffer     = 1024
 	DefaultBacklogMax = 200_000
 )
 
@@ -32,7 +33,15 @@ type topic struct {
 	subs    map[*Subscription]struct{}
 	turnID  string        // the turn whose backlog is kept, "" for none
 	backlog []forge.Event // that turn's events in seq order, deltas included
+	// ended is the backlog of the last turn that ended, kept a short while
+	// for subscribers that were cut off mid-turn and resume (ResumeFrom).
+	ended      []forge.Event
+	endedTimer *time.Timer
 }
+
+// Retention is how long an ended turn's backlog stays available to
+// subscribers resuming after being cut off.
+const Retention = 30 * time.Second
 
 // New returns a bus. buffer is each subscriber's channel capacity and
 // backlogMax caps a turn's in-memory backlog (0 means the defaults).
@@ -82,7 +91,7 @@ func (b *Bus) dropLocked(s *Subscription) {
 }
 
 func (b *Bus) gcLocked(session string, t *topic) {
-	if len(t.subs) == 0 && t.turnID == "" {
+	if len(t.subs) == 0 && t.turnID == "" && t.ended == nil {
 		delete(b.topics, session)
 	}
 }
@@ -115,7 +124,54 @@ func (b *Bus) BeginTurn(session, turnID string) {
 	defer b.mu.Unlock()
 	t := b.topicLocked(session)
 	t.turnID = turnID
-	t.backlog = t.backlog[:0]
+	t.backlog = nil
+	b.dropEndedLocked(t)
+}
+
+func (b *Bus) dropEndedLocked(t *topic) {
+	if t.endedTimer != nil {
+		t.endedTimer.Stop()
+		t.endedTimer = nil
+	}
+	t.ended = nil
+}
+
+// endTurnLocked moves the running turn's backlog to ended, for Retention.
+func (b *Bus) endTurnLocked(session string, t *topic) {
+	b.dropEndedLocked(t)
+	t.ended, t.backlog, t.turnID = t.backlog, nil, ""
+	if len(t.ended) == 0 {
+		t.ended = nil
+		return
+	}
+	var timer *time.Timer
+	timer = time.AfterFunc(Retention, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if cur := b.topics[session]; cur == t && t.endedTimer == timer {
+			t.ended, t.endedTimer = nil, nil
+			b.gcLocked(session, t)
+		}
+	})
+	t.endedTimer = timer
+}
+
+// ResumeFrom is Subscribe for a subscriber that was cut off with cursor
+// after: when no turn runs but the turn that just ended still has every
+// event after the cursor in memory, that backlog is returned, so the
+// subscriber gets the deltas it missed rather than only the stored rows.
+func (b *Bus) ResumeFrom(session string, after int64) ([]forge.Event, *Subscription) {
+	c := make(chan forge.Event, b.buffer)
+	s := &Subscription{C: c, c: c, bus: b, session: session}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topicLocked(session)
+	t.subs[s] = struct{}{}
+	backlog := t.backlog
+	if t.turnID == "" && len(t.ended) > 0 && t.ended[0].Seq <= after+1 && t.ended[len(t.ended)-1].Seq > after {
+		backlog = t.ended
+	}
+	return append([]forge.Event(nil), backlog...), s
 }
 
 // EndTurn drops turnID's backlog once its last event is published and
@@ -127,8 +183,7 @@ func (b *Bus) EndTurn(session, turnID string) {
 	if t == nil || t.turnID != turnID {
 		return
 	}
-	t.turnID = ""
-	t.backlog = nil
+	b.endTurnLocked(session, t)
 	b.gcLocked(session, t)
 }
 
@@ -151,7 +206,7 @@ func (b *Bus) Publish(ev forge.Event) {
 	}
 	if ev.Type == forge.EventTurnDone && t.turnID != "" && ev.TurnID != nil && *ev.TurnID == t.turnID {
 		// The turn's last event is stored: from here the log serves resumes.
-		t.turnID, t.backlog = "", nil
+		b.endTurnLocked(ev.SessionID, t)
 	}
 	for s := range t.subs {
 		select {

@@ -29,19 +29,51 @@ func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQ
 // begins, so it carries every delta however fast the turn runs. The caller
 // must range over the stream (it owns a subscription until then).
 func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error) {
-	backlog, sub := e.bus.Subscribe(sessionID)
-	turn, err := e.StartTurn(ctx, tenant, sessionID, req)
+	first, err := e.subscribe(ctx, tenant, sessionID, -1)
 	if err != nil {
-		sub.Close()
 		return nil, nil, err
 	}
-	return turn, e.events(ctx, tenant, sessionID, EventsQuery{TurnID: turn.ID}, &subscription{backlog, sub}), nil
+	turn, err := e.StartTurn(ctx, tenant, sessionID, req)
+	if err != nil {
+		first.sub.Close()
+		return nil, nil, err
+	}
+	return turn, e.events(ctx, tenant, sessionID, EventsQuery{TurnID: turn.ID}, first), nil
 }
 
-// subscription is a bus subscription and the backlog it started from.
+// subscription is a bus subscription, the backlog it started from, and
+// bound: every event with a seq above bound reaches the subscription, every
+// one at or below it was published before (so it is stored, or a delta in
+// the backlog). Replays from the store stop at bound; without it, a replay
+// racing a running turn could jump past deltas still waiting in the channel.
 type subscription struct {
 	backlog []forge.Event
 	sub     *bus.Subscription
+	bound   int64
+}
+
+// subscribe subscribes under the session's sequencer lock, so no write is
+// half done (seq assigned, not yet published) while the bound is taken.
+// resumeAfter >= 0 marks a subscriber cut off at that cursor, which may be
+// handed the backlog of a turn that just ended.
+func (e *Engine) subscribe(ctx context.Context, tenant, sessionID string, resumeAfter int64) (*subscription, error) {
+	l := e.sessionLog(tenant, sessionID)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next == 0 {
+		// No seq handed out by this process yet: reserve a block so that
+		// every seq ever assigned lies below it.
+		if err := l.reserveLocked(ctx, e.store); err != nil {
+			return nil, err
+		}
+	}
+	s := &subscription{bound: l.next - 1}
+	if resumeAfter >= 0 {
+		s.backlog, s.sub = e.bus.ResumeFrom(sessionID, resumeAfter)
+	} else {
+		s.backlog, s.sub = e.bus.Subscribe(sessionID)
+	}
+	return s, nil
 }
 
 func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQuery, first *subscription) iter.Seq2[forge.Event, error] {
@@ -78,15 +110,19 @@ func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQ
 			}
 			return true, q.TurnID != "" && ev.Type == forge.EventTurnDone
 		}
+		resumeAfter := int64(-1)
 		for {
-			var backlog []forge.Event
-			var sub *bus.Subscription
-			if first != nil {
-				backlog, sub, first = first.backlog, first.sub, nil
-			} else {
-				backlog, sub = e.bus.Subscribe(sessionID)
+			cur := first
+			first = nil
+			if cur == nil {
+				var err error
+				if cur, err = e.subscribe(ctx, tenant, sessionID, resumeAfter); err != nil {
+					yield(forge.Event{}, err)
+					return
+				}
 			}
-			more, ended, err := e.replay(ctx, tenant, sessionID, q.TurnID, last, backlog, emit)
+			backlog, sub := cur.backlog, cur.sub
+			more, ended, err := e.replay(ctx, tenant, sessionID, q.TurnID, last, cur, emit)
 			if err != nil {
 				sub.Close()
 				yield(forge.Event{}, err)
@@ -125,18 +161,20 @@ func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQ
 				return
 			}
 			// Cut off for falling behind: resubscribe from our cursor.
+			resumeAfter = last
 		}
 	}
 }
 
-// replay emits stored events after `after` and before the live backlog.
-func (e *Engine) replay(ctx context.Context, tenant, sessionID, turnID string, after int64, backlog []forge.Event, emit func(forge.Event) (bool, bool)) (more, ended bool, err error) {
-	var before int64
-	if len(backlog) > 0 {
-		before = backlog[0].Seq
-		if after >= before-1 {
-			return true, false, nil // the backlog covers it
-		}
+// replay emits stored events after `after`, up to the subscription's bound
+// and before its backlog.
+func (e *Engine) replay(ctx context.Context, tenant, sessionID, turnID string, after int64, s *subscription, emit func(forge.Event) (bool, bool)) (more, ended bool, err error) {
+	before := s.bound + 1
+	if len(s.backlog) > 0 {
+		before = min(before, s.backlog[0].Seq)
+	}
+	if after >= before-1 {
+		return true, false, nil // the backlog and the live tail cover it
 	}
 	for {
 		page, err := e.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: turnID, After: after, Before: before, Limit: 1000})

@@ -41,15 +41,23 @@ func (e *Engine) sessionLog(tenant, session string) *sessionLog {
 // the current one is used up: no seq is published before it is reserved.
 func (l *sessionLog) seqLocked(ctx context.Context, store forge.SessionStore) (int64, error) {
 	if l.next == 0 || l.next > l.reserved {
-		hi, err := store.ReserveSeqs(context.WithoutCancel(ctx), l.tenant, l.session, seqBlock)
-		if err != nil {
-			return 0, fmt.Errorf("reserve seqs: %w", err)
+		if err := l.reserveLocked(ctx, store); err != nil {
+			return 0, err
 		}
-		l.next, l.reserved = hi-seqBlock+1, hi
 	}
 	s := l.next
 	l.next++
 	return s, nil
+}
+
+// reserveLocked commits a new block of seqs above every earlier one.
+func (l *sessionLog) reserveLocked(ctx context.Context, store forge.SessionStore) error {
+	hi, err := store.ReserveSeqs(context.WithoutCancel(ctx), l.tenant, l.session, seqBlock)
+	if err != nil {
+		return fmt.Errorf("reserve seqs: %w", err)
+	}
+	l.next, l.reserved = hi-seqBlock+1, hi
+	return nil
 }
 
 // pendingEvent is an event waiting for its seq.
