@@ -16,7 +16,7 @@ import (
 
 // Defaults.
 const (
-	DefaultBuffer     = 1024
+	DefaultBuffer     = 256
 	DefaultBacklogMax = 200_000
 )
 

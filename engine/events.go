@@ -29,10 +29,7 @@ func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQ
 // begins, so it carries every delta however fast the turn runs. The caller
 // must range over the stream (it owns a subscription until then).
 func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error) {
-	first, err := e.subscribe(ctx, tenant, sessionID, -1)
-	if err != nil {
-		return nil, nil, err
-	}
+	first := e.subscribe(tenant, sessionID, -1)
 	turn, err := e.StartTurn(ctx, tenant, sessionID, req)
 	if err != nil {
 		first.sub.Close()
@@ -46,34 +43,39 @@ func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req T
 // one at or below it was published before (so it is stored, or a delta in
 // the backlog). Replays from the store stop at bound; without it, a replay
 // racing a running turn could jump past deltas still waiting in the channel.
+// bound is -1 when this process had written nothing for the session when
+// subscribing: then everything stored predates the subscription except
+// what lies at or above the log's first reserved seq (log.base).
 type subscription struct {
 	backlog []forge.Event
 	sub     *bus.Subscription
 	bound   int64
+	log     *sessionLog
 }
 
 // subscribe subscribes under the session's sequencer lock, so no write is
 // half done (seq assigned, not yet published) while the bound is taken.
 // resumeAfter >= 0 marks a subscriber cut off at that cursor, which may be
 // handed the backlog of a turn that just ended.
-func (e *Engine) subscribe(ctx context.Context, tenant, sessionID string, resumeAfter int64) (*subscription, error) {
+func (e *Engine) subscribe(tenant, sessionID string, resumeAfter int64) *subscription {
 	l := e.sessionLog(tenant, sessionID)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.next == 0 {
-		// No seq handed out by this process yet: reserve a block so that
-		// every seq ever assigned lies below it.
-		if err := l.reserveLocked(ctx, e.store); err != nil {
-			return nil, err
-		}
-	}
-	s := &subscription{bound: l.next - 1}
+	s := &subscription{bound: l.next - 1, log: l}
 	if resumeAfter >= 0 {
 		s.backlog, s.sub = e.bus.ResumeFrom(sessionID, resumeAfter)
 	} else {
 		s.backlog, s.sub = e.bus.Subscribe(sessionID)
 	}
-	return s, nil
+	return s
+}
+
+// limit is the seq replays from the store must stay below (0: none yet).
+func (s *subscription) limit() int64 {
+	if s.bound >= 0 {
+		return s.bound + 1
+	}
+	return s.log.base.Load()
 }
 
 func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQuery, first *subscription) iter.Seq2[forge.Event, error] {
@@ -115,11 +117,7 @@ func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQ
 			cur := first
 			first = nil
 			if cur == nil {
-				var err error
-				if cur, err = e.subscribe(ctx, tenant, sessionID, resumeAfter); err != nil {
-					yield(forge.Event{}, err)
-					return
-				}
+				cur = e.subscribe(tenant, sessionID, resumeAfter)
 			}
 			backlog, sub := cur.backlog, cur.sub
 			more, ended, err := e.replay(ctx, tenant, sessionID, q.TurnID, last, cur, emit)
@@ -166,20 +164,34 @@ func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQ
 	}
 }
 
-// replay emits stored events after `after`, up to the subscription's bound
-// and before its backlog.
+// replay emits stored events after `after`, below the subscription's
+// limit and before its backlog.
 func (e *Engine) replay(ctx context.Context, tenant, sessionID, turnID string, after int64, s *subscription, emit func(forge.Event) (bool, bool)) (more, ended bool, err error) {
-	before := s.bound + 1
+	var backlogStart int64
 	if len(s.backlog) > 0 {
-		before = min(before, s.backlog[0].Seq)
-	}
-	if after >= before-1 {
-		return true, false, nil // the backlog and the live tail cover it
+		backlogStart = s.backlog[0].Seq
 	}
 	for {
+		before := s.limit()
+		if backlogStart > 0 && (before == 0 || backlogStart < before) {
+			before = backlogStart
+		}
+		if before > 0 && after >= before-1 {
+			return true, false, nil // the backlog and the live tail cover the rest
+		}
 		page, err := e.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: turnID, After: after, Before: before, Limit: 1000})
 		if err != nil {
 			return false, false, err
+		}
+		// A write may have started while the page was read: what it wrote
+		// reaches the subscription, and must come from there, in order.
+		if limit := s.limit(); limit > 0 {
+			for i, ev := range page {
+				if ev.Seq >= limit {
+					page = page[:i]
+					break
+				}
+			}
 		}
 		for _, ev := range page {
 			if more, ended = emit(ev); !more || ended {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/forge-runtime/forge"
 )
@@ -19,6 +20,11 @@ const seqBlock = 1024
 type sessionLog struct {
 	tenant  string
 	session string
+
+	// base is the first seq of the first block this process reserved, 0
+	// until then; every seq below it was assigned by an earlier process
+	// (and is stored or was a delta of an ended turn).
+	base atomic.Int64
 
 	mu       sync.Mutex // guards the following; held across commit and publish
 	next     int64      // next seq to hand out
@@ -57,6 +63,7 @@ func (l *sessionLog) reserveLocked(ctx context.Context, store forge.SessionStore
 		return fmt.Errorf("reserve seqs: %w", err)
 	}
 	l.next, l.reserved = hi-seqBlock+1, hi
+	l.base.CompareAndSwap(0, l.next)
 	return nil
 }
 

@@ -31,7 +31,8 @@ import (
 // the engine, the HTTP API on an httptest server, and the scripted model
 // (instant). docs/benchmarks.md records their figures and how to run them:
 //
-//	go test -run '^$' -bench . -benchtime 2000x ./httpapi/
+//	go test -run '^$' -bench HTTP -benchtime 3000x -count 3 ./httpapi/
+//	go test -run '^$' -bench SSE -benchtime 30x -count 3 ./httpapi/
 
 // writeCounter counts the store's write transactions.
 type writeCounter struct {

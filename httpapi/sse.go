@@ -18,7 +18,7 @@ const (
 	// sseBuffer is how many events may wait between the engine's iterator
 	// and the connection; a full buffer makes the iterator wait (the
 	// engine decides when a subscriber is too slow).
-	sseBuffer = 1024
+	sseBuffer = 128
 	// sseChunk is the size at which a burst is written out before it ends.
 	sseChunk = 32 << 10
 	// sseWriteWait bounds one write to the client: a client that reads
@@ -36,7 +36,7 @@ type sseWriter struct {
 }
 
 func newSSEWriter(w http.ResponseWriter, wait time.Duration) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, sseChunk+4096), wait: wait}
+	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 4096), wait: wait}
 }
 
 // start writes the stream's headers and flushes them, so the client knows
