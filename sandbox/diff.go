@@ -1,0 +1,260 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Patch is what a step changed in the work directory: the data of a
+// "patch" part.
+type Patch struct {
+	Files []FileChange `json:"files"`
+	// Partial is set when a snapshot stopped at MaxSnapshotFiles.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// Empty reports whether nothing changed.
+func (p Patch) Empty() bool { return len(p.Files) == 0 }
+
+// File change statuses.
+const (
+	Added    = "added"
+	Modified = "modified"
+	Deleted  = "deleted"
+)
+
+// FileChange is one changed file. Added and Removed count lines; they are
+// zero for binary files and for files larger than LineCountMaxSize.
+type FileChange struct {
+	Path     string `json:"path"`
+	Status   string `json:"status"`
+	Added    int    `json:"added"`
+	Removed  int    `json:"removed"`
+	Binary   bool   `json:"binary,omitempty"`
+	TooLarge bool   `json:"too_large,omitempty"`
+}
+
+// MaxSnapshotFiles bounds the files a Snapshot records.
+const MaxSnapshotFiles = 50000
+
+// Snapshot is the state of the work directory's files (not their content:
+// a hash and per-line hashes). .git is skipped.
+type Snapshot struct {
+	files   map[string]*fileState
+	partial bool
+}
+
+type fileState struct {
+	size     int64
+	mode     fs.FileMode
+	hash     [32]byte
+	lines    []uint64 // per-line hashes; nil when binary or too large
+	binary   bool
+	tooLarge bool
+}
+
+// Snapshot records the work directory's files.
+func (s *Sandbox) Snapshot() (*Snapshot, error) {
+	snap := &Snapshot{files: map[string]*fileState{}}
+	limit := s.m.opts.LineCountMaxSize
+	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == s.dir {
+				return err
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" && p != s.dir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if len(snap.files) >= MaxSnapshotFiles {
+			snap.partial = true
+			return filepath.SkipAll
+		}
+		rel := s.rel(p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return nil
+			}
+			snap.files[rel] = &fileState{mode: fs.ModeSymlink, hash: sha256.Sum256([]byte(t)), binary: true}
+		case d.Type().IsRegular():
+			if st := hashFile(p, limit); st != nil {
+				snap.files[rel] = st
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+func hashFile(p string, limit int64) *fileState {
+	f, err := openNoFollow(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	st := &fileState{size: fi.Size(), mode: fi.Mode().Perm()}
+	if fi.Size() > limit {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return nil
+		}
+		copy(st.hash[:], h.Sum(nil))
+		st.tooLarge = true
+		return st
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil
+	}
+	st.size = int64(len(data))
+	st.hash = sha256.Sum256(data)
+	if isBinary(data) {
+		st.binary = true
+		return st
+	}
+	st.lines = lineHashes(data)
+	return st
+}
+
+func lineHashes(data []byte) []uint64 {
+	var out []uint64
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		var line []byte
+		if i < 0 {
+			line, data = data, nil
+		} else {
+			line, data = data[:i], data[i+1:]
+		}
+		h := fnv.New64a()
+		h.Write(line)
+		out = append(out, h.Sum64())
+	}
+	return out
+}
+
+// countLines counts lines as diff tools do: a last line without a newline
+// counts.
+func countLines(data []byte) int {
+	n := bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// Diff snapshots the work directory and compares it with before. It returns
+// the changes and the new snapshot (the "before" of the next step).
+func (s *Sandbox) Diff(before *Snapshot) (Patch, *Snapshot, error) {
+	after, err := s.Snapshot()
+	if err != nil {
+		return Patch{}, nil, err
+	}
+	return Compare(before, after), after, nil
+}
+
+// Compare lists the files added, modified and deleted from a to b, sorted
+// by path. A nil a is an empty directory.
+func Compare(a, b *Snapshot) Patch {
+	if a == nil {
+		a = &Snapshot{}
+	}
+	if b == nil {
+		b = &Snapshot{}
+	}
+	var p Patch
+	p.Partial = a.partial || b.partial
+	for path, nb := range b.files {
+		ob, ok := a.files[path]
+		switch {
+		case !ok:
+			p.Files = append(p.Files, FileChange{Path: path, Status: Added, Added: len(nb.lines), Binary: nb.binary, TooLarge: nb.tooLarge})
+		case ob.hash != nb.hash || ob.mode != nb.mode:
+			c := FileChange{Path: path, Status: Modified, Binary: ob.binary || nb.binary, TooLarge: ob.tooLarge || nb.tooLarge}
+			if !c.Binary && !c.TooLarge {
+				c.Added, c.Removed = editCounts(ob.lines, nb.lines)
+			}
+			p.Files = append(p.Files, c)
+		}
+	}
+	for path, ob := range a.files {
+		if _, ok := b.files[path]; !ok {
+			p.Files = append(p.Files, FileChange{Path: path, Status: Deleted, Removed: len(ob.lines), Binary: ob.binary, TooLarge: ob.tooLarge})
+		}
+	}
+	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Path < p.Files[j].Path })
+	return p
+}
+
+// editCounts returns the lines added and removed by a shortest edit script
+// from a to b (Myers), bounded in work; past the bound it falls back to a
+// multiset count, which ignores moves.
+func editCounts(a, b []uint64) (added, removed int) {
+	for len(a) > 0 && len(b) > 0 && a[0] == b[0] {
+		a, b = a[1:], b[1:]
+	}
+	for len(a) > 0 && len(b) > 0 && a[len(a)-1] == b[len(b)-1] {
+		a, b = a[:len(a)-1], b[:len(b)-1]
+	}
+	n, m := len(a), len(b)
+	if n == 0 || m == 0 {
+		return m, n
+	}
+	dmax := n + m
+	if budget := 50_000_000 / (n + m); dmax > budget {
+		dmax = max(budget, 64)
+	}
+	off := dmax + 1
+	v := make([]int, 2*dmax+3)
+	for d := 0; d <= dmax; d++ {
+		for k := -d; k <= d; k += 2 {
+			var x int
+			if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
+				x = v[off+k+1]
+			} else {
+				x = v[off+k-1] + 1
+			}
+			y := x - k
+			for x < n && y < m && a[x] == b[y] {
+				x++
+				y++
+			}
+			v[off+k] = x
+			if x >= n && y >= m {
+				return (d + m - n) / 2, (d - m + n) / 2
+			}
+		}
+	}
+	counts := map[uint64]int{}
+	for _, h := range a {
+		counts[h]++
+	}
+	common := 0
+	for _, h := range b {
+		if counts[h] > 0 {
+			counts[h]--
+			common++
+		}
+	}
+	return m - common, n - common
+}
