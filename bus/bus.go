@@ -8,8 +8,8 @@ package bus
 
 import (
 	"sync"
-	"time"
 	"sync/atomic"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
