@@ -109,7 +109,31 @@ type MessageQuery struct {
 	TipTurnID string
 	// ThreadID, when set, keeps only that thread's messages.
 	ThreadID string
+	// From, when set, keeps only messages with id >= From, and the chain
+	// of turns is walked back no further than From's turn (so a read from a
+	// compaction tail does not cost the length of the session).
+	From string
 	ListOptions
+}
+
+// CompactionBoundary is the newest successful compaction along a branch:
+// the user message carrying the compaction part, the summary answering it,
+// and the first message of the verbatim tail the part points to.
+type CompactionBoundary struct {
+	RequestID   string `json:"request_message_id"`
+	SummaryID   string `json:"summary_message_id"`
+	TailStartID string `json:"tail_start_message_id"`
+}
+
+// CompactionData is the Data of a compaction part.
+type CompactionData struct {
+	// TailStartID is the id of the first message of the verbatim tail.
+	TailStartID string `json:"tail_start_message_id"`
+	// Auto is true for a compaction the turn loop started (threshold or
+	// overflow), false for one asked for through POST /compact.
+	Auto bool `json:"auto"`
+	// Reason is "threshold", "overflow" or "manual".
+	Reason string `json:"reason,omitempty"`
 }
 
 // MessageStore reads messages.
@@ -119,6 +143,14 @@ type MessageStore interface {
 	ListMessages(ctx context.Context, tenant string, q MessageQuery) ([]*Message, string, error)
 	// TurnMessages returns the messages a turn wrote, with their parts.
 	TurnMessages(ctx context.Context, tenant, turnID string) ([]*Message, error)
+	// LatestCompaction returns the newest compaction boundary on q's
+	// thread along the branch ending at q.TipTurnID: an assistant message
+	// with Summary set and a finish other than "" and "error", whose parent
+	// is a user message carrying a compaction part (its Data a
+	// CompactionData). nil when there is none. It walks the chain of turns
+	// from the tip back only as far as the turn holding that summary.
+	// Paging fields of q are ignored.
+	LatestCompaction(ctx context.Context, tenant string, q MessageQuery) (*CompactionBoundary, error)
 }
 
 // EventQuery selects stored events after a seq.

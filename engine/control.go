@@ -63,6 +63,9 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 
 // ModelView returns the main thread's messages as the model would see them
 // next, oldest first (filterCompacted; without compaction, the branch).
+// With a compaction boundary the view is [request, summary, tail, ...],
+// read from the tail's start (its cost is what lies after the boundary) and
+// paged in memory; the cursor is the last message id of a page.
 func (e *Engine) ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error) {
 	sess, err := e.store.GetSession(ctx, tenant, sessionID)
 	if err != nil {
@@ -71,7 +74,40 @@ func (e *Engine) ModelView(ctx context.Context, tenant, sessionID string, opts f
 	if sess.TipTurnID == nil {
 		return []*forge.Message{}, "", nil
 	}
-	return e.store.ListMessages(ctx, tenant, forge.MessageQuery{
-		SessionID: sessionID, TipTurnID: *sess.TipTurnID, ThreadID: sess.MainThreadID, ListOptions: opts,
-	})
+	q := forge.MessageQuery{SessionID: sessionID, TipTurnID: *sess.TipTurnID, ThreadID: sess.MainThreadID, ListOptions: opts}
+	b, err := e.store.LatestCompaction(ctx, tenant, q)
+	if err != nil {
+		return nil, "", err
+	}
+	if b == nil {
+		return e.store.ListMessages(ctx, tenant, q)
+	}
+	q.ListOptions = forge.ListOptions{}
+	view, err := e.viewFrom(ctx, tenant, q, b)
+	if err != nil {
+		return nil, "", err
+	}
+	start := 0
+	if opts.Cursor != "" {
+		start = -1
+		for i, m := range view {
+			if m.ID == opts.Cursor {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return nil, "", forge.Errorf(forge.ErrInvalid, "cursor %q is not in the current model view", opts.Cursor)
+		}
+	}
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	end := min(start+limit, len(view))
+	next := ""
+	if end < len(view) {
+		next = view[end-1].ID
+	}
+	return view[start:end], next, nil
 }

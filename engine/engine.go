@@ -40,6 +40,9 @@ type TurnRequest struct {
 	NewRoot        bool
 	Supersede      bool
 	IdempotencyKey string
+	// Compact makes the turn a compaction of its own (POST /compact): no
+	// input, one summary call, no other model call.
+	Compact bool
 }
 
 // Engine owns running turns. Every goroutine it starts is waited for by Close.

@@ -71,12 +71,14 @@ func (r *run) finish(out outcome) {
 }
 
 // contextTokens is the main thread's context size after the last step: the
-// last model call's input plus its output.
+// last model call's input plus its output; after a compaction with no call
+// since, the local estimate of the compacted view.
 func (r *run) contextTokens() int64 {
-	for i := len(r.history) - 1; i >= 0; i-- {
-		if m := r.history[i]; m.Role == forge.RoleAssistant && m.Usage != nil {
-			return m.Usage.InputTokens + m.Usage.OutputTokens
-		}
+	if used, at := reportedContext(r.history); at >= 0 {
+		return used
+	}
+	if latestSummary(r.history) >= 0 {
+		return r.contextEstimate()
 	}
 	return 0
 }

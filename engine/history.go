@@ -19,9 +19,12 @@ func toModelMessages(history []*forge.Message) []forge.ModelMessage {
 		}
 	}
 	out := make([]forge.ModelMessage, 0, len(history)+len(history)/2)
-	for _, m := range history {
+	for i, m := range history {
 		switch m.Role {
 		case forge.RoleUser:
+			if strayRequest(history, i) {
+				continue
+			}
 			mm := forge.ModelMessage{Role: forge.RoleUser}
 			for _, p := range m.Parts {
 				if p.Type == forge.PartText && p.Text != "" {
@@ -32,6 +35,9 @@ func toModelMessages(history []*forge.Message) []forge.ModelMessage {
 				out = append(out, mm)
 			}
 		case forge.RoleAssistant:
+			if m.Summary && (m.Finish == "" || m.Finish == forge.FinishError) {
+				continue // a failed summary: its compaction did not happen
+			}
 			mm := forge.ModelMessage{Role: forge.RoleAssistant}
 			var results []forge.ModelPart
 			for _, p := range m.Parts {

@@ -64,11 +64,43 @@ func (r *run) loop() outcome {
 			return outcome{status: forge.TurnDone, actions: actions}
 		}
 	}
+	if r.compactOnly {
+		sum, err := r.compact(compactManual)
+		if err != nil {
+			return r.compactFailure(err)
+		}
+		if sum == nil {
+			return outcome{status: forge.TurnDone}
+		}
+		return outcome{status: forge.TurnDone, output: &forge.TurnOutput{MessageID: sum.ID, Text: textOf(sum)}}
+	}
 	for {
 		if r.cancelled() {
 			return r.cancelledOutcome()
 		}
+		// At most one compaction per step: before it when over the
+		// threshold, else after a refusal as too long (then the step is
+		// retried once).
+		compacted := false
+		if r.compactionEnabled() && r.overThreshold() {
+			compacted = true
+			if _, err := r.compact(compactThreshold); err != nil {
+				return r.compactFailure(err)
+			}
+			if r.cancelled() {
+				return r.cancelledOutcome()
+			}
+		}
 		msg, calls, err := r.step()
+		if err != nil && isOverflow(err) && !compacted && r.compactionEnabled() && !r.cancelled() {
+			sum, cerr := r.compact(compactOverflow)
+			if cerr != nil {
+				return r.compactFailure(cerr)
+			}
+			if sum != nil {
+				msg, calls, err = r.step()
+			}
+		}
 		if err != nil {
 			if r.cancelled() {
 				return r.cancelledOutcome()
@@ -100,6 +132,9 @@ func (r *run) failure(err error) outcome {
 	var me *forge.ModelError
 	if errors.As(err, &me) {
 		code = forge.CodeModelError
+		if me.ContextOverflow {
+			code = forge.CodeContextOverflow
+		}
 	}
 	if code == forge.CodeInternal {
 		r.e.log.Error("turn failed", "turn", r.turn.ID, "err", err)
@@ -132,11 +167,7 @@ func (r *run) step() (*forge.Message, []*call, error) {
 	r.turn.Iterations++
 	msg := r.newMessage(forge.RoleAssistant)
 	msg.Model = r.agent.Model
-	start := r.newPart(msg, forge.PartStepStart)
-	start.Data = mustJSON(map[string]int{"iteration": r.turn.Iterations})
-	msg.Parts = append(msg.Parts, start)
-	r.messageEvent(forge.EventMessageCreated, msg)
-	r.partEvent(forge.EventStepStarted, msg, start)
+	r.openStep(msg, r.turn.Iterations)
 
 	model, modelID, err := r.e.models.Resolve(r.agent.Model)
 	if err != nil {
@@ -152,7 +183,32 @@ func (r *run) step() (*forge.Message, []*call, error) {
 		Params:   r.agent.ModelParams,
 	}
 	r.history = append(r.history, msg)
+	var calls []*call
+	err = r.stream(msg, model, req, r.turn.Iterations, func(toolCalls []forge.ToolCall) {
+		calls = make([]*call, 0, len(toolCalls))
+		for _, tc := range toolCalls {
+			calls = append(calls, r.newCall(msg, tc))
+		}
+	})
+	if err != nil {
+		return msg, nil, err
+	}
+	return msg, calls, nil
+}
 
+// openStep adds msg's step-start part and queues message.created.
+func (r *run) openStep(msg *forge.Message, iteration int) {
+	start := r.newPart(msg, forge.PartStepStart)
+	start.Data = mustJSON(map[string]int{"iteration": iteration})
+	msg.Parts = append(msg.Parts, start)
+	r.messageEvent(forge.EventMessageCreated, msg)
+	r.partEvent(forge.EventStepStarted, msg, start)
+}
+
+// stream runs one model call into msg: its text and reasoning parts, then
+// (through onCalls, when set) its tool calls, then its step-finish part and
+// usage. On an error msg ends with finish error, its parts interrupted.
+func (r *run) stream(msg *forge.Message, model forge.Model, req *forge.ModelRequest, iteration int, onCalls func([]forge.ToolCall)) error {
 	var (
 		text, reasoning *streamingPart
 		toolCalls       []forge.ToolCall
@@ -215,7 +271,7 @@ func (r *run) step() (*forge.Message, []*call, error) {
 		closePart(&reasoning, forge.StateInterrupted, nil)
 		msg.Finish = forge.FinishError
 		r.messageEvent(forge.EventMessageUpdated, msg)
-		return msg, nil, streamErr
+		return streamErr
 	}
 	closePart(&text, forge.StateCompleted, nil)
 	closePart(&reasoning, forge.StateCompleted, nil)
@@ -225,20 +281,19 @@ func (r *run) step() (*forge.Message, []*call, error) {
 			finish.Reason = forge.FinishToolCalls
 		}
 	}
-	calls := make([]*call, 0, len(toolCalls))
-	for _, tc := range toolCalls {
-		calls = append(calls, r.newCall(msg, tc))
+	if onCalls != nil {
+		onCalls(toolCalls)
 	}
 	usage := finish.Usage
 	r.turn.Usage.Add(usage)
 	end := r.newPart(msg, forge.PartStepFinish)
-	end.Data = mustJSON(map[string]any{"iteration": r.turn.Iterations, "finish": finish.Reason, "usage": usage})
+	end.Data = mustJSON(map[string]any{"iteration": iteration, "finish": finish.Reason, "usage": usage})
 	msg.Parts = append(msg.Parts, end)
 	msg.Finish = finish.Reason
 	msg.Usage = &usage
 	r.partEvent(forge.EventStepFinished, msg, end)
 	r.messageEvent(forge.EventMessageUpdated, msg)
-	return msg, calls, nil
+	return nil
 }
 
 // newCall records a tool call from the model as a tool part and decides

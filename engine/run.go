@@ -26,6 +26,7 @@ type run struct {
 	log         *sessionLog
 	history     []*forge.Message // main thread, oldest first
 	resolutions []resolution
+	compactOnly bool // a POST /compact turn
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

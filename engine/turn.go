@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/forge-runtime/forge"
 )
@@ -16,7 +15,9 @@ var ErrShuttingDown = errors.New("server is shutting down")
 // It returns the turn as created. A reused idempotency key returns the turn
 // the key first created, in whatever state it is now.
 func (e *Engine) StartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, error) {
-	if len(req.Input) == 0 {
+	if req.Compact {
+		req.Input = []forge.Input{}
+	} else if len(req.Input) == 0 {
 		return nil, forge.Errorf(forge.ErrInvalid, "input must hold at least one item")
 	}
 	if req.NewRoot && req.PreviousTurnID != nil {
@@ -84,8 +85,12 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if base != nil && base.Status == forge.TurnDone {
 		open = base.RequiredActions
 	}
-	resolutions, err := validateInput(req.Input, open)
-	if err != nil {
+	var resolutions []resolution
+	if req.Compact {
+		if err := canCompact(agent, base, open); err != nil {
+			return nil, false, err
+		}
+	} else if resolutions, err = validateInput(req.Input, open); err != nil {
 		return nil, false, err
 	}
 	var history []*forge.Message
@@ -117,9 +122,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		turn.PreviousTurnID = &id
 	}
 	r := e.newRun(tenant, sess, agent, turn, history, resolutions)
+	r.compactOnly = req.Compact
 	events := []pendingEvent{{typ: forge.EventTurnCreated, id: turn.ID, turnID: turn.ID, data: turn}}
 	var msgs []*forge.Message
-	if resolutions == nil {
+	if resolutions == nil && !req.Compact {
 		msg := r.newMessage(forge.RoleUser)
 		msg.Parts = []*forge.Part{r.newPart(msg, forge.PartText)}
 		msg.Parts[0].Text = req.Input[0].Text
@@ -297,20 +303,22 @@ func (e *Engine) isClosing() bool {
 	return e.closing
 }
 
-// loadHistory reads the main thread's messages along the branch ending at
-// tip, oldest first.
+// loadHistory reads the main thread's model view along the branch ending
+// at tip, oldest first (filterCompacted).
 func (e *Engine) loadHistory(ctx context.Context, tenant string, sess *forge.Session, tip string) ([]*forge.Message, error) {
-	var out []*forge.Message
-	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: tip, ThreadID: sess.MainThreadID, ListOptions: forge.ListOptions{Limit: 1000}}
-	for {
-		page, next, err := e.store.ListMessages(ctx, tenant, q)
-		if err != nil {
-			return nil, fmt.Errorf("load history: %w", err)
-		}
-		out = append(out, page...)
-		if next == "" {
-			return out, nil
-		}
-		q.Cursor = next
+	return e.modelView(ctx, tenant, sess, tip)
+}
+
+// canCompact checks that a compaction turn (POST /compact) may run.
+func canCompact(agent *forge.Agent, base *forge.Turn, open []forge.RequiredAction) error {
+	if agent.Compaction.Enabled != nil && !*agent.Compaction.Enabled {
+		return forge.Errorf(forge.ErrInvalid, "compaction is disabled for agent %q (compaction.enabled is false)", agent.Name)
 	}
+	if base == nil {
+		return forge.Errorf(forge.ErrInvalid, "the session has no history to compact")
+	}
+	if len(open) > 0 {
+		return forge.Errorf(forge.ErrPendingActions, "%d call(s) await resolution (first: %s %s); resolve them before compacting", len(open), open[0].Type, open[0].CallID)
+	}
+	return nil
 }

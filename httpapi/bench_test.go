@@ -333,13 +333,10 @@ func BenchmarkHTTPConcurrentTurns(b *testing.B) {
 // Each turn runs on a new session, made outside the timer.
 //
 // lost/turn reports the deltas sent by the model that the stream did not
-// carry (the final model.message event still has the whole text). Two
-// causes are known (docs/benchmarks.md): a turn that has ended before the
-// stream's first store replay runs gets only the stored log, which has no
-// deltas; and a stream whose bus subscription falls more than its buffer
-// (4096 events) behind is resumed from the stored log once the turn has
-// ended. The 4,000-delta case fits in that buffer, so only the first cause
-// applies to it.
+// carry (the final model.message event would still have the whole text); any
+// loss fails the benchmark. Both replies are longer than a bus
+// subscription's buffer, so a reader that falls behind exercises the resume
+// of a cut-off subscriber.
 func BenchmarkSSEDeltas(b *testing.B) {
 	for _, deltas := range []int{20000, 4000} {
 		b.Run(fmt.Sprintf("deltas=%d", deltas), func(b *testing.B) { benchSSEDeltas(b, deltas) })
@@ -372,6 +369,9 @@ func benchSSEDeltas(b *testing.B, deltas int) {
 	}
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "deltas/s")
 	b.ReportMetric(float64(turns*deltas-total)/float64(turns), "lost/turn")
+	if total != turns*deltas {
+		b.Errorf("the stream carried %d of the %d deltas sent", total, turns*deltas)
+	}
 }
 
 // streamDeltas posts a streamed turn, reads its SSE frames up to turn.done

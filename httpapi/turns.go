@@ -366,14 +366,39 @@ type compactBody struct {
 	Background *bool `json:"background"`
 }
 
-// compact is not implemented yet; it validates its request and says so.
+// compact runs a compaction now, as a turn of its own: 200 with the ended
+// turn, or 202 with the running one when background is true.
 func (s *Server) compact(w http.ResponseWriter, r *http.Request) error {
 	var body compactBody
 	if err := decodeBody(w, r, &body, false); err != nil {
 		return err
 	}
-	if _, err := s.session(r); err != nil {
+	ses, err := s.session(r)
+	if err != nil {
 		return err
 	}
-	return forge.Errorf(errNotImplemented, "compaction on demand is not implemented yet in this server version")
+	tenant := tenantOf(r)
+	req := engine.TurnRequest{Compact: true}
+	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
+		return err
+	}
+	turn, err := s.rt.StartTurn(detach(r), tenant, ses.ID, req)
+	if err != nil {
+		return notFound(err, "session", ses.ID)
+	}
+	w.Header().Set("Location", turnPath(ses.ID, turn.ID))
+	if body.Background != nil && *body.Background {
+		writeJSON(w, http.StatusAccepted, turn)
+		return nil
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	done, err := s.rt.WaitTurn(r.Context(), tenant, ses.ID, turn.ID)
+	if err != nil {
+		return err
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(s.writeWait))
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	writeJSON(w, http.StatusOK, done)
+	return nil
 }

@@ -181,7 +181,6 @@ func TestBadRequestsAreRefusedAndStoreNothing(t *testing.T) {
 		{"cancel reason type", post(sp+"/cancel", map[string]any{"reason": 5}), 400, invalid, `"reason"`},
 		{"cancel unknown field", post(sp+"/cancel", map[string]any{"why": "x"}), 400, invalid, `"why"`},
 		{"cancel malformed", post(sp+"/cancel", `{`), 400, invalid, ""},
-		{"compact", post(sp+"/compact", nil), 501, "not_implemented", "not implemented"},
 		{"compact unknown session", post("/v1/sessions/ses_nope/compact", nil), 404, notFound, ""},
 		{"compact bad body", post(sp+"/compact", map[string]any{"background": "yes"}), 400, invalid, "background"},
 

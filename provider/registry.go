@@ -435,3 +435,14 @@ func newFactory(kind, name, key, baseURL string, client *http.Client) (Factory, 
 	}
 	return f, nil
 }
+
+// ContextWindow returns the context window of a "provider/model" name, as
+// Info tells it. The engine type-asserts this method on forge.Models to
+// know when to compact.
+func (r *Registry) ContextWindow(name string) (int64, bool) {
+	info, ok := r.Info(name)
+	if !ok || info.ContextWindow <= 0 {
+		return 0, false
+	}
+	return info.ContextWindow, true
+}

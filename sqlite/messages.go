@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/forge-runtime/forge"
@@ -246,17 +247,26 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 		// UNION (not UNION ALL) stops on a cycle a corrupt chain could have.
 		// CROSS JOIN keeps chain as the outer loop, so each step is one
 		// primary-key lookup of the previous turn.
+		// With From set, the walk stops at From's turn (stop): older turns
+		// hold no message with id >= From.
+		after, stop := q.Cursor, ""
+		if q.From != "" {
+			if err := x.queryRow(`SELECT turn_id FROM messages WHERE tenant = ? AND id = ? AND session_id = ?`,
+				tenant, q.From, q.SessionID).Scan(&stop); err != nil {
+				return notFound(err, "message %s not found", q.From)
+			}
+		}
 		rows, err := x.query(`WITH RECURSIVE chain(id, prev) AS (
 				SELECT id, previous_turn_id FROM turns WHERE tenant = ?1 AND id = ?3 AND session_id = ?2
 				UNION
 				SELECT t.id, t.previous_turn_id FROM chain c CROSS JOIN turns t
-				WHERE t.tenant = ?1 AND t.id = c.prev AND t.session_id = ?2
+				WHERE t.tenant = ?1 AND t.id = c.prev AND t.session_id = ?2 AND c.id != ?8
 			)
 			SELECT `+msgCols+` FROM messages m
-			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id > ?4 AND m.turn_id IN (SELECT id FROM chain)
+			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id > ?4 AND m.id >= ?7 AND m.turn_id IN (SELECT id FROM chain)
 				AND (?5 = '' OR m.thread_id = ?5)
 			ORDER BY m.id LIMIT ?6`,
-			tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1)
+			tenant, q.SessionID, q.TipTurnID, after, q.ThreadID, limit+1, q.From, stop)
 		if err != nil {
 			return dbErr(err)
 		}
@@ -296,6 +306,73 @@ func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*for
 			return notFound(err, "turn %s not found", turnID)
 		}
 		return loadParts(x, tenant, out)
+	})
+	return out, err
+}
+
+// LatestCompaction returns the newest compaction boundary along the branch.
+// The chain walk stops at the first turn (from the tip) holding a
+// boundary, so its cost is what lies after the boundary.
+func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.CompactionBoundary, error) {
+	var out *forge.CompactionBoundary
+	err := s.read(ctx, func(x *tx) error {
+		if err := liveSession(x, tenant, q.SessionID); err != nil {
+			return err
+		}
+		if q.TipTurnID == "" {
+			return nil
+		}
+		// A turn holds a boundary when one of its messages is a finished
+		// summary whose parent carries a compaction part.
+		const boundary = `FROM messages s JOIN parts p ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
+			WHERE s.tenant = ?1 AND s.turn_id = %s AND s.summary = 1 AND s.finish NOT IN ('', 'error')
+				AND (?4 = '' OR s.thread_id = ?4)`
+		var (
+			summary, request, data sql.NullString
+			found                  bool
+		)
+		rows, err := x.query(`WITH RECURSIVE chain(id, prev) AS (
+				SELECT id, previous_turn_id FROM turns WHERE tenant = ?1 AND id = ?3 AND session_id = ?2
+				UNION
+				SELECT t.id, t.previous_turn_id FROM chain c CROSS JOIN turns t
+				WHERE t.tenant = ?1 AND t.id = c.prev AND t.session_id = ?2
+					AND NOT EXISTS (SELECT 1 `+fmt.Sprintf(boundary, "c.id")+`)
+			)
+			SELECT s.id, s.parent_id, p.data `+fmt.Sprintf(boundary, "s.turn_id")+`
+				AND s.session_id = ?2
+				AND s.turn_id IN (SELECT id FROM chain)
+			ORDER BY s.id DESC LIMIT 1`,
+			tenant, q.SessionID, q.TipTurnID, q.ThreadID)
+		if err != nil {
+			return dbErr(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := rows.Scan(&summary, &request, &data); err != nil {
+				return dbErr(err)
+			}
+			found = true
+		}
+		if err := rows.Err(); err != nil {
+			return dbErr(err)
+		}
+		if !found {
+			var one int
+			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND id = ?`,
+				tenant, q.SessionID, q.TipTurnID).Scan(&one)
+			return notFound(err, "turn %s not found", q.TipTurnID)
+		}
+		var cd forge.CompactionData
+		if data.Valid {
+			if err := json.Unmarshal([]byte(data.String), &cd); err != nil {
+				return fmt.Errorf("compaction part of %s: %w", request.String, err)
+			}
+		}
+		if cd.TailStartID == "" {
+			cd.TailStartID = request.String // no tail: the view starts at the request
+		}
+		out = &forge.CompactionBoundary{RequestID: request.String, SummaryID: summary.String, TailStartID: cd.TailStartID}
+		return nil
 	})
 	return out, err
 }

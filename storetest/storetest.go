@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"Commit", commitTests},
 		{"Turns", turnTests},
 		{"Messages", messageTests},
+		{"Compaction", compactionTests},
 		{"Events", eventTests},
 		{"Usage", usageTests},
 		{"Idempotency", idempotencyTests},

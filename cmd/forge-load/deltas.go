@@ -70,9 +70,9 @@ func runDeltas(ctx context.Context, args []string, out, errOut io.Writer) error 
 		fmt.Fprintf(out, "turn %-4d  %d deltas (%d frame bytes), first to last delta %.3f s: %.0f deltas/s; whole turn %.3f s: %.0f deltas/s\n",
 			i+1, r.deltas, r.bytes, r.span.Seconds(), rate(r.deltas, r.span), r.total.Seconds(), rate(r.deltas, r.total))
 		if lost := *deltas - r.deltas; lost > 0 {
-			// Deltas the stream did not carry: the stream replayed the
-			// stored log (which has none) where it should have carried
-			// live events. The final model.message still has the text.
+			// Deltas the stream did not carry (a server fault: the
+			// final model.message still has the text, but a streaming
+			// client shows it late).
 			fmt.Fprintf(out, "turn %-4d  LOST %d of %d deltas (not on the stream; the final model.message has the whole text)\n", i+1, lost, *deltas)
 		}
 		sumLost += *deltas - r.deltas
@@ -83,6 +83,9 @@ func runDeltas(ctx context.Context, args []string, out, errOut io.Writer) error 
 	fmt.Fprintf(out, "deltas/s   %.0f (first to last delta), %.0f (whole turns, request to turn.done)\n",
 		rate(sumDeltas, sumSpan), rate(sumDeltas, sumTotal))
 	fmt.Fprintf(out, "received   %d of %d deltas sent (%d lost)\n", sumDeltas, *deltas**turns, sumLost)
+	if sumLost > 0 {
+		return fmt.Errorf("the streams did not carry %d of the %d deltas sent", sumLost, *deltas**turns)
+	}
 	return nil
 }
 

@@ -92,10 +92,8 @@ func TestModes(t *testing.T) {
 		wantLines(t, out, "turns      7 in ")
 	})
 	t.Run("deltas", func(t *testing.T) {
-		// Not every delta is checked for: the server may drop some (see
-		// docs/benchmarks.md), which the mode reports as LOST.
 		out := runMode(t, "deltas", "--server", url, "--deltas", "500", "--turns", "2")
-		wantLines(t, out, "turn 1 ", "turn 2 ", "deltas/s ", "received ")
+		wantLines(t, out, "turn 1     500 deltas", "turn 2     500 deltas", "deltas/s ", "received   1000 of 1000 deltas sent (0 lost)")
 	})
 	t.Run("idle-sse", func(t *testing.T) {
 		// The server runs in this process, so its RSS is ours.

@@ -1,0 +1,8 @@
+package engine
+
+// FilterCompacted exposes the in-memory filterCompacted to the external
+// tests, as the oracle the store-backed model view is checked against.
+var FilterCompacted = filterCompacted
+
+// SummarySystem is the system prompt of a summary call.
+const SummarySystem = summarySystem

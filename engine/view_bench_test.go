@@ -1,0 +1,130 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+)
+
+// readCounter counts the message and part rows the store hands back.
+type readCounter struct {
+	forge.Store
+	rows atomic.Int64
+}
+
+func (c *readCounter) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
+	ms, next, err := c.Store.ListMessages(ctx, tenant, q)
+	for _, m := range ms {
+		c.rows.Add(1 + int64(len(m.Parts)))
+	}
+	return ms, next, err
+}
+
+type benchClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *benchClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Millisecond)
+	return c.t
+}
+
+// seedCompacted writes a session of n main-thread messages in turns of
+// 100, with a compaction boundary (request, summary) 50 messages from the
+// end and a verbatim tail of 10 messages before the request.
+func seedCompacted(b *testing.B, h *harness, n int) *forge.Session {
+	b.Helper()
+	ses := h.session("a")
+	ids := forge.NewULIDGen(&benchClock{t: time.Now().UTC()})
+	req, sum, tail := n-51, n-50, n-61
+	msgs := make([]*forge.Message, n)
+	var prevTurn *string
+	var turn *forge.Turn
+	for i := range n {
+		if i%100 == 0 {
+			turn = &forge.Turn{ID: ids.New(forge.PrefixTurn), Tenant: forge.DefaultTenant, SessionID: ses.ID,
+				PreviousTurnID: prevTurn, AgentID: "ag_bench", AgentVersion: 1, Status: forge.TurnRunning,
+				Input: []forge.Input{{Type: forge.InputMessage, Text: "q"}}, CreatedAt: time.Now()}
+			id := turn.ID
+			prevTurn = &id
+		}
+		role := forge.RoleAssistant
+		if i%4 == 0 || i == req {
+			role = forge.RoleUser
+		}
+		m := &forge.Message{ID: ids.New(forge.PrefixMessage), Tenant: forge.DefaultTenant, SessionID: ses.ID,
+			TurnID: turn.ID, ThreadID: ses.MainThreadID, Role: role, CreatedAt: time.Now()}
+		if i > 0 {
+			m.ParentID = &msgs[i-1].ID
+		}
+		if role == forge.RoleAssistant {
+			m.Finish = forge.FinishStop
+		}
+		p := &forge.Part{ID: ids.New(forge.PrefixPart), MessageID: m.ID, Type: forge.PartText, State: forge.StateCompleted,
+			Text: fmt.Sprintf("message %d: some text of the kind a conversation holds", i)}
+		m.Parts = []*forge.Part{p}
+		switch i {
+		case req:
+			cp := &forge.Part{ID: ids.New(forge.PrefixPart), MessageID: m.ID, Type: forge.PartCompaction, State: forge.StateCompleted}
+			cp.Data, _ = json.Marshal(forge.CompactionData{TailStartID: msgs[tail].ID, Reason: "threshold", Auto: true})
+			m.Parts = append(m.Parts, cp)
+		case sum:
+			m.Summary = true
+		}
+		msgs[i] = m
+		if i%100 == 99 || i == n-1 {
+			chunk := msgs[i-i%100 : i+1]
+			if err := h.store.BeginTurn(h.ctx, &forge.BeginTurn{Turn: turn, Messages: chunk}); err != nil {
+				b.Fatal(err)
+			}
+			turn.Status = forge.TurnDone
+			now := time.Now()
+			turn.EndedAt = &now
+			if err := h.store.Commit(h.ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: ses.ID, TurnID: turn.ID, Turn: turn}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return ses
+}
+
+// BenchmarkModelView builds the model view (GET /messages?view=model) of
+// sessions of 1k, 10k and 100k stored messages whose compaction boundary
+// lies 50 messages from the end. Its cost must not grow with the session.
+func BenchmarkModelView(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("msgs=%d", n), func(b *testing.B) {
+			var counter *readCounter
+			h := newHarness(b, func(c *engine.Config) {
+				counter = &readCounter{Store: c.Store}
+				c.Store = counter
+			})
+			ses := seedCompacted(b, h, n)
+			view, _, err := h.eng.ModelView(h.ctx, forge.DefaultTenant, ses.ID, forge.ListOptions{Limit: 1000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(view) != 61 || !view[1].Summary {
+				b.Fatalf("view of %d messages (summary second: %v), want 61", len(view), len(view) > 1 && view[1].Summary)
+			}
+			counter.rows.Store(0)
+			b.ResetTimer()
+			for b.Loop() {
+				if _, _, err := h.eng.ModelView(h.ctx, forge.DefaultTenant, ses.ID, forge.ListOptions{Limit: 1000}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(counter.rows.Load())/float64(b.N), "rows/op")
+		})
+	}
+}
