@@ -65,9 +65,7 @@ func (r *run) finish(out outcome) {
 			return
 		}
 		r.e.log.Error("terminal write failed", "turn", t.ID, "err", err)
-		return
 	}
-	r.e.histories.put(r.session.ID, t.ID, r.history)
 }
 
 // contextTokens is the main thread's context size after the last step: the

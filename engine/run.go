@@ -182,7 +182,16 @@ func (r *run) flush(terminal *forge.Snapshot) error {
 		if terminal != nil {
 			b.Turn = r.turn
 		}
-		return r.e.store.Commit(ctx, b)
+		if err := r.e.store.Commit(ctx, b); err != nil {
+			return err
+		}
+		if terminal != nil {
+			// The turn has ended in the store: a client that sees turn.done
+			// (published right after this) may start the next turn at once.
+			r.e.histories.put(r.session.ID, r.turn.ID, r.history)
+			r.e.unregister(r)
+		}
+		return nil
 	})
 	return err
 }
