@@ -1,0 +1,465 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	forge "github.com/forge-runtime/forge"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// everything returns the declaration of the npm server-everything installed
+// in testdata/npm; the test fails when it is missing.
+func everything(t *testing.T) forge.MCPServer {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("testdata", "npm", "node_modules", ".bin", "mcp-server-everything"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run `npm ci --prefix mcp/testdata/npm` from the repository root (%v)", bin, err)
+	}
+	return forge.MCPServer{Name: "everything", Command: []string{bin, "stdio"}}
+}
+
+func newManager(t *testing.T, opts Options) *Manager {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	m := NewManager(opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func find(t *testing.T, tools []forge.Tool, name string) forge.Tool {
+	t.Helper()
+	for _, tl := range tools {
+		if tl.Def().Name == name {
+			return tl
+		}
+	}
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Def().Name)
+	}
+	t.Fatalf("no tool %q in %v", name, names)
+	return nil
+}
+
+func call(t *testing.T, tl forge.Tool, args string) forge.ToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := tl.Call(ctx, json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s(%s): %v", tl.Def().Name, args, err)
+	}
+	return res
+}
+
+func ctx30(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestToolName(t *testing.T) {
+	for _, c := range [][3]string{
+		{"everything", "get-sum", "everything_get-sum"},
+		{"crm", "orders.find", "crm_orders_find"},
+		{"a", "x y/z:é", "a_x_y_z__"},
+	} {
+		if got := ToolName(c[0], c[1]); got != c[2] {
+			t.Errorf("ToolName(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
+		}
+	}
+}
+
+func TestStdioEverything(t *testing.T) {
+	spec := everything(t)
+	spec.Env = map[string]string{"FORGE_MCP_TEST": "declared"}
+	t.Setenv("FORGE_SECRET_SHOULD_NOT_LEAK", "x")
+	m := newManager(t, Options{})
+	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inits) != 1 || inits[0].Server != "everything" || inits[0].ProtocolVersion == "" || len(inits[0].Tools) != len(tools) {
+		t.Fatalf("inits = %+v (tools %d)", inits, len(tools))
+	}
+	for _, tl := range tools {
+		d := tl.Def()
+		if !strings.HasPrefix(d.Name, "everything_") || unsafeChars.MatchString(d.Name) {
+			t.Errorf("bad tool name %q", d.Name)
+		}
+		var schema map[string]any
+		if err := json.Unmarshal(d.InputSchema, &schema); err != nil || schema["type"] != "object" {
+			t.Errorf("%s: schema %s (%v)", d.Name, d.InputSchema, err)
+		}
+	}
+	echo := find(t, tools, "everything_echo")
+	if !strings.Contains(string(echo.Def().InputSchema), `"message"`) {
+		t.Errorf("echo schema %s", echo.Def().InputSchema)
+	}
+	find(t, tools, "everything_trigger-long-running-operation")
+
+	if res := call(t, echo, `{"message":"hello"}`); res.IsError || res.Output != "Echo: hello" {
+		t.Errorf("echo = %+v", res)
+	}
+	res := call(t, find(t, tools, "everything_get-sum"), `{"a": 2, "b": 40}`)
+	if res.IsError || !strings.Contains(res.Output, "42") {
+		t.Errorf("get-sum = %+v", res)
+	}
+	// A tool-level failure: missing required argument.
+	if res := call(t, echo, `{}`); !res.IsError || !strings.Contains(res.Output, "message") {
+		t.Errorf("echo {} = %+v, want IsError", res)
+	}
+	// Non-text content is summarized.
+	res = call(t, find(t, tools, "everything_get-tiny-image"), `{}`)
+	if res.IsError || !strings.Contains(res.Output, "[image image/png, ") {
+		t.Errorf("get-tiny-image = %+v", res)
+	}
+	// The environment is minimal plus the declared variables.
+	res = call(t, find(t, tools, "everything_get-env"), `null`)
+	if !strings.Contains(res.Output, "FORGE_MCP_TEST") || strings.Contains(res.Output, "FORGE_SECRET_SHOULD_NOT_LEAK") {
+		t.Errorf("get-env = %s", res.Output)
+	}
+
+	// The same session reuses the running server: no new Initialized.
+	pid := m.pid("ses_1", "everything")
+	tools2, inits2, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
+	if err != nil || len(inits2) != 0 || len(tools2) != len(tools) || m.pid("ses_1", "everything") != pid {
+		t.Fatalf("second Tools: %d tools, inits %+v, err %v", len(tools2), inits2, err)
+	}
+	// Another session gets its own server.
+	_, inits3, err := m.Tools(ctx30(t), "ses_2", []forge.MCPServer{spec})
+	if err != nil || len(inits3) != 1 || m.pid("ses_2", "everything") == pid {
+		t.Fatalf("other session: inits %+v, err %v", inits3, err)
+	}
+	m.CloseSession("ses_2")
+	if _, err := find(t, tools, "everything_echo").Call(ctx30(t), json.RawMessage(`{"message":"still"}`)); err != nil {
+		t.Errorf("ses_1 after closing ses_2: %v", err)
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	m := newManager(t, Options{})
+	start := time.Now()
+	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "everything", Command: []string{"nope-forge-mcp-missing"}}})
+	if err == nil || len(tools) != 0 || len(inits) != 0 {
+		t.Fatalf("Tools = %d tools, %v inits, err %v", len(tools), inits, err)
+	}
+	want := `MCP server "everything" is not running: exec: "nope-forge-mcp-missing": executable file not found in $PATH`
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v\nwant it to contain %s", err, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+func TestStartHangs(t *testing.T) {
+	m := newManager(t, Options{InitTimeout: time.Second})
+	start := time.Now()
+	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "mute", Command: []string{"sleep", "60"}}})
+	if err == nil || !strings.Contains(err.Error(), `MCP server "mute" is not running: it did not finish starting within 1s`) {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+func TestPartialFailure(t *testing.T) {
+	m := newManager(t, Options{})
+	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{
+		everything(t),
+		{Name: "broken", Command: []string{"sh", "-c", "echo boom >&2; exit 3"}},
+	})
+	if err == nil || !strings.Contains(err.Error(), `MCP server "broken" is not running`) || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("err = %v", err)
+	}
+	if len(inits) != 1 || len(tools) == 0 {
+		t.Errorf("inits %+v, %d tools", inits, len(tools))
+	}
+}
+
+// A server killed during a call gives a clear error at once; the next call
+// restarts it.
+func TestKillMidCallThenRestart(t *testing.T) {
+	m := newManager(t, Options{})
+	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := find(t, tools, "everything_trigger-long-running-operation")
+	pid := m.pid("ses_1", "everything")
+	if pid <= 0 {
+		t.Fatal("no pid")
+	}
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		p, err := os.FindProcess(pid)
+		if err == nil {
+			_ = p.Kill()
+		}
+	}()
+	start := time.Now()
+	_, err = long.Call(ctx30(t), json.RawMessage(`{"duration": 20, "steps": 2}`))
+	if err == nil {
+		t.Fatal("call survived the kill")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("error came after %s", d)
+	}
+	if !strings.Contains(err.Error(), `MCP server "everything" is not running`) {
+		t.Errorf("err = %v", err)
+	}
+	t.Logf("error after kill: %v", err)
+
+	res := call(t, find(t, tools, "everything_echo"), `{"message":"again"}`)
+	if res.Output != "Echo: again" {
+		t.Errorf("after restart: %+v", res)
+	}
+	if p := m.pid("ses_1", "everything"); p == pid || p <= 0 {
+		t.Errorf("pid %d, was %d", p, pid)
+	}
+	// Tools after a restart reports the server as initialized again only
+	// when it started it; it is running now.
+	_, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	if err != nil || len(inits) != 0 {
+		t.Errorf("inits %+v err %v", inits, err)
+	}
+}
+
+// Killed between calls: the next call restarts the server.
+func TestKillBetweenCalls(t *testing.T) {
+	m := newManager(t, Options{})
+	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := os.FindProcess(m.pid("ses_1", "everything"))
+	_ = p.Kill()
+	time.Sleep(300 * time.Millisecond)
+	res := call(t, find(t, tools, "everything_echo"), `{"message":"back"}`)
+	if res.Output != "Echo: back" {
+		t.Errorf("%+v", res)
+	}
+	_, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	if err != nil || len(inits) != 0 {
+		t.Errorf("inits %+v err %v", inits, err)
+	}
+}
+
+// A call hung past CallTimeout fails clearly; the server is restarted.
+func TestCallTimeout(t *testing.T) {
+	m := newManager(t, Options{CallTimeout: time.Second})
+	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := m.pid("ses_1", "everything")
+	start := time.Now()
+	_, err = find(t, tools, "everything_trigger-long-running-operation").Call(ctx30(t), json.RawMessage(`{"duration": 30, "steps": 1}`))
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+	res := call(t, find(t, tools, "everything_echo"), `{"message":"fresh"}`)
+	if res.Output != "Echo: fresh" || m.pid("ses_1", "everything") == pid {
+		t.Errorf("%+v", res)
+	}
+}
+
+func TestCloseStopsServers(t *testing.T) {
+	m := NewManager(Options{})
+	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := m.pid("ses_1", "everything")
+	start := time.Now()
+	if err := m.Close(ctx30(t)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %s", d)
+	}
+	if processAlive(pid) {
+		t.Errorf("process %d still alive after Close", pid)
+	}
+	if _, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)}); err == nil {
+		t.Error("Tools after Close succeeded")
+	}
+}
+
+// httpServer serves an SDK MCP server with a tool "orders.find"; when token
+// is set it answers 401 to requests without that bearer token.
+func httpServer(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "crm", Version: "1"}, nil)
+	type args struct {
+		ID int `json:"id"`
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "orders.find", Description: "Find an order"},
+		func(ctx context.Context, req *sdk.CallToolRequest, a args) (*sdk.CallToolResult, any, error) {
+			if a.ID == 0 {
+				return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "no such order"}}}, nil, nil
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{
+				&sdk.TextContent{Text: "order 42: shipped"},
+				&sdk.ImageContent{MIMEType: "image/png", Data: []byte("1234")},
+			}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var ts *httptest.Server
+	ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Tenant") != "acme" {
+			http.Error(w, "missing X-Tenant", http.StatusBadRequest)
+			return
+		}
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+ts.URL+`/.well-known/oauth-protected-resource"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	ts := httpServer(t, "")
+	m := newManager(t, Options{})
+	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
+	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inits) != 1 || inits[0].ProtocolVersion == "" || len(inits[0].Tools) != 1 || inits[0].Tools[0] != "crm_orders_find" {
+		t.Fatalf("inits %+v", inits)
+	}
+	find := find(t, tools, "crm_orders_find")
+	if d := find.Def(); d.Description != "Find an order" || !strings.Contains(string(d.InputSchema), `"id"`) {
+		t.Errorf("def %+v", d)
+	}
+	res := call(t, find, `{"id": 42}`)
+	if res.IsError || res.Output != "order 42: shipped\n[image image/png, 4 bytes]" {
+		t.Errorf("res = %+v", res)
+	}
+	if res := call(t, find, `{"id": 0}`); !res.IsError || res.Output != "no such order" {
+		t.Errorf("res = %+v", res)
+	}
+}
+
+func TestStreamableHTTPAuth(t *testing.T) {
+	ts := httpServer(t, "s3cret")
+	m := newManager(t, Options{})
+	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
+	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
+	var auth *AuthRequiredError
+	if !errors.As(err, &auth) {
+		t.Fatalf("err = %v, want *AuthRequiredError", err)
+	}
+	if auth.Server != "crm" || auth.AuthURL != ts.URL+"/.well-known/oauth-protected-resource" {
+		t.Errorf("auth = %+v", auth)
+	}
+	m.SetToken("ses_1", "crm", "wrong")
+	if _, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec}); !errors.As(err, &auth) {
+		t.Fatalf("wrong token: err = %v", err)
+	}
+	m.SetToken("ses_1", "crm", "s3cret")
+	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
+	if err != nil || len(inits) != 1 {
+		t.Fatalf("after SetToken: inits %+v err %v", inits, err)
+	}
+	res := call(t, find(t, tools, "crm_orders_find"), `{"id": 1}`)
+	if res.IsError || !strings.HasPrefix(res.Output, "order 42") {
+		t.Errorf("res = %+v", res)
+	}
+	// Another session does not get the token.
+	if _, _, err := m.Tools(ctx30(t), "ses_2", []forge.MCPServer{spec}); !errors.As(err, &auth) {
+		t.Errorf("ses_2: err = %v", err)
+	}
+	// A revoked token during the session: the call asks for auth again.
+	m.SetToken("ses_1", "crm", "revoked")
+	_, err = find(t, tools, "crm_orders_find").Call(ctx30(t), json.RawMessage(`{"id": 1}`))
+	if !errors.As(err, &auth) {
+		t.Errorf("revoked: err = %v", err)
+	}
+	m.SetToken("ses_1", "crm", "s3cret")
+	if res := call(t, find(t, tools, "crm_orders_find"), `{"id": 1}`); res.IsError {
+		t.Errorf("res = %+v", res)
+	}
+}
+
+func TestHTTPUnreachable(t *testing.T) {
+	ts := httptest.NewServer(http.NotFoundHandler())
+	url := ts.URL
+	ts.Close()
+	m := newManager(t, Options{InitTimeout: 5 * time.Second})
+	start := time.Now()
+	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "crm", URL: url}})
+	if err == nil || !strings.Contains(err.Error(), `MCP server "crm" is not running`) {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(start); d > 6*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+func TestAuthURL(t *testing.T) {
+	for _, c := range [][2]string{
+		{`Bearer resource_metadata="https://x/.well-known/oauth-protected-resource"`, "https://x/.well-known/oauth-protected-resource"},
+		{`Bearer realm="api", error="invalid_token", authorization_uri="https://auth.example/authorize"`, "https://auth.example/authorize"},
+		{`Bearer realm="api"`, ""},
+		{`Basic realm="x", Bearer resource_metadata=https://y/m`, "https://y/m"},
+	} {
+		if got := authURL([]string{c[0]}); got != c[1] {
+			t.Errorf("authURL(%s) = %q, want %q", c[0], got, c[1])
+		}
+	}
+}
+
+func TestFlatten(t *testing.T) {
+	got := flatten([]sdk.Content{
+		&sdk.TextContent{Text: "a"},
+		&sdk.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)},
+		&sdk.ResourceLink{Name: "doc", URI: "file:///doc"},
+		&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "x://t", Text: "body"}},
+	}, nil)
+	want := "a\n[audio audio/wav, 10 bytes]\n[resource link doc file:///doc]\n[resource x://t]\nbody"
+	if got != want {
+		t.Errorf("flatten = %q, want %q", got, want)
+	}
+	if got := flatten(nil, map[string]any{"k": 1}); got != `{"k":1}` {
+		t.Errorf("structured = %q", got)
+	}
+}

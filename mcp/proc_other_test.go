@@ -1,0 +1,5 @@
+//go:build !unix
+
+package mcp
+
+func processAlive(pid int) bool { return false }
