@@ -18,7 +18,9 @@ import (
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/httpapi"
+	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/provider"
+	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
 )
@@ -30,6 +32,7 @@ type serveOptions struct {
 	turnTimeout   time.Duration
 	shutdownGrace time.Duration
 	logLevel      string
+	sandboxRoot   string
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
 	logOut        io.Writer // where the log goes (nil: stderr)
 }
@@ -63,6 +66,7 @@ server runs single-tenant and only listens on loopback addresses.`,
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes)")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	return cmd
 }
@@ -162,8 +166,20 @@ func serve(ctx context.Context, o serveOptions) error {
 
 	clock := forge.SystemClock{}
 	ids := forge.NewULIDGen(clock)
+	sandboxRoot := o.sandboxRoot
+	if sandboxRoot == "" {
+		sandboxRoot = o.db + ".sandboxes"
+	}
+	sandboxes, err := sandbox.NewManager(sandboxRoot, sandbox.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("sandboxes: %w", err)
+	}
+	defer sandboxes.Close(context.Background())
+	mcpServers := mcp.NewManager(mcp.Options{Logger: log})
+	defer mcpServers.Close(context.Background())
 	eng := engine.New(engine.Config{
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
+		Sandboxes: sandboxes, MCP: mcpServers,
 		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout,
 	})
 	if err := eng.Recover(ctx); err != nil {

@@ -58,6 +58,14 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 		}
 	}
 	e.histories.drop(sessionID)
+	if e.cfg.Sandboxes != nil {
+		if err := e.cfg.Sandboxes.Remove(sessionID); err != nil {
+			e.log.Warn("removing sandbox", "session", sessionID, "err", err)
+		}
+	}
+	if e.cfg.MCP != nil {
+		e.cfg.MCP.CloseSession(sessionID)
+	}
 	return e.store.DeleteSession(ctx, tenant, sessionID)
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
+	"github.com/forge-runtime/forge/mcp"
+	"github.com/forge-runtime/forge/sandbox"
 )
 
 // Config wires an Engine.
@@ -17,8 +19,13 @@ type Config struct {
 	Store  forge.Store
 	Models forge.Models
 	// Tools are the server-side built-in tools by name.
-	Tools  map[string]forge.Tool
-	Bus    *bus.Bus
+	Tools map[string]forge.Tool
+	Bus   *bus.Bus
+	// Sandboxes, when set, gives sessions a working directory and the
+	// sandbox tools (bash, read_file, ...).
+	Sandboxes *sandbox.Manager
+	// MCP, when set, runs the MCP servers agents declare.
+	MCP    *mcp.Manager
 	Clock  forge.Clock
 	IDs    forge.IDGen
 	Logger *slog.Logger
@@ -108,7 +115,7 @@ func New(cfg Config) *Engine {
 // IsBuiltin reports whether name is a server-side built-in tool.
 func (e *Engine) IsBuiltin(name string) bool {
 	_, ok := e.tools[name]
-	return ok
+	return ok || (e.cfg.Sandboxes != nil && sandboxTools[name])
 }
 
 // Close stops the engine gracefully: running turns may finish until ctx is

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 
 	"github.com/forge-runtime/forge"
@@ -36,6 +37,11 @@ func (r *run) finish(out outcome) {
 	if out.status == forge.TurnCancelled {
 		reason := out.cancelReason
 		t.CancelReason = &reason
+		if r.sandbox != nil {
+			// A cancelled turn leaves nothing running in its sandbox.
+			r.e.cfg.Sandboxes.Stop(r.session.ID)
+			r.event(forge.EventSandboxStopped, r.session.ID, r.session.MainThreadID, map[string]any{"reason": reason})
+		}
 	}
 	state := forge.ThreadFinished
 	var openCalls []string
@@ -52,6 +58,9 @@ func (r *run) finish(out outcome) {
 			ID: r.session.MainThreadID, Agent: r.agent.Name, State: state, OpenCall: openCalls,
 		}},
 		ContextTokens: r.contextTokens(),
+	}
+	if len(r.mcpInfo) > 0 {
+		snap.Extra = map[string]json.RawMessage{"mcp": mustJSON(r.mcpInfo)}
 	}
 	final := *t
 	r.pend = append(r.pend, pendingEvent{typ: forge.EventTurnDone, id: t.ID, turnID: t.ID, data: func(seq int64) any {

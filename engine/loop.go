@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/forge-runtime/forge"
@@ -34,6 +36,7 @@ func (e *Engine) execute(r *run) {
 		r.checkpointLoop(stopCheckpoints)
 	}()
 
+	r.prepareTools()
 	out := r.loop()
 
 	close(stopCheckpoints)
@@ -318,9 +321,10 @@ func (r *run) newCall(msg *forge.Message, tc forge.ToolCall) *call {
 	msg.Parts = append(msg.Parts, p)
 
 	spec, declared := r.agent.Tool(tc.Name)
-	tool := r.e.tools[tc.Name]
+	_, isMCP := r.mcpTools[tc.Name]
+	tool := r.tool(tc.Name)
 	switch {
-	case !declared || (!spec.Client && tool == nil):
+	case !(declared || isMCP) || (!spec.Client && tool == nil):
 		r.toolError(msg, p, fmt.Sprintf("unknown tool %q; the tools available are: %s", tc.Name, strings.Join(r.toolNames(), ", ")))
 		return c
 	}
@@ -372,22 +376,26 @@ func mustJSON(v any) json.RawMessage {
 
 // toolDefs is what the model is told about the agent's tools.
 func (r *run) toolDefs() []forge.ToolDef {
-	defs := make([]forge.ToolDef, 0, len(r.agent.Tools))
+	defs := make([]forge.ToolDef, 0, len(r.agent.Tools)+len(r.mcpTools))
 	for _, t := range r.agent.Tools {
-		if tool, ok := r.e.tools[t.Name]; ok && !t.Client {
+		if tool, ok := r.tools[t.Name]; ok && !t.Client {
 			defs = append(defs, tool.Def())
 			continue
 		}
 		defs = append(defs, forge.ToolDef{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.mcpTools)) {
+		defs = append(defs, r.mcpTools[name].Def())
+	}
 	return defs
 }
 
 func (r *run) toolNames() []string {
-	names := make([]string, 0, len(r.agent.Tools))
+	names := make([]string, 0, len(r.agent.Tools)+len(r.mcpTools))
 	for _, t := range r.agent.Tools {
 		names = append(names, t.Name)
 	}
+	names = append(names, slices.Sorted(maps.Keys(r.mcpTools))...)
 	if len(names) == 0 {
 		return []string{"(none)"}
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/mcp"
+	"github.com/forge-runtime/forge/sandbox"
 )
 
 var (
@@ -27,6 +29,12 @@ type run struct {
 	history     []*forge.Message // main thread, oldest first
 	resolutions []resolution
 	compactOnly bool // a POST /compact turn
+
+	// tools this turn can call, resolved by prepareTools (executor-owned)
+	tools    map[string]forge.Tool
+	mcpTools map[string]forge.Tool
+	mcpInfo  []mcp.Initialized
+	sandbox  *sandbox.Sandbox
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -35,6 +36,7 @@ func (r *run) runCalls(calls []*call) []forge.RequiredAction {
 	if len(toRun) == 0 {
 		return actions
 	}
+	defer r.recordPatch(toRun)()
 	// Tools get a context that outlives a cancel by ToolCancelWait: a running
 	// call may finish and record its real result.
 	toolCtx, cancelTools := context.WithCancel(context.WithoutCancel(r.ctx))
@@ -125,7 +127,7 @@ func (r *run) applyResolutions() ([]forge.RequiredAction, error) {
 				continue
 			}
 			spec, _ := r.agent.Tool(a.Tool)
-			tool := r.e.tools[a.Tool]
+			tool := r.tool(a.Tool)
 			switch {
 			case spec.Client:
 				c.action = &forge.RequiredAction{Type: forge.ActionClientTool, CallID: a.CallID, ThreadID: a.ThreadID, Tool: a.Tool, Arguments: a.Arguments}
@@ -156,4 +158,36 @@ func (r *run) applyResolutions() ([]forge.RequiredAction, error) {
 	}
 	r.history = append(r.history, msg)
 	return r.runCalls(calls), nil
+}
+
+// recordPatch snapshots the sandbox when calls may change files, and
+// returns a func that, after they ran, records what changed as a patch
+// part of the step's message (with its event).
+func (r *run) recordPatch(calls []*call) func() {
+	if r.sandbox == nil || !slices.ContainsFunc(calls, func(c *call) bool { return sandboxTools[c.part.Tool] }) {
+		return func() {}
+	}
+	before, err := r.sandbox.Snapshot()
+	if err != nil {
+		r.e.log.Warn("sandbox snapshot failed", "session", r.session.ID, "err", err)
+		return func() {}
+	}
+	return func() {
+		patch, _, err := r.sandbox.Diff(before)
+		if err != nil {
+			r.e.log.Warn("sandbox diff failed", "session", r.session.ID, "err", err)
+			return
+		}
+		if patch.Empty() {
+			return
+		}
+		msg := calls[0].msg
+		p := r.newPart(msg, forge.PartPatch)
+		p.Data = mustJSON(patch)
+		msg.Parts = append(msg.Parts, p)
+		r.partEvent(forge.EventPatch, msg, p)
+		if err := r.flush(nil); err != nil {
+			r.e.log.Warn("flush patch failed", "turn", r.turn.ID, "err", err)
+		}
+	}
 }

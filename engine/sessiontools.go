@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"errors"
+	"maps"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/mcp"
+)
+
+// sandboxTools are the built-in tools that run in the session's sandbox.
+var sandboxTools = map[string]bool{
+	"bash": true, "read_file": true, "write_file": true, "edit_file": true, "list_files": true, "grep": true,
+}
+
+// usesSandbox reports whether the agent declares any sandbox tool.
+func (r *run) usesSandbox() bool {
+	for _, t := range r.agent.Tools {
+		if t.BuiltIn && sandboxTools[t.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareTools resolves what this turn can call: the built-ins, the
+// sandbox's tools (the sandbox is provisioned now if the agent declares
+// any), and the tools of the agent's MCP servers (started now, reused
+// across the session's turns). Their events are queued for the next flush.
+func (r *run) prepareTools() {
+	r.tools = maps.Clone(r.e.tools)
+	r.mcpTools = map[string]forge.Tool{}
+	thread := r.session.MainThreadID
+	if m := r.e.cfg.Sandboxes; m != nil && r.usesSandbox() {
+		sb, created, err := m.Get(r.ctx, r.session.ID)
+		if err != nil {
+			r.e.log.Error("sandbox unavailable", "session", r.session.ID, "err", err)
+		} else {
+			r.sandbox = sb
+			if created {
+				r.event(forge.EventSandboxCreated, r.session.ID, thread, map[string]any{"dir": sb.Dir(), "isolated": m.Isolated()})
+			}
+			for _, t := range sb.Tools() {
+				r.tools[t.Def().Name] = t
+			}
+		}
+	}
+	if m := r.e.cfg.MCP; m != nil && len(r.agent.MCPServers) > 0 {
+		tools, inits, err := m.Tools(r.ctx, r.session.ID, r.agent.MCPServers)
+		for _, t := range tools {
+			r.mcpTools[t.Def().Name] = t
+		}
+		for _, in := range inits {
+			r.event(forge.EventMCPInitialized, r.session.ID, thread, in)
+			r.mcpInfo = append(r.mcpInfo, in)
+		}
+		if err != nil {
+			// The model works with the tools that are there; a call to a
+			// missing one gets a clear error naming the tools it has.
+			var auth *mcp.AuthRequiredError
+			r.e.log.Warn("MCP servers unavailable", "session", r.session.ID, "auth_required", errors.As(err, &auth), "err", err)
+		}
+	}
+}
+
+// tool returns the server-side tool named name, if this turn has one.
+func (r *run) tool(name string) forge.Tool {
+	if t, ok := r.tools[name]; ok {
+		return t
+	}
+	return r.mcpTools[name]
+}

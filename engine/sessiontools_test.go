@@ -1,0 +1,127 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/mcp"
+	"github.com/forge-runtime/forge/sandbox"
+)
+
+func withSandboxes(t *testing.T) func(*engine.Config) {
+	m, err := sandbox.NewManager(t.TempDir(), sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	return func(c *engine.Config) { c.Sandboxes = m }
+}
+
+func TestSandboxToolsRecordPatchAndConfine(t *testing.T) {
+	h := newHarness(t, withSandboxes(t))
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "write_file", BuiltIn: true}, {Name: "read_file", BuiltIn: true}}
+	})
+	s := h.session("a")
+	h.model.push(
+		reply{calls: []forge.ToolCall{
+			call("write_file", `{"path":"notes/a.txt","content":"one\ntwo\n"}`),
+			call("read_file", `{"path":"../../../etc/passwd"}`),
+		}},
+		reply{deltas: []string{"written"}},
+	)
+	turn := h.run(s.ID, msg("write it"))
+	if turn.Status != forge.TurnDone || turn.Output.Text != "written" {
+		t.Fatalf("turn %+v", turn)
+	}
+	res := h.model.sent()[1].Messages[2].Parts
+	if res[0].IsError || !res[1].IsError {
+		t.Fatalf("results: write %+v, escape %+v", res[0], res[1])
+	}
+	var created, patch *forge.Event
+	for _, ev := range h.events(s.ID, 0) {
+		switch ev.Type {
+		case forge.EventSandboxCreated:
+			created = &ev
+		case forge.EventPatch:
+			patch = &ev
+		}
+	}
+	if created == nil || patch == nil {
+		t.Fatalf("sandbox.created %v, patch %v", created != nil, patch != nil)
+	}
+	var part forge.Part
+	if err := json.Unmarshal(patch.Data, &part); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(part.Data); got != `{"files":[{"path":"notes/a.txt","status":"added","added":2,"removed":0}]}` {
+		t.Fatalf("patch %s", got)
+	}
+	// The file is really there, in the session's working directory.
+	var dir struct{ Dir string }
+	_ = json.Unmarshal(created.Data, &dir)
+	if b, err := os.ReadFile(filepath.Join(dir.Dir, "notes/a.txt")); err != nil || string(b) != "one\ntwo\n" {
+		t.Fatalf("file %q %v", b, err)
+	}
+}
+
+func everythingServer(t *testing.T) string {
+	bin, err := filepath.Abs("../mcp/testdata/npm/node_modules/.bin/mcp-server-everything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v: run `npm ci --prefix mcp/testdata/npm` first", err)
+	}
+	return bin
+}
+
+func TestMCPToolsWithApprovalGlob(t *testing.T) {
+	bin := everythingServer(t)
+	m := mcp.NewManager(mcp.Options{})
+	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	h.agent("a", func(a *forge.Agent) {
+		a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{bin, "stdio"}}}
+		a.Approval = map[string]string{"everything_*": forge.PolicyAsk}
+	})
+	s := h.session("a")
+	h.model.push(reply{calls: []forge.ToolCall{call("everything_echo", `{"message":"hi"}`)}}, reply{deltas: []string{"done"}})
+	turn := h.run(s.ID, msg("echo hi"))
+	if len(turn.RequiredActions) != 1 || turn.RequiredActions[0].Tool != "everything_echo" {
+		t.Fatalf("turn %+v", turn)
+	}
+	first := h.model.sent()[0]
+	var names []string
+	for _, d := range first.Tools {
+		names = append(names, d.Name)
+	}
+	if !strings.Contains(strings.Join(names, ","), "everything_echo") {
+		t.Fatalf("tools offered %v", names)
+	}
+	next := h.run(s.ID, engine.TurnRequest{Input: []forge.Input{approve(turn.RequiredActions[0].CallID, true, "")}})
+	if next.Status != forge.TurnDone {
+		t.Fatalf("next %+v", next)
+	}
+	res := h.model.sent()[1].Messages[2].Parts[0]
+	if res.IsError || res.Output != "Echo: hi" {
+		t.Fatalf("result %+v", res)
+	}
+	inits := 0
+	for _, ev := range h.events(s.ID, 0) {
+		if ev.Type == forge.EventMCPInitialized {
+			inits++
+			if !strings.Contains(string(ev.Data), `"server":"everything"`) {
+				t.Fatalf("mcp.initialized %s", ev.Data)
+			}
+		}
+	}
+	if inits != 1 {
+		t.Fatalf("%d mcp.initialized events; the server is started once per session", inits)
+	}
+}
