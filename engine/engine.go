@@ -38,6 +38,10 @@ type Config struct {
 	// ToolCancelWait bounds how long a cancel waits for running tool calls.
 	// 0 means 5 s.
 	ToolCancelWait time.Duration
+	// MaxToolOutput is the most of a tool's output the model is shown;
+	// longer outputs are cut with a marker and kept whole on the part
+	// (data.full_output). 0 means 64 KiB.
+	MaxToolOutput int
 }
 
 // TurnRequest is the body of POST /turns, decoded.
@@ -91,6 +95,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = time.Second
+	}
+	if cfg.MaxToolOutput <= 0 {
+		cfg.MaxToolOutput = 64 << 10
 	}
 	if cfg.ToolCancelWait <= 0 {
 		cfg.ToolCancelWait = 5 * time.Second

@@ -855,3 +855,42 @@ func TestReasoningIsStoredAndSentBack(t *testing.T) {
 		t.Fatalf("history sent %+v", sent)
 	}
 }
+
+// bigTool returns an output of n bytes.
+type bigTool struct{ n int }
+
+func (b bigTool) Def() forge.ToolDef {
+	return forge.ToolDef{Name: "big", Description: "big output", InputSchema: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (b bigTool) Call(context.Context, json.RawMessage) (forge.ToolResult, error) {
+	return forge.ToolResult{Output: "H" + strings.Repeat("x", b.n-2) + "T"}, nil
+}
+
+func TestOversizedToolOutputIsTruncatedForTheModelAndKeptWhole(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) {
+		c.Tools = map[string]forge.Tool{"big": bigTool{n: 10000}}
+		c.MaxToolOutput = 1000
+	})
+	h.agent("a", func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "big", BuiltIn: true}} })
+	s := h.session("a")
+	h.model.push(reply{calls: []forge.ToolCall{call("big", `{}`)}}, reply{deltas: []string{"ok"}})
+	turn := h.run(s.ID, msg("go"))
+	shown := h.model.sent()[1].Messages[2].Parts[0].Output
+	if len(shown) > 1200 || !strings.HasPrefix(shown, "H") || !strings.HasSuffix(shown, "T") || !strings.Contains(shown, "[output truncated: 9000 bytes omitted") {
+		t.Fatalf("model was shown %d bytes: %.80q...", len(shown), shown)
+	}
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	var full struct {
+		Bytes int    `json:"output_bytes"`
+		Full  string `json:"full_output"`
+	}
+	for _, p := range msgs[1].Parts {
+		if p.Type == forge.PartTool {
+			_ = json.Unmarshal(p.Data, &full)
+		}
+	}
+	if full.Bytes != 10000 || len(full.Full) != 10000 {
+		t.Fatalf("stored %d bytes (%d claimed)", len(full.Full), full.Bytes)
+	}
+}

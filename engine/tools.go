@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -91,15 +92,29 @@ func (r *run) recordResult(tr toolResult) {
 	p := tr.c.part
 	switch {
 	case tr.err != nil:
-		r.toolError(tr.c.msg, p, tr.err.Error())
+		r.toolError(tr.c.msg, p, r.limitOutput(p, tr.err.Error()))
 	case tr.res.IsError:
-		r.toolError(tr.c.msg, p, tr.res.Output)
+		r.toolError(tr.c.msg, p, r.limitOutput(p, tr.res.Output))
 	default:
-		out := tr.res.Output
+		out := r.limitOutput(p, tr.res.Output)
 		p.State = forge.StateCompleted
 		p.Output = &out
 		r.partEvent(forge.EventToolResponse, tr.c.msg, p)
 	}
+}
+
+// limitOutput returns what the model is shown of a tool's output: all of
+// it, or its head and tail around a marker when it is longer than
+// MaxToolOutput, in which case the whole output is kept on the part.
+func (r *run) limitOutput(p *forge.Part, out string) string {
+	limit := r.e.cfg.MaxToolOutput
+	if len(out) <= limit {
+		return out
+	}
+	p.Data = mustJSON(map[string]any{"output_bytes": len(out), "full_output": out})
+	head, tail := limit*3/4, limit/4
+	return fmt.Sprintf("%s\n[output truncated: %d bytes omitted; the full output is kept on the tool part]\n%s",
+		strings.ToValidUTF8(out[:head], ""), len(out)-head-tail, strings.ToValidUTF8(out[len(out)-tail:], ""))
 }
 
 // applyResolutions records the answers to the calls the previous turn left
