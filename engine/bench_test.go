@@ -9,6 +9,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/mcp"
 )
 
 // countingStore counts write transactions.
@@ -133,4 +134,49 @@ func BenchmarkDeltas(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "deltas/s")
+}
+
+// BenchmarkToolRoundTrip runs turns of two model steps around one tool
+// call: the built-in echo, and echo of the MCP reference server over stdio.
+// Compare with BenchmarkTrivialTurn for the overhead of the call.
+func BenchmarkToolRoundTrip(b *testing.B) {
+	cases := []struct {
+		name string
+		call forge.ToolCall
+		opt  func(*engine.Config)
+		agnt func(*forge.Agent)
+	}{
+		{"builtin", call("echo", `{"text":"x"}`), nil,
+			func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}} }},
+		{"mcp-stdio", call("everything_echo", `{"message":"x"}`), func(c *engine.Config) { c.MCP = mcp.NewManager(mcp.Options{}) },
+			func(a *forge.Agent) {
+				a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{everythingServerPath(b), "stdio"}}}
+			}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			var opts []func(*engine.Config)
+			var cfg *engine.Config
+			opts = append(opts, func(c *engine.Config) { cfg = c })
+			if tc.opt != nil {
+				opts = append(opts, tc.opt)
+			}
+			h := newHarness(b, opts...)
+			if cfg.MCP != nil {
+				b.Cleanup(func() { _ = cfg.MCP.Close(b.Context()) })
+			}
+			h.agent("a", tc.agnt)
+			s := h.session("a")
+			for b.Loop() {
+				h.model.push(reply{calls: []forge.ToolCall{tc.call}}, reply{deltas: []string{"ok"}})
+				turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if t, err := h.eng.WaitTurn(h.ctx, forge.DefaultTenant, s.ID, turn.ID); err != nil || t.Status != forge.TurnDone {
+					b.Fatalf("%v %+v", err, t)
+				}
+			}
+		})
+	}
 }

@@ -70,7 +70,9 @@ func TestSandboxToolsRecordPatchAndConfine(t *testing.T) {
 	}
 }
 
-func everythingServer(t *testing.T) string {
+func everythingServer(t *testing.T) string { return everythingServerPath(t) }
+
+func everythingServerPath(t testing.TB) string {
 	bin, err := filepath.Abs("../mcp/testdata/npm/node_modules/.bin/mcp-server-everything")
 	if err != nil {
 		t.Fatal(err)
