@@ -108,6 +108,10 @@ type RequiredAction struct {
 	ThreadID  string          `json:"thread_id"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Server and AuthURL describe an auth action: the MCP server that
+	// answered 401, and where a token can be obtained when it says.
+	Server  string `json:"server,omitempty"`
+	AuthURL string `json:"auth_url,omitempty"`
 }
 
 // Input item types.

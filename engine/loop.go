@@ -36,6 +36,7 @@ func (e *Engine) execute(r *run) {
 		r.checkpointLoop(stopCheckpoints)
 	}()
 
+	r.applyAuthTokens()
 	r.prepareTools()
 	out := r.loop()
 
@@ -63,9 +64,12 @@ func (r *run) loop() outcome {
 		if r.cancelled() {
 			return r.cancelledOutcome()
 		}
-		if len(actions) > 0 {
-			return outcome{status: forge.TurnDone, actions: actions}
+		if len(actions) > 0 || len(r.authActions) > 0 {
+			return outcome{status: forge.TurnDone, actions: append(actions, r.authActions...)}
 		}
+	}
+	if len(r.authActions) > 0 {
+		return outcome{status: forge.TurnDone, actions: r.authActions}
 	}
 	if r.compactOnly {
 		sum, err := r.compact(compactManual)

@@ -34,7 +34,9 @@ type run struct {
 	tools    map[string]forge.Tool
 	mcpTools map[string]forge.Tool
 	mcpInfo  []mcp.Initialized
-	sandbox  *sandbox.Sandbox
+	// authActions are MCP servers that need a token before the turn goes on.
+	authActions []forge.RequiredAction
+	sandbox     *sandbox.Sandbox
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

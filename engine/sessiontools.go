@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 
@@ -54,11 +55,19 @@ func (r *run) prepareTools() {
 			r.event(forge.EventMCPInitialized, r.session.ID, thread, in)
 			r.mcpInfo = append(r.mcpInfo, in)
 		}
-		if err != nil {
+		for _, err := range unjoin(err) {
+			var auth *mcp.AuthRequiredError
+			if errors.As(err, &auth) {
+				// The turn pauses for a token before calling the model.
+				r.authActions = append(r.authActions, forge.RequiredAction{
+					Type: forge.ActionAuth, CallID: r.e.ids.New(forge.PrefixCall), ThreadID: thread,
+					Arguments: json.RawMessage("{}"), Server: auth.Server, AuthURL: auth.AuthURL,
+				})
+				continue
+			}
 			// The model works with the tools that are there; a call to a
 			// missing one gets a clear error naming the tools it has.
-			var auth *mcp.AuthRequiredError
-			r.e.log.Warn("MCP servers unavailable", "session", r.session.ID, "auth_required", errors.As(err, &auth), "err", err)
+			r.e.log.Warn("MCP server unavailable", "session", r.session.ID, "err", err)
 		}
 	}
 }
@@ -69,4 +78,28 @@ func (r *run) tool(name string) forge.Tool {
 		return t
 	}
 	return r.mcpTools[name]
+}
+
+// unjoin splits an errors.Join error into its parts.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// applyAuthTokens hands the tokens of this turn's auth resolutions to the
+// MCP manager before any server is contacted.
+func (r *run) applyAuthTokens() {
+	if r.e.cfg.MCP == nil {
+		return
+	}
+	for _, res := range r.resolutions {
+		if res.input.Type == forge.InputAuth && res.action.Server != "" {
+			r.e.cfg.MCP.SetToken(r.session.ID, res.action.Server, res.input.Token)
+		}
+	}
 }

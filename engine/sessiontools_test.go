@@ -1,7 +1,11 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +15,8 @@ import (
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/sandbox"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func withSandboxes(t *testing.T) func(*engine.Config) {
@@ -125,5 +131,66 @@ func TestMCPToolsWithApprovalGlob(t *testing.T) {
 	}
 	if inits != 1 {
 		t.Fatalf("%d mcp.initialized events; the server is started once per session", inits)
+	}
+}
+
+// authServer serves an MCP server over streamable HTTP whose tool
+// orders_find answers only with the bearer token.
+func authServer(t *testing.T, token string) *httptest.Server {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "crm", Version: "1"}, nil)
+	type args struct {
+		ID int `json:"id"`
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "orders_find", Description: "Find an order"},
+		func(ctx context.Context, req *sdk.CallToolRequest, a args) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("order %d: shipped", a.ID)}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var ts *httptest.Server
+	ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+ts.URL+`/.well-known/oauth-protected-resource"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func TestMCPAuthRequiredPausesThenTokenResumes(t *testing.T) {
+	ts := authServer(t, "s3cret")
+	m := mcp.NewManager(mcp.Options{})
+	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	h.agent("a", func(a *forge.Agent) { a.MCPServers = []forge.MCPServer{{Name: "crm", URL: ts.URL}} })
+	s := h.session("a")
+	turn := h.run(s.ID, msg("where is order 42?"))
+	if turn.Status != forge.TurnDone || len(turn.RequiredActions) != 1 {
+		t.Fatalf("turn %+v", turn)
+	}
+	act := turn.RequiredActions[0]
+	if act.Type != forge.ActionAuth || act.Server != "crm" || !strings.HasPrefix(act.AuthURL, ts.URL) {
+		t.Fatalf("action %+v", act)
+	}
+	if n := len(h.model.sent()); n != 0 {
+		t.Fatalf("the model was called %d times before the server was authorized", n)
+	}
+	h.model.push(reply{calls: []forge.ToolCall{call("crm_orders_find", `{"id":42}`)}}, reply{deltas: []string{"It shipped."}})
+	next := h.run(s.ID, engine.TurnRequest{Input: []forge.Input{{Type: forge.InputAuth, CallID: act.CallID, Token: "s3cret"}}})
+	if next.Status != forge.TurnDone || next.Output == nil || next.Output.Text != "It shipped." {
+		t.Fatalf("next %+v", next)
+	}
+	if res := h.model.sent()[1].Messages[2].Parts[0]; res.IsError || res.Output != "order 42: shipped" {
+		t.Fatalf("result %+v", res)
+	}
+	if next.Input[0].Token != "[redacted]" {
+		t.Fatalf("stored input %+v", next.Input)
+	}
+	for _, ev := range h.events(s.ID, 0) {
+		if strings.Contains(string(ev.Data), "s3cret") {
+			t.Fatalf("the token leaked into %s", ev.Type)
+		}
 	}
 }

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/mcp"
 )
 
 // toolResult is a finished server-side call.
@@ -57,7 +59,9 @@ func (r *run) runCalls(calls []*call) []forge.RequiredAction {
 		select {
 		case tr := <-results:
 			remaining--
-			r.recordResult(tr)
+			if a := r.recordResult(tr); a != nil {
+				actions = append(actions, *a)
+			}
 			if err := r.flush(nil); err != nil {
 				r.e.log.Warn("flush tool result failed", "turn", r.turn.ID, "err", err)
 			}
@@ -88,9 +92,16 @@ func callTool(ctx context.Context, t forge.Tool, p *forge.Part) (res forge.ToolR
 	return t.Call(ctx, p.Arguments)
 }
 
-func (r *run) recordResult(tr toolResult) {
+func (r *run) recordResult(tr toolResult) *forge.RequiredAction {
 	p := tr.c.part
+	var auth *mcp.AuthRequiredError
 	switch {
+	case errors.As(tr.err, &auth):
+		// The server wants a (new) token: the call waits for it.
+		p.State = forge.StatePending
+		r.partEvent(forge.EventToolCall, tr.c.msg, p)
+		return &forge.RequiredAction{Type: forge.ActionAuth, CallID: p.CallID, ThreadID: tr.c.msg.ThreadID,
+			Tool: p.Tool, Arguments: p.Arguments, Server: auth.Server, AuthURL: auth.AuthURL}
 	case tr.err != nil:
 		r.toolError(tr.c.msg, p, r.limitOutput(p, tr.err.Error()))
 	case tr.res.IsError:
@@ -101,6 +112,7 @@ func (r *run) recordResult(tr toolResult) {
 		p.Output = &out
 		r.partEvent(forge.EventToolResponse, tr.c.msg, p)
 	}
+	return nil
 }
 
 // limitOutput returns what the model is shown of a tool's output: all of
@@ -167,6 +179,22 @@ func (r *run) applyResolutions() ([]forge.RequiredAction, error) {
 			p.State = forge.StateCompleted
 			p.Output = &out
 			r.partEvent(forge.EventToolResponse, msg, p)
+		case forge.InputAuth:
+			// The token went to the MCP manager before tools were listed
+			// (applyAuthTokens); it is never written anywhere.
+			if a.Tool == "" {
+				out := fmt.Sprintf("authorized MCP server %q", a.Server)
+				p.State = forge.StateCompleted
+				p.Output = &out
+				r.partEvent(forge.EventToolResponse, msg, p)
+				continue
+			}
+			if c.tool = r.tool(a.Tool); c.tool == nil {
+				r.toolError(msg, p, fmt.Sprintf("the tools of MCP server %q are still unavailable", a.Server))
+				continue
+			}
+			p.State = forge.StateRunning
+			r.partEvent(forge.EventToolCall, msg, p)
 		default:
 			r.toolError(msg, p, fmt.Sprintf("%s resolutions are not supported for this call", in.Type))
 		}

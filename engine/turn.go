@@ -112,7 +112,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		AgentID:         agent.ID,
 		AgentVersion:    agent.Version,
 		Status:          forge.TurnRunning,
-		Input:           req.Input,
+		Input:           redactTokens(req.Input),
 		RequiredActions: []forge.RequiredAction{},
 		IdempotencyKey:  req.IdempotencyKey,
 		CreatedAt:       now,
@@ -321,4 +321,17 @@ func canCompact(agent *forge.Agent, base *forge.Turn, open []forge.RequiredActio
 		return forge.Errorf(forge.ErrPendingActions, "%d call(s) await resolution (first: %s %s); resolve them before compacting", len(open), open[0].Type, open[0].CallID)
 	}
 	return nil
+}
+
+// redactTokens returns input with auth tokens replaced: tokens are handed
+// to the MCP manager and never stored or echoed back.
+func redactTokens(input []forge.Input) []forge.Input {
+	out := make([]forge.Input, len(input))
+	for i, in := range input {
+		if in.Token != "" {
+			in.Token = "[redacted]"
+		}
+		out[i] = in
+	}
+	return out
 }
