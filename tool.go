@@ -25,3 +25,19 @@ type ToolResult struct {
 	Output  string
 	IsError bool
 }
+
+// Capability is a bundle of tools that share a JSON state which persists
+// across turns: the state is kept in each turn's snapshot and a turn starts
+// from the state of the turn it chains from (so a fork sees its branch's).
+type Capability interface {
+	// Name is how agents enable it in their tools list.
+	Name() string
+	// Tools returns the capability's tools, bound to state.
+	Tools(state CapabilityState) []Tool
+}
+
+// CapabilityState is a capability's state during one turn.
+type CapabilityState interface {
+	Load() json.RawMessage
+	Store(json.RawMessage)
+}

@@ -179,7 +179,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer mcpServers.Close(context.Background())
 	eng := engine.New(engine.Config{
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Sandboxes: sandboxes, MCP: mcpServers,
+		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(),
 		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout,
 	})
 	if err := eng.Recover(ctx); err != nil {

@@ -25,7 +25,11 @@ type Config struct {
 	// sandbox tools (bash, read_file, ...).
 	Sandboxes *sandbox.Manager
 	// MCP, when set, runs the MCP servers agents declare.
-	MCP    *mcp.Manager
+	MCP *mcp.Manager
+	// Capabilities are the built-in capabilities by name (e.g. todo); an
+	// agent enables one by listing its name in tools.
+	Capabilities map[string]forge.Capability
+
 	Clock  forge.Clock
 	IDs    forge.IDGen
 	Logger *slog.Logger
@@ -122,7 +126,8 @@ func New(cfg Config) *Engine {
 // IsBuiltin reports whether name is a server-side built-in tool.
 func (e *Engine) IsBuiltin(name string) bool {
 	_, ok := e.tools[name]
-	return ok || (e.cfg.Sandboxes != nil && sandboxTools[name])
+	_, capability := e.cfg.Capabilities[name]
+	return ok || capability || (e.cfg.Sandboxes != nil && sandboxTools[name])
 }
 
 // Close stops the engine gracefully: running turns may finish until ctx is

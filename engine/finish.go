@@ -59,6 +59,7 @@ func (r *run) finish(out outcome) {
 		}},
 		ContextTokens: r.contextTokens(),
 	}
+	snap.Capabilities = r.capabilityStates()
 	if len(r.mcpInfo) > 0 {
 		snap.Extra = map[string]json.RawMessage{"mcp": mustJSON(r.mcpInfo)}
 	}

@@ -325,7 +325,7 @@ func (r *run) newCall(msg *forge.Message, tc forge.ToolCall) *call {
 	msg.Parts = append(msg.Parts, p)
 
 	spec, declared := r.agent.Tool(tc.Name)
-	_, isMCP := r.mcpTools[tc.Name]
+	_, isMCP := r.extraTools[tc.Name]
 	tool := r.tool(tc.Name)
 	switch {
 	case !(declared || isMCP) || (!spec.Client && tool == nil):
@@ -380,26 +380,29 @@ func mustJSON(v any) json.RawMessage {
 
 // toolDefs is what the model is told about the agent's tools.
 func (r *run) toolDefs() []forge.ToolDef {
-	defs := make([]forge.ToolDef, 0, len(r.agent.Tools)+len(r.mcpTools))
+	defs := make([]forge.ToolDef, 0, len(r.agent.Tools)+len(r.extraTools))
 	for _, t := range r.agent.Tools {
+		if _, ok := r.e.cfg.Capabilities[t.Name]; ok && t.BuiltIn {
+			continue // its tools are among the extra tools
+		}
 		if tool, ok := r.tools[t.Name]; ok && !t.Client {
 			defs = append(defs, tool.Def())
 			continue
 		}
 		defs = append(defs, forge.ToolDef{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 	}
-	for _, name := range slices.Sorted(maps.Keys(r.mcpTools)) {
-		defs = append(defs, r.mcpTools[name].Def())
+	for _, name := range slices.Sorted(maps.Keys(r.extraTools)) {
+		defs = append(defs, r.extraTools[name].Def())
 	}
 	return defs
 }
 
 func (r *run) toolNames() []string {
-	names := make([]string, 0, len(r.agent.Tools)+len(r.mcpTools))
+	names := make([]string, 0, len(r.agent.Tools)+len(r.extraTools))
 	for _, t := range r.agent.Tools {
 		names = append(names, t.Name)
 	}
-	names = append(names, slices.Sorted(maps.Keys(r.mcpTools))...)
+	names = append(names, slices.Sorted(maps.Keys(r.extraTools))...)
 	if len(names) == 0 {
 		return []string{"(none)"}
 	}

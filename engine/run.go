@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -31,9 +32,13 @@ type run struct {
 	compactOnly bool // a POST /compact turn
 
 	// tools this turn can call, resolved by prepareTools (executor-owned)
-	tools    map[string]forge.Tool
-	mcpTools map[string]forge.Tool
-	mcpInfo  []mcp.Initialized
+	tools      map[string]forge.Tool
+	extraTools map[string]forge.Tool
+	mcpInfo    []mcp.Initialized
+	// caps are the states of the capabilities this turn uses; baseCaps the
+	// states it started from (the chained-from turn's snapshot).
+	caps     map[string]*capState
+	baseCaps map[string]json.RawMessage
 	// authActions are MCP servers that need a token before the turn goes on.
 	authActions []forge.RequiredAction
 	sandbox     *sandbox.Sandbox

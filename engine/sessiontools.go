@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"sync"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/mcp"
@@ -30,7 +31,8 @@ func (r *run) usesSandbox() bool {
 // across the session's turns). Their events are queued for the next flush.
 func (r *run) prepareTools() {
 	r.tools = maps.Clone(r.e.tools)
-	r.mcpTools = map[string]forge.Tool{}
+	r.extraTools = map[string]forge.Tool{}
+	r.caps = map[string]*capState{}
 	thread := r.session.MainThreadID
 	if m := r.e.cfg.Sandboxes; m != nil && r.usesSandbox() {
 		sb, created, err := m.Get(r.ctx, r.session.ID)
@@ -46,10 +48,21 @@ func (r *run) prepareTools() {
 			}
 		}
 	}
+	for _, t := range r.agent.Tools {
+		c, ok := r.e.cfg.Capabilities[t.Name]
+		if !ok || !t.BuiltIn {
+			continue
+		}
+		st := &capState{raw: r.baseCaps[t.Name]}
+		r.caps[t.Name] = st
+		for _, tool := range c.Tools(st) {
+			r.extraTools[tool.Def().Name] = tool
+		}
+	}
 	if m := r.e.cfg.MCP; m != nil && len(r.agent.MCPServers) > 0 {
 		tools, inits, err := m.Tools(r.ctx, r.session.ID, r.agent.MCPServers)
 		for _, t := range tools {
-			r.mcpTools[t.Def().Name] = t
+			r.extraTools[t.Def().Name] = t
 		}
 		for _, in := range inits {
 			r.event(forge.EventMCPInitialized, r.session.ID, thread, in)
@@ -77,7 +90,7 @@ func (r *run) tool(name string) forge.Tool {
 	if t, ok := r.tools[name]; ok {
 		return t
 	}
-	return r.mcpTools[name]
+	return r.extraTools[name]
 }
 
 // unjoin splits an errors.Join error into its parts.
@@ -102,4 +115,51 @@ func (r *run) applyAuthTokens() {
 			r.e.cfg.MCP.SetToken(r.session.ID, res.action.Server, res.input.Token)
 		}
 	}
+}
+
+// capState is a capability's state during a turn; its tools may run
+// concurrently.
+type capState struct {
+	mu  sync.Mutex // guards raw
+	raw json.RawMessage
+}
+
+func (s *capState) Load() json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.raw
+}
+
+func (s *capState) Store(raw json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.raw = raw
+}
+
+// capabilityStates is what the turn's snapshot keeps: the states it
+// started from, updated by what its tools stored.
+func (r *run) capabilityStates() map[string]json.RawMessage {
+	if len(r.baseCaps) == 0 && len(r.caps) == 0 {
+		return nil
+	}
+	out := maps.Clone(r.baseCaps)
+	if out == nil {
+		out = map[string]json.RawMessage{}
+	}
+	for name, st := range r.caps {
+		if raw := st.Load(); raw != nil {
+			out[name] = raw
+		}
+	}
+	return out
+}
+
+// usesCapabilities reports whether the agent enables any capability.
+func (e *Engine) usesCapabilities(a *forge.Agent) bool {
+	for _, t := range a.Tools {
+		if _, ok := e.cfg.Capabilities[t.Name]; ok && t.BuiltIn {
+			return true
+		}
+	}
+	return false
 }

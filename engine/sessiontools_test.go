@@ -15,6 +15,7 @@ import (
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/tools"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -192,5 +193,41 @@ func TestMCPAuthRequiredPausesThenTokenResumes(t *testing.T) {
 		if strings.Contains(string(ev.Data), "s3cret") {
 			t.Fatalf("the token leaked into %s", ev.Type)
 		}
+	}
+}
+
+func TestTodoCapabilityCarriesAcrossTurnsAndForks(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) { c.Capabilities = tools.Capabilities() })
+	h.agent("a", func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "todo", BuiltIn: true}} })
+	s := h.session("a")
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("todo_write", `{"items":[{"content":"ship it","status":"pending"}]}`)}},
+		reply{deltas: []string{"planned"}},
+	)
+	t1 := h.run(s.ID, msg("plan"))
+	offered := map[string]bool{}
+	for _, d := range h.model.sent()[0].Tools {
+		offered[d.Name] = true
+	}
+	if !offered["todo_read"] || !offered["todo_write"] || offered["todo"] {
+		t.Fatalf("tools offered %v", offered)
+	}
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("todo_write", `{"items":[{"content":"ship it","status":"done"}]}`)}},
+		reply{deltas: []string{"done"}},
+	)
+	h.run(s.ID, msg("do it"))
+	// A fork from the first turn sees that turn's list, not the later one.
+	h.model.push(reply{calls: []forge.ToolCall{call("todo_read", `{}`)}}, reply{deltas: []string{"read"}})
+	fork := msg("what is left?")
+	fork.PreviousTurnID = &t1.ID
+	f := h.run(s.ID, fork)
+	sent := h.model.sent()
+	if got := sent[len(sent)-1].Messages[len(sent[len(sent)-1].Messages)-1].Parts[0].Output; got != "1. [pending] ship it" {
+		t.Fatalf("todo_read on the fork: %q", got)
+	}
+	snap, err := h.store.GetSnapshot(h.ctx, forge.DefaultTenant, f.ID)
+	if err != nil || string(snap.Capabilities["todo"]) != `{"items":[{"content":"ship it","status":"pending"}]}` {
+		t.Fatalf("fork snapshot %s %v", snap.Capabilities["todo"], err)
 	}
 }

@@ -122,6 +122,15 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		turn.PreviousTurnID = &id
 	}
 	r := e.newRun(tenant, sess, agent, turn, history, resolutions)
+	if base != nil && e.usesCapabilities(agent) {
+		snap, err := e.store.GetSnapshot(ctx, tenant, base.ID)
+		switch {
+		case err == nil:
+			r.baseCaps = snap.Capabilities
+		case !errors.Is(err, forge.ErrNotFound):
+			return nil, false, err
+		}
+	}
 	r.compactOnly = req.Compact
 	events := []pendingEvent{{typ: forge.EventTurnCreated, id: turn.ID, turnID: turn.ID, data: turn}}
 	var msgs []*forge.Message

@@ -131,6 +131,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/sessions/{sid}", s.getSession, false},
 		{"DELETE", "/v1/sessions/{sid}", s.deleteSession, false},
 		{"GET", "/v1/sessions/{sid}/messages", s.listMessages, false},
+		{"GET", "/v1/sessions/{sid}/capabilities", s.getCapabilities, false},
 
 		{"POST", "/v1/sessions/{sid}/turns", s.createTurn, false},
 		{"GET", "/v1/sessions/{sid}/turns", s.listTurns, false},

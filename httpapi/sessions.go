@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -147,5 +148,26 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	writeList(w, msgs, next)
+	return nil
+}
+
+// getCapabilities answers the capability states (the todo list, ...) kept
+// in the snapshot of the session tip's turn; {} before any.
+func (s *Server) getCapabilities(w http.ResponseWriter, r *http.Request) error {
+	ses, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	caps := map[string]json.RawMessage{}
+	if ses.TipTurnID != nil {
+		snap, err := s.store.GetSnapshot(r.Context(), tenantOf(r), *ses.TipTurnID)
+		switch {
+		case err == nil && snap.Capabilities != nil:
+			caps = snap.Capabilities
+		case err != nil && !errors.Is(err, forge.ErrNotFound):
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": caps})
 	return nil
 }
