@@ -104,6 +104,10 @@ type Compaction struct {
 	Enabled       *bool    `json:"enabled,omitempty"`
 	ContextWindow *int64   `json:"context_window,omitempty"`
 	Threshold     *float64 `json:"threshold,omitempty"`
+	// PruneToolOutputs, when set, is a token budget for tool outputs in
+	// the model view: newest first, outputs past it are replaced by a
+	// marker (storage keeps them whole).
+	PruneToolOutputs *int64 `json:"prune_tool_outputs,omitempty"`
 }
 
 var agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -208,6 +212,9 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 	c := a.Compaction
 	if c.ContextWindow != nil && *c.ContextWindow < 1 {
 		return Errorf(ErrInvalid, "compaction.context_window must be at least 1")
+	}
+	if c.PruneToolOutputs != nil && *c.PruneToolOutputs < 1 {
+		return Errorf(ErrInvalid, "compaction.prune_tool_outputs must be at least 1 (tokens)")
 	}
 	if c.Threshold != nil && (*c.Threshold <= 0 || *c.Threshold > 1) {
 		return Errorf(ErrInvalid, "compaction.threshold must be in (0, 1]")

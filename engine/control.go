@@ -87,13 +87,22 @@ func (e *Engine) ModelView(ctx context.Context, tenant, sessionID string, opts f
 	if err != nil {
 		return nil, "", err
 	}
-	if b == nil {
+	prune := e.pruneBudget(ctx, tenant, sess)
+	if b == nil && prune == nil {
 		return e.store.ListMessages(ctx, tenant, q)
 	}
 	q.ListOptions = forge.ListOptions{}
-	view, err := e.viewFrom(ctx, tenant, q, b)
+	var view []*forge.Message
+	if b != nil {
+		view, err = e.viewFrom(ctx, tenant, q, b)
+	} else {
+		view, err = e.loadHistory(ctx, tenant, sess, *sess.TipTurnID)
+	}
 	if err != nil {
 		return nil, "", err
+	}
+	if prune != nil {
+		view = pruneToolOutputs(view, *prune)
 	}
 	start := 0
 	if opts.Cursor != "" {
@@ -118,4 +127,14 @@ func (e *Engine) ModelView(ctx context.Context, tenant, sessionID string, opts f
 		next = view[end-1].ID
 	}
 	return view[start:end], next, nil
+}
+
+// pruneBudget is the tool-output budget of the agent the session's next
+// turn runs with, nil when pruning is off.
+func (e *Engine) pruneBudget(ctx context.Context, tenant string, sess *forge.Session) *int64 {
+	a, err := e.agentFor(ctx, tenant, sess)
+	if err != nil {
+		return nil
+	}
+	return a.Compaction.PruneToolOutputs
 }

@@ -894,3 +894,37 @@ func TestOversizedToolOutputIsTruncatedForTheModelAndKeptWhole(t *testing.T) {
 		t.Fatalf("stored %d bytes (%d claimed)", len(full.Full), full.Bytes)
 	}
 }
+
+func TestOlderToolOutputsArePrunedFromTheModelViewOnly(t *testing.T) {
+	h := newHarness(t)
+	budget := int64(10) // tokens: one 32-byte output fits, two do not
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}}
+		a.Compaction.PruneToolOutputs = &budget
+	})
+	s := h.session("a")
+	old := strings.Repeat("o", 32)
+	recent := strings.Repeat("r", 32)
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("echo", `{"text":"`+old+`"}`)}},
+		reply{calls: []forge.ToolCall{call("echo", `{"text":"`+recent+`"}`)}},
+		reply{deltas: []string{"ok"}},
+	)
+	turn := h.run(s.ID, msg("go"))
+	last := h.model.sent()[2].Messages
+	first, second := last[2].Parts[0].Output, last[4].Parts[0].Output
+	if !strings.HasPrefix(first, "[output pruned") || second != recent {
+		t.Fatalf("model was sent %q and %q", first, second)
+	}
+	view, _, err := h.eng.ModelView(h.ctx, forge.DefaultTenant, s.ID, forge.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *view[1].Parts[1].Output; !strings.HasPrefix(got, "[output pruned") {
+		t.Fatalf("view=model shows %q", got)
+	}
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	if got := *msgs[1].Parts[1].Output; got != old {
+		t.Fatalf("stored output %q", got)
+	}
+}

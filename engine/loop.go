@@ -185,7 +185,7 @@ func (r *run) step() (*forge.Message, []*call, error) {
 	req := &forge.ModelRequest{
 		Model:    modelID,
 		System:   r.agent.Instructions,
-		Messages: toModelMessages(r.history),
+		Messages: toModelMessages(r.modelHistory()),
 		Tools:    r.toolDefs(),
 		Params:   r.agent.ModelParams,
 	}
