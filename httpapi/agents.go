@@ -112,6 +112,9 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Normalize(s.rt.IsBuiltin); err != nil {
 		return err
 	}
+	if err := s.checkSubagents(r, a); err != nil {
+		return err
+	}
 	if err := restoreSecrets(a, nil); err != nil {
 		return err
 	}
@@ -173,6 +176,9 @@ func (s *Server) putAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := a.Normalize(s.rt.IsBuiltin); err != nil {
 		return err
 	}
+	if err := s.checkSubagents(r, a); err != nil {
+		return err
+	}
 	cur, err := s.store.GetAgent(r.Context(), tenant, name)
 	if err != nil {
 		return notFound(err, "agent", name)
@@ -229,6 +235,23 @@ func restoreSecrets(a, cur *forge.Agent) error {
 				}
 				f.now[k] = pv
 			}
+		}
+	}
+	return nil
+}
+
+// checkSubagents refuses subagents that name no live agent of the tenant,
+// or the agent itself.
+func (s *Server) checkSubagents(r *http.Request, a *forge.Agent) error {
+	for i, name := range a.Subagents {
+		if name == a.Name {
+			return invalid("subagents[%d]: an agent cannot delegate to itself", i)
+		}
+		if _, err := s.store.GetAgent(r.Context(), a.Tenant, name); err != nil {
+			if errors.Is(err, forge.ErrNotFound) {
+				return invalid("subagents[%d]: there is no agent named %q", i, name)
+			}
+			return err
 		}
 	}
 	return nil

@@ -264,3 +264,20 @@ func TestNoMalformedRequestIsA5xx(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownSubagentIsInvalid(t *testing.T) {
+	s := newStack(t)
+	for _, body := range []string{
+		`{"name":"lead","model":"scripted/echo","subagents":["ghost"]}`,
+		`{"name":"lead","model":"scripted/echo","subagents":["lead"]}`,
+	} {
+		resp := s.do(req{method: "POST", path: "/v1/agents", body: body})
+		if resp.status != 400 || resp.errCode() != "invalid_request" {
+			t.Fatalf("%s: %d %s", body, resp.status, resp.body)
+		}
+	}
+	s.do(req{method: "POST", path: "/v1/agents", body: `{"name":"researcher","model":"scripted/echo"}`})
+	if resp := s.do(req{method: "POST", path: "/v1/agents", body: `{"name":"lead","model":"scripted/echo","subagents":["researcher"]}`}); resp.status != 201 {
+		t.Fatalf("known subagent refused: %d %s", resp.status, resp.body)
+	}
+}
