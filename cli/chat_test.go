@@ -644,8 +644,8 @@ func (p *dropProxy) handle(c net.Conn) {
 		_, _ = io.Copy(c, s)
 		return
 	}
-	// Forward frame by frame until the first delta frame (or the third
-	// frame) has passed, then drop both connections.
+	// Forward frame by frame until the first delta frame has passed, then
+	// drop both connections (however the frames before it were batched).
 	var seen bytes.Buffer
 	buf := make([]byte, 4096)
 	for {
@@ -659,8 +659,6 @@ func (p *dropProxy) handle(c net.Conn) {
 					end = i + j + 2
 					p.onDelta.Store(true)
 				}
-			} else if k := nthIndex(all, "\n\nid: ", 3); k >= 0 {
-				end = k + 2
 			}
 			if end >= 0 {
 				already := seen.Len() - n
@@ -678,21 +676,6 @@ func (p *dropProxy) handle(c net.Conn) {
 			return
 		}
 	}
-}
-
-func nthIndex(s, sub string, n int) int {
-	off := 0
-	for i := 0; i < n; i++ {
-		j := strings.Index(s[off:], sub)
-		if j < 0 {
-			return -1
-		}
-		off += j
-		if i < n-1 {
-			off += len(sub)
-		}
-	}
-	return off
 }
 
 // e2eChat runs the chat against url with in as its input until it exits.
