@@ -91,6 +91,15 @@ var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 
 // New returns a provider for cfg.
 func New(cfg Config) *Provider {
+	cfg, opts := cfg.requestOptions()
+	// NewChatCompletionService, unlike NewClient, reads no environment.
+	return &Provider{name: cfg.Name, chat: sdk.NewChatCompletionService(opts...)}
+}
+
+// requestOptions fills cfg's defaults and returns the SDK options both
+// APIs are called with: explicit base URL, client and key, no SDK retries
+// (the registry's wrapper retries).
+func (cfg Config) requestOptions() (Config, []option.RequestOption) {
 	if cfg.Name == "" {
 		cfg.Name = "openai"
 	}
@@ -108,8 +117,7 @@ func New(cfg Config) *Provider {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	// NewChatCompletionService, unlike NewClient, reads no environment.
-	return &Provider{name: cfg.Name, chat: sdk.NewChatCompletionService(opts...)}
+	return cfg, opts
 }
 
 // Name is the provider's name.

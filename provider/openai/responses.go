@@ -66,23 +66,7 @@ type ResponsesProvider struct {
 // NewResponses returns a Responses API provider for cfg (the same Config
 // as New; nothing is read from the environment).
 func NewResponses(cfg Config) *ResponsesProvider {
-	if cfg.Name == "" {
-		cfg.Name = "openai"
-	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = defaultHTTPClient()
-	}
-	opts := []option.RequestOption{
-		option.WithBaseURL(cfg.BaseURL),
-		option.WithHTTPClient(cfg.HTTPClient),
-		option.WithMaxRetries(0),
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
+	cfg, opts := cfg.requestOptions()
 	// NewResponseService, unlike NewClient, reads no environment.
 	return &ResponsesProvider{name: cfg.Name, svc: responses.NewResponseService(opts...)}
 }

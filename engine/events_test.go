@@ -1,0 +1,210 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus"
+	"github.com/forge-runtime/forge/engine"
+)
+
+func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	release := make(chan struct{})
+	deltas := []string{"a", "b", "c", "d", "e"}
+	h.model.push(reply{deltas: deltas, block: release})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read up to the third delta, then drop the stream.
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	var seen []forge.Event
+	n := 0
+	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, ev)
+		if ev.Type == forge.EventModelDelta {
+			if n++; n == 3 {
+				break
+			}
+		}
+	}
+	cursor := seen[len(seen)-1].Seq
+	// Resume while running, then let the turn finish.
+	var resumed []forge.Event
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: cursor}) {
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resumed = append(resumed, ev)
+		}
+	}()
+	waitForEvent(t, h, s.ID, forge.EventModelDelta) // the stream is live
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	<-done
+	all := append(seen, resumed...)
+	var text strings.Builder
+	final := ""
+	for i, ev := range all {
+		if i > 0 && ev.Seq <= all[i-1].Seq {
+			t.Fatalf("seq %d after %d: duplicate or out of order", ev.Seq, all[i-1].Seq)
+		}
+		if ev.Type == forge.EventModelDelta {
+			var d forge.DeltaData
+			_ = json.Unmarshal(ev.Data, &d)
+			text.WriteString(d.Delta)
+		}
+		if ev.Type == forge.EventModelMessage {
+			var p forge.Part
+			_ = json.Unmarshal(ev.Data, &p)
+			if p.State == forge.StateCompleted {
+				final = p.Text
+			}
+		}
+	}
+	if text.String() != "abcde" || final != "abcde" {
+		t.Fatalf("deltas %q final %q", text.String(), final)
+	}
+	if all[len(all)-1].Type != forge.EventTurnDone {
+		t.Fatal("stream did not end with turn.done")
+	}
+	// After the end: resuming after the same cursor yields the stored log:
+	// the completed part row, no deltas.
+	var after []forge.Event
+	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: cursor}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, ev)
+	}
+	if got := types(after); got != "model.message step.finished message.updated turn.done" {
+		t.Fatalf("replay after end: %s", got)
+	}
+}
+
+func TestRecoveryClosesAbandonedTurn(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) { c.CheckpointInterval = 20 * time.Millisecond })
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"partial"}, block: make(chan struct{})})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta := waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	time.Sleep(100 * time.Millisecond) // a checkpoint tick
+	// Simulate a dead process: reopen the database with a new engine
+	// without letting the old one write anything more.
+	snapshotPath := h.path
+	copyDB(t, snapshotPath)
+	h2 := &harness{t: t, path: snapshotPath + ".copy", model: &testModel{}, ctx: h.ctx}
+	h2.open()
+	defer h2.close()
+	got, err := h2.store.GetTurn(h.ctx, forge.DefaultTenant, s.ID, turn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != forge.TurnCancelled || *got.CancelReason != forge.CancelAbandoned {
+		t.Fatalf("recovered %+v", got)
+	}
+	if got.LastSeq <= delta.Seq {
+		t.Fatalf("turn.done seq %d not above a seen delta %d", got.LastSeq, delta.Seq)
+	}
+	msgs, _ := h2.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	if p := msgs[1].Parts[1]; p.Text != "partial" || p.State != forge.StateInterrupted {
+		t.Fatalf("checkpointed part %+v", p)
+	}
+	evs := h2.events(s.ID, delta.Seq)
+	if got := types(evs); got != "model.message turn.done" {
+		t.Fatalf("closing events %s", got)
+	}
+	// The session continues.
+	h2.model.push(reply{deltas: []string{"again"}})
+	if next := h2.run(s.ID, msg("continue")); next.Status != forge.TurnDone || *next.PreviousTurnID != turn.ID {
+		t.Fatalf("next %+v", next)
+	}
+}
+
+// copyDB copies a SQLite database and its WAL to path+".copy", as a crashed
+// process would have left them.
+func copyDB(t *testing.T, path string) {
+	t.Helper()
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(path + suffix)
+		if err != nil {
+			if suffix != "" && os.IsNotExist(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+".copy"+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSessionStreamSpansTurns(t *testing.T) {
+	b := bus.New(0, 0)
+	h := newHarness(t, func(c *engine.Config) { c.Bus = b })
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"one"}}, reply{deltas: []string{"two"}})
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	got := make(chan forge.Event, 100)
+	go func() {
+		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{}) {
+			if err != nil {
+				return
+			}
+			got <- ev
+		}
+	}()
+	for b.Subscribers(s.ID) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.run(s.ID, msg("a"))
+	h.run(s.ID, msg("b"))
+	var text strings.Builder
+	dones := 0
+	timeout := time.After(10 * time.Second)
+	var last int64
+	for dones < 2 {
+		select {
+		case ev := <-got:
+			if ev.Seq <= last {
+				t.Fatalf("seq %d after %d", ev.Seq, last)
+			}
+			last = ev.Seq
+			if ev.Type == forge.EventTurnDone {
+				dones++
+			}
+			if ev.Type == forge.EventModelDelta {
+				var d forge.DeltaData
+				_ = json.Unmarshal(ev.Data, &d)
+				text.WriteString(d.Delta)
+			}
+		case <-timeout:
+			t.Fatalf("saw %d turn.done", dones)
+		}
+	}
+	if s := text.String(); s != "onetwo" {
+		t.Fatalf("deltas %q", s)
+	}
+}
