@@ -163,4 +163,6 @@ type ThreadState struct {
 	Agent    string   `json:"agent"`
 	State    string   `json:"state"`
 	OpenCall []string `json:"open_calls,omitempty"`
+	// CallID is, for a child thread, the parent's call that delegated to it.
+	CallID string `json:"call_id,omitempty"`
 }

@@ -29,6 +29,9 @@ type Config struct {
 	// Capabilities are the built-in capabilities by name (e.g. todo); an
 	// agent enables one by listing its name in tools.
 	Capabilities map[string]forge.Capability
+	// SubagentDepth is how deep delegations may nest: 1 (the default) lets
+	// the root agent delegate and its subagents not.
+	SubagentDepth int
 
 	Clock  forge.Clock
 	IDs    forge.IDGen
@@ -99,6 +102,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = time.Second
+	}
+	if cfg.SubagentDepth <= 0 {
+		cfg.SubagentDepth = 1
 	}
 	if cfg.MaxToolOutput <= 0 {
 		cfg.MaxToolOutput = 64 << 10

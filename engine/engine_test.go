@@ -34,8 +34,11 @@ type reply struct {
 // testModel answers calls from a queue and records what it was sent. It
 // stands in for a provider; providers have their own wire-level tests.
 type testModel struct {
-	mu       sync.Mutex
-	replies  []reply
+	mu      sync.Mutex
+	replies []reply
+	// byAgent queues replies for requests whose system prompt is the key
+	// (an agent's instructions), so parallel threads get their own.
+	byAgent  map[string][]reply
 	requests []*forge.ModelRequest
 	calls    int
 }
@@ -57,7 +60,10 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		m.mu.Lock()
 		m.requests = append(m.requests, req)
 		r := reply{deltas: []string{"ok"}}
-		if len(m.replies) > 0 {
+		if q := m.byAgent[req.System]; len(q) > 0 {
+			r = q[0]
+			m.byAgent[req.System] = q[1:]
+		} else if len(m.replies) > 0 {
 			r = m.replies[0]
 			m.replies = m.replies[1:]
 		}

@@ -59,6 +59,9 @@ func (r *run) finish(out outcome) {
 		}},
 		ContextTokens: r.contextTokens(),
 	}
+	for id, st := range r.children {
+		snap.Threads[id] = st
+	}
 	snap.Capabilities = r.capabilityStates()
 	if len(r.mcpInfo) > 0 {
 		snap.Extra = map[string]json.RawMessage{"mcp": mustJSON(r.mcpInfo)}

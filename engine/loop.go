@@ -57,7 +57,13 @@ func (r *run) cancelledOutcome() outcome {
 
 func (r *run) loop() outcome {
 	if r.resolutions != nil {
+		main, childActions, err := r.resumeChildren()
+		if err != nil {
+			return r.failure(err)
+		}
+		r.resolutions = main
 		actions, err := r.applyResolutions()
+		actions = append(childActions, actions...)
 		if err != nil {
 			return r.failure(err)
 		}

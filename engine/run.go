@@ -35,6 +35,16 @@ type run struct {
 	tools      map[string]forge.Tool
 	extraTools map[string]forge.Tool
 	mcpInfo    []mcp.Initialized
+	// threadID is the thread this run executes: the session's main thread,
+	// or a child thread for a subagent delegation (depth > 0).
+	threadID string
+	depth    int
+	// children are the states of child threads this turn touched
+	// (executor-owned), kept in the snapshot.
+	children map[string]forge.ThreadState
+	// baseThreads are the thread states of the turn chained from.
+	baseThreads map[string]forge.ThreadState
+
 	// caps are the states of the capabilities this turn uses; baseCaps the
 	// states it started from (the chained-from turn's snapshot).
 	caps     map[string]*capState
@@ -71,6 +81,8 @@ func (e *Engine) newRun(tenant string, sess *forge.Session, agent *forge.Agent, 
 	return &run{
 		e: e, tenant: tenant, session: sess, agent: agent, turn: turn,
 		log:         e.sessionLog(tenant, sess.ID),
+		threadID:    sess.MainThreadID,
+		children:    map[string]forge.ThreadState{},
 		history:     history,
 		resolutions: res,
 		ctx:         ctx,
@@ -119,7 +131,7 @@ func (r *run) newMessage(role string) *forge.Message {
 		Tenant:    r.tenant,
 		SessionID: r.session.ID,
 		TurnID:    r.turn.ID,
-		ThreadID:  r.session.MainThreadID,
+		ThreadID:  r.threadID,
 		Role:      role,
 		ParentID:  r.lastMessageID(),
 		CreatedAt: r.e.clock.Now(),

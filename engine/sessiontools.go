@@ -33,7 +33,8 @@ func (r *run) prepareTools() {
 	r.tools = maps.Clone(r.e.tools)
 	r.extraTools = map[string]forge.Tool{}
 	r.caps = map[string]*capState{}
-	thread := r.session.MainThreadID
+	r.prepareSubagents()
+	thread := r.threadID
 	if m := r.e.cfg.Sandboxes; m != nil && r.usesSandbox() {
 		sb, created, err := m.Get(r.ctx, r.session.ID)
 		if err != nil {

@@ -17,6 +17,8 @@ type toolResult struct {
 	c   *call
 	res forge.ToolResult
 	err error
+	// child is set for a subagent delegation.
+	child *childResult
 }
 
 // runCalls runs the server-side calls of a step concurrently and returns
@@ -49,6 +51,11 @@ func (r *run) runCalls(calls []*call) []forge.RequiredAction {
 		r.e.wg.Add(1)
 		go func() {
 			defer r.e.wg.Done()
+			if st, ok := c.tool.(*subagentTool); ok {
+				child := r.delegate(c, st.agent)
+				results <- toolResult{c: c, child: &child}
+				return
+			}
 			res, err := callTool(toolCtx, c.tool, c.part)
 			results <- toolResult{c: c, res: res, err: err}
 		}()
@@ -59,7 +66,9 @@ func (r *run) runCalls(calls []*call) []forge.RequiredAction {
 		select {
 		case tr := <-results:
 			remaining--
-			if a := r.recordResult(tr); a != nil {
+			if tr.child != nil {
+				actions = append(actions, r.recordChild(tr.c, *tr.child)...)
+			} else if a := r.recordResult(tr); a != nil {
 				actions = append(actions, *a)
 			}
 			if err := r.flush(nil); err != nil {

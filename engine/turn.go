@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/forge-runtime/forge"
 )
@@ -122,6 +123,13 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		turn.PreviousTurnID = &id
 	}
 	r := e.newRun(tenant, sess, agent, turn, history, resolutions)
+	if base != nil && resolvesChildThreads(resolutions, sess.MainThreadID) {
+		snap, err := e.store.GetSnapshot(ctx, tenant, base.ID)
+		if err != nil {
+			return nil, false, fmt.Errorf("snapshot of %s: %w", base.ID, err)
+		}
+		r.baseThreads = snap.Threads
+	}
 	if base != nil && e.usesCapabilities(agent) {
 		snap, err := e.store.GetSnapshot(ctx, tenant, base.ID)
 		switch {
@@ -343,4 +351,13 @@ func redactTokens(input []forge.Input) []forge.Input {
 		out[i] = in
 	}
 	return out
+}
+
+func resolvesChildThreads(res []resolution, mainThread string) bool {
+	for _, r := range res {
+		if r.action.ThreadID != mainThread {
+			return true
+		}
+	}
+	return false
 }
