@@ -335,6 +335,10 @@ func (r *run) newCall(msg *forge.Message, tc forge.ToolCall) *call {
 	tool := r.tool(tc.Name)
 	switch {
 	case !(declared || isMCP) || (!spec.Client && tool == nil):
+		if why := r.unavailable(tc.Name); why != "" {
+			r.toolError(msg, p, why)
+			return c
+		}
 		r.toolError(msg, p, fmt.Sprintf("unknown tool %q; the tools available are: %s", tc.Name, strings.Join(r.toolNames(), ", ")))
 		return c
 	}

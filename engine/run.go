@@ -49,6 +49,8 @@ type run struct {
 	// states it started from (the chained-from turn's snapshot).
 	caps     map[string]*capState
 	baseCaps map[string]json.RawMessage
+	// mcpErrors are the MCP servers that failed to start this turn.
+	mcpErrors []error
 	// authActions are MCP servers that need a token before the turn goes on.
 	authActions []forge.RequiredAction
 	sandbox     *sandbox.Sandbox

@@ -3,7 +3,9 @@ package engine
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	"github.com/forge-runtime/forge"
@@ -80,7 +82,8 @@ func (r *run) prepareTools() {
 				continue
 			}
 			// The model works with the tools that are there; a call to a
-			// missing one gets a clear error naming the tools it has.
+			// tool of the failed server gets this error.
+			r.mcpErrors = append(r.mcpErrors, err)
 			r.e.log.Warn("MCP server unavailable", "session", r.session.ID, "err", err)
 		}
 	}
@@ -163,4 +166,20 @@ func (e *Engine) usesCapabilities(a *forge.Agent) bool {
 		}
 	}
 	return false
+}
+
+// unavailable explains why tool is missing when it looks like a tool of an
+// MCP server that failed to start ("" when it does not).
+func (r *run) unavailable(tool string) string {
+	for _, s := range r.agent.MCPServers {
+		if !strings.HasPrefix(tool, s.Name+"_") {
+			continue
+		}
+		for _, err := range r.mcpErrors {
+			if strings.Contains(err.Error(), fmt.Sprintf("%q", s.Name)) {
+				return fmt.Sprintf("the tool %q is unavailable: %v", tool, err)
+			}
+		}
+	}
+	return ""
 }

@@ -231,3 +231,22 @@ func TestTodoCapabilityCarriesAcrossTurnsAndForks(t *testing.T) {
 		t.Fatalf("fork snapshot %s %v", snap.Capabilities["todo"], err)
 	}
 }
+
+func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
+	m := mcp.NewManager(mcp.Options{})
+	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	h.agent("a", func(a *forge.Agent) {
+		a.MCPServers = []forge.MCPServer{{Name: "broken", Command: []string{"/nonexistent/mcp-server"}}}
+	})
+	s := h.session("a")
+	h.model.push(reply{calls: []forge.ToolCall{call("broken_echo", `{}`)}}, reply{deltas: []string{"sorry"}})
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+	res := h.model.sent()[1].Messages[2].Parts[0]
+	if !res.IsError || !strings.Contains(res.Output, `"broken"`) || !strings.Contains(res.Output, "unavailable") {
+		t.Fatalf("result %+v", res)
+	}
+}

@@ -91,6 +91,8 @@ func TestBadRequestsAreRefusedAndStoreNothing(t *testing.T) {
 		{"agent unknown builtin", post("/v1/agents", agentBody(map[string]any{"tools": []any{"no_such_tool"}})), 400, invalid, "built-in"},
 		{"agent bad policy", post("/v1/agents", agentBody(map[string]any{"approval": map[string]any{"*": "maybe"}})), 400, invalid, "allow, ask or deny"},
 		{"agent mcp command and url", post("/v1/agents", agentBody(map[string]any{"mcp_servers": []any{map[string]any{"name": "m", "command": []string{"x"}, "url": "http://h"}}})), 400, invalid, "exactly one"},
+		{"agent mcp neither command nor url", post("/v1/agents", agentBody(map[string]any{"mcp_servers": []any{map[string]any{"name": "m"}}})), 400, invalid, "exactly one"},
+		{"agent mcp duplicate names", post("/v1/agents", agentBody(map[string]any{"mcp_servers": []any{map[string]any{"name": "m", "url": "http://h"}, map[string]any{"name": "m", "command": []string{"x"}}}})), 400, invalid, "duplicate"},
 		{"agent mcp bad url", post("/v1/agents", agentBody(map[string]any{"mcp_servers": []any{map[string]any{"name": "m", "url": "ftp://h"}}})), 400, invalid, "http"},
 		{"agent mcp empty command", post("/v1/agents", agentBody(map[string]any{"mcp_servers": []any{map[string]any{"name": "m", "command": []string{""}}}})), 400, invalid, "command[0]"},
 		{"agent redaction placeholder", post("/v1/agents", agentBody(map[string]any{"mcp_servers": []any{map[string]any{"name": "m", "url": "http://h", "headers": map[string]string{"k": "[redacted]"}}}})), 400, invalid, "placeholder"},
