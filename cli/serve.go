@@ -33,6 +33,7 @@ type serveOptions struct {
 	shutdownGrace time.Duration
 	logLevel      string
 	sandboxRoot   string
+	subagentDepth int
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
 	logOut        io.Writer // where the log goes (nil: stderr)
 }
@@ -67,6 +68,7 @@ server runs single-tenant and only listens on loopback addresses.`,
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes)")
+	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	return cmd
 }
@@ -179,7 +181,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer mcpServers.Close(context.Background())
 	eng := engine.New(engine.Config{
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(),
+		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
 		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout,
 	})
 	if err := eng.Recover(ctx); err != nil {

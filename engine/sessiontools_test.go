@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
@@ -247,6 +249,77 @@ func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
 	}
 	res := h.model.sent()[1].Messages[2].Parts[0]
 	if !res.IsError || !strings.Contains(res.Output, `"broken"`) || !strings.Contains(res.Output, "unavailable") {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestMCPFilesystemServer(t *testing.T) {
+	bin, err := filepath.Abs("../mcp/testdata/npm/node_modules/.bin/mcp-server-filesystem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v: run `npm ci --prefix mcp/testdata/npm` first", err)
+	}
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	m := mcp.NewManager(mcp.Options{})
+	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	h.agent("a", func(a *forge.Agent) {
+		a.MCPServers = []forge.MCPServer{{Name: "fs", Command: []string{bin, dir}}}
+	})
+	s := h.session("a")
+	path := filepath.Join(dir, "note.txt")
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("fs_write_file", `{"path":"`+path+`","content":"hello from forge"}`)}},
+		reply{calls: []forge.ToolCall{call("fs_list_directory", `{"path":"`+dir+`"}`)}},
+		reply{deltas: []string{"ok"}},
+	)
+	if turn := h.run(s.ID, msg("write a note")); turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "hello from forge" {
+		t.Fatalf("file %q %v", b, err)
+	}
+	if res := h.model.sent()[2].Messages[4].Parts[0]; res.IsError || !strings.Contains(res.Output, "note.txt") {
+		t.Fatalf("list_directory %+v", res)
+	}
+}
+
+func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
+	bin := everythingServer(t)
+	m := mcp.NewManager(mcp.Options{})
+	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	h.agent("a", func(a *forge.Agent) {
+		a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{bin, "stdio"}}}
+	})
+	s := h.session("a")
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("everything_trigger-long-running-operation", `{"duration":20,"steps":20}`)}},
+		reply{deltas: []string{"the server died"}},
+	)
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := waitForEvent(t, h, s.ID, forge.EventToolCall)
+	if !strings.Contains(string(ev.Data), `"state":"running"`) {
+		t.Fatalf("tool.call %s", ev.Data)
+	}
+	time.Sleep(300 * time.Millisecond) // the call is in flight
+	pid := m.ServerPID(s.ID, "everything")
+	if pid == 0 {
+		t.Fatal("no server process")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := h.wait(s.ID, turn.ID)
+	if done.Status != forge.TurnDone || done.Output.Text != "the server died" {
+		t.Fatalf("turn %+v", done)
+	}
+	if res := h.model.sent()[1].Messages[2].Parts[0]; !res.IsError || !strings.Contains(res.Output, "not running") {
 		t.Fatalf("result %+v", res)
 	}
 }

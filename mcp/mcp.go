@@ -616,8 +616,9 @@ func (t *tailBuffer) lastLines(n int) string {
 	return strings.TrimSpace(strings.Join(lines, " | "))
 }
 
-// pid is the process id of a running stdio server (for tests), or 0.
-func (m *Manager) pid(sessionID, name string) int {
+// ServerPID is the process id of a running stdio server, or 0 (for tests
+// and diagnostics).
+func (m *Manager) ServerPID(sessionID, name string) int {
 	m.mu.Lock()
 	s := m.sessions[sessionID][name]
 	m.mu.Unlock()

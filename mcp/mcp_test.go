@@ -149,14 +149,14 @@ func TestStdioEverything(t *testing.T) {
 	}
 
 	// The same session reuses the running server: no new Initialized.
-	pid := m.pid("ses_1", "everything")
+	pid := m.ServerPID("ses_1", "everything")
 	tools2, inits2, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
-	if err != nil || len(inits2) != 0 || len(tools2) != len(tools) || m.pid("ses_1", "everything") != pid {
+	if err != nil || len(inits2) != 0 || len(tools2) != len(tools) || m.ServerPID("ses_1", "everything") != pid {
 		t.Fatalf("second Tools: %d tools, inits %+v, err %v", len(tools2), inits2, err)
 	}
 	// Another session gets its own server.
 	_, inits3, err := m.Tools(ctx30(t), "ses_2", []forge.MCPServer{spec})
-	if err != nil || len(inits3) != 1 || m.pid("ses_2", "everything") == pid {
+	if err != nil || len(inits3) != 1 || m.ServerPID("ses_2", "everything") == pid {
 		t.Fatalf("other session: inits %+v, err %v", inits3, err)
 	}
 	m.CloseSession("ses_2")
@@ -216,7 +216,7 @@ func TestKillMidCallThenRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := find(t, tools, "everything_trigger-long-running-operation")
-	pid := m.pid("ses_1", "everything")
+	pid := m.ServerPID("ses_1", "everything")
 	if pid <= 0 {
 		t.Fatal("no pid")
 	}
@@ -244,7 +244,7 @@ func TestKillMidCallThenRestart(t *testing.T) {
 	if res.Output != "Echo: again" {
 		t.Errorf("after restart: %+v", res)
 	}
-	if p := m.pid("ses_1", "everything"); p == pid || p <= 0 {
+	if p := m.ServerPID("ses_1", "everything"); p == pid || p <= 0 {
 		t.Errorf("pid %d, was %d", p, pid)
 	}
 	// Tools after a restart reports the server as initialized again only
@@ -262,7 +262,7 @@ func TestKillBetweenCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := os.FindProcess(m.pid("ses_1", "everything"))
+	p, _ := os.FindProcess(m.ServerPID("ses_1", "everything"))
 	_ = p.Kill()
 	time.Sleep(300 * time.Millisecond)
 	res := call(t, find(t, tools, "everything_echo"), `{"message":"back"}`)
@@ -282,7 +282,7 @@ func TestCallTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := m.pid("ses_1", "everything")
+	pid := m.ServerPID("ses_1", "everything")
 	start := time.Now()
 	_, err = find(t, tools, "everything_trigger-long-running-operation").Call(ctx30(t), json.RawMessage(`{"duration": 30, "steps": 1}`))
 	if err == nil || !strings.Contains(err.Error(), "did not answer") {
@@ -292,7 +292,7 @@ func TestCallTimeout(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 	res := call(t, find(t, tools, "everything_echo"), `{"message":"fresh"}`)
-	if res.Output != "Echo: fresh" || m.pid("ses_1", "everything") == pid {
+	if res.Output != "Echo: fresh" || m.ServerPID("ses_1", "everything") == pid {
 		t.Errorf("%+v", res)
 	}
 }
@@ -303,7 +303,7 @@ func TestCloseStopsServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := m.pid("ses_1", "everything")
+	pid := m.ServerPID("ses_1", "everything")
 	start := time.Now()
 	if err := m.Close(ctx30(t)); err != nil {
 		t.Fatal(err)
