@@ -71,12 +71,14 @@ type Turn struct {
 	RequiredActions []RequiredAction `json:"required_actions"`
 	Error           *TurnError       `json:"error"`
 	CancelReason    *string          `json:"cancel_reason"`
-	Usage           Usage            `json:"usage"`
-	Iterations      int              `json:"iterations"`
-	LastSeq         int64            `json:"last_seq"`
-	IdempotencyKey  string           `json:"-"`
-	CreatedAt       time.Time        `json:"created_at"`
-	EndedAt         *time.Time       `json:"ended_at"`
+	// CancelMessage is the free text a client gave when cancelling.
+	CancelMessage  *string    `json:"cancel_message,omitempty"`
+	Usage          Usage      `json:"usage"`
+	Iterations     int        `json:"iterations"`
+	LastSeq        int64      `json:"last_seq"`
+	IdempotencyKey string     `json:"-"`
+	CreatedAt      time.Time  `json:"created_at"`
+	EndedAt        *time.Time `json:"ended_at"`
 }
 
 // Ended reports whether the turn has its terminal status.

@@ -217,7 +217,7 @@ func TestCancelAndSupersede(t *testing.T) {
 		t.Fatalf("second turn: %d %v", status, out)
 	}
 	c := s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{"reason": "changed my mind"}, "Idempotency-Key", "c1")
-	if c["status"] != "cancelled" || c["cancel_reason"] != "client" || c["id"] != bg["id"] {
+	if c["status"] != "cancelled" || c["cancel_reason"] != "client" || c["cancel_message"] != "changed my mind" || c["id"] != bg["id"] {
 		t.Fatalf("cancel %v", c)
 	}
 	again := s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{"reason": "changed my mind"}, "Idempotency-Key", "c1")

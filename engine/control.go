@@ -35,7 +35,7 @@ func (e *Engine) Cancel(ctx context.Context, tenant, sessionID, reason string) (
 	if r == nil || r.tenant != tenant {
 		return nil, forge.Errorf(forge.ErrConflict, "no turn is running in session %s", sessionID)
 	}
-	r.stop(forge.CancelClient)
+	r.stopWith(forge.CancelClient, reason)
 	select {
 	case <-r.done:
 	case <-ctx.Done():

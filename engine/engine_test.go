@@ -503,11 +503,12 @@ func TestCancelMidStream(t *testing.T) {
 	if _, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("again")); !errors.Is(err, forge.ErrTurnInProgress) {
 		t.Fatalf("second turn: %v", err)
 	}
-	got, err := h.eng.Cancel(h.ctx, forge.DefaultTenant, s.ID, "")
+	got, err := h.eng.Cancel(h.ctx, forge.DefaultTenant, s.ID, "changed my mind")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != turn.ID || got.Status != forge.TurnCancelled || *got.CancelReason != forge.CancelClient {
+	if got.ID != turn.ID || got.Status != forge.TurnCancelled || *got.CancelReason != forge.CancelClient ||
+		got.CancelMessage == nil || *got.CancelMessage != "changed my mind" {
 		t.Fatalf("cancelled %+v", got)
 	}
 	if _, err := h.eng.Cancel(h.ctx, forge.DefaultTenant, s.ID, ""); !errors.Is(err, forge.ErrConflict) {

@@ -37,6 +37,11 @@ func (r *run) finish(out outcome) {
 	if out.status == forge.TurnCancelled {
 		reason := out.cancelReason
 		t.CancelReason = &reason
+		r.mu.Lock()
+		if text := r.reasonText; text != "" {
+			t.CancelMessage = &text
+		}
+		r.mu.Unlock()
 		if r.sandbox != nil {
 			// A cancelled turn leaves nothing running in its sandbox.
 			r.e.cfg.Sandboxes.Stop(r.session.ID)

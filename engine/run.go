@@ -66,9 +66,11 @@ type run struct {
 	pendMsgs  map[string]*forge.Message
 	msgOrder  []string
 
-	mu        sync.Mutex // guards the following
-	reason    string     // cancel reason, set once
-	streaming map[string]*streamingPart
+	mu     sync.Mutex // guards the following
+	reason string     // cancel reason, set once
+	// reasonText is the client's free text given with a cancel.
+	reasonText string
+	streaming  map[string]*streamingPart
 }
 
 // streamingPart is a text or reasoning part receiving deltas.
@@ -97,10 +99,13 @@ func (e *Engine) newRun(tenant string, sess *forge.Session, agent *forge.Agent, 
 }
 
 // stop cancels the run; the first reason given wins.
-func (r *run) stop(reason string) {
+func (r *run) stop(reason string) { r.stopWith(reason, "") }
+
+// stopWith cancels the run with a reason code and the client's free text.
+func (r *run) stopWith(reason, message string) {
 	r.mu.Lock()
 	if r.reason == "" {
-		r.reason = reason
+		r.reason, r.reasonText = reason, message
 	}
 	r.mu.Unlock()
 	r.cancel(errStopped)

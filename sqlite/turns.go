@@ -15,7 +15,7 @@ import (
 // write transaction so the write lock is held as briefly as possible.
 type turnVals struct {
 	output, actions, errJSON, usage, input any
-	cancel, ended                          any
+	cancel, ended, cancelMsg               any
 }
 
 func encodeTurn(t *forge.Turn) (turnVals, error) {
@@ -37,6 +37,7 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 		return v, err
 	}
 	v.cancel = strPtr(t.CancelReason)
+	v.cancelMsg = strPtr(t.CancelMessage)
 	v.ended = nullTime(t.EndedAt)
 	return v, nil
 }
@@ -120,10 +121,10 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		// turn win over a moved tip (the running turn is what moved it).
 		_, err = x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			idempotency_key, created_at, ended_at, cancel_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
-			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended)
+			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg)
 		if err != nil {
 			return turnInsertErr(err, &t)
 		}
@@ -222,10 +223,11 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		var err error
 		if b.Turn != nil {
 			err = x.queryRow(`UPDATE turns SET status = ?, output = ?, required_actions = ?, error = ?,
-				cancel_reason = ?, usage = ?, iterations = ?, last_seq = max(last_seq, ?, ?), ended_at = ?
+				cancel_reason = ?, usage = ?, iterations = ?, last_seq = max(last_seq, ?, ?), ended_at = ?,
+				cancel_message = ?
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
 				t.Status, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq, maxSeq,
-				v.ended, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
+				v.ended, v.cancelMsg, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
 		} else {
 			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?)
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
@@ -299,23 +301,24 @@ func fenceErr(x *tx, b *forge.Batch) error {
 
 const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
 	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.usage, t.iterations, t.last_seq,
-	t.idempotency_key, t.created_at, t.ended_at`
+	t.idempotency_key, t.created_at, t.ended_at, t.cancel_message`
 
 func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 	var (
 		t                                     forge.Turn
 		prev, input, output, actions, errJSON sql.NullString
-		cancel, usage, key                    sql.NullString
+		cancel, usage, key, cancelMsg         sql.NullString
 		created                               int64
 		ended                                 sql.NullInt64
 	)
 	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &prev, &t.AgentID, &t.AgentVersion, &t.Status,
 		&input, &output, &actions, &errJSON, &cancel, &usage, &t.Iterations, &t.LastSeq,
-		&key, &created, &ended); err != nil {
+		&key, &created, &ended, &cancelMsg); err != nil {
 		return nil, err
 	}
 	t.PreviousTurnID = fromNullStr(prev)
 	t.CancelReason = fromNullStr(cancel)
+	t.CancelMessage = fromNullStr(cancelMsg)
 	t.IdempotencyKey = key.String
 	t.CreatedAt = fromNano(created)
 	t.EndedAt = fromNullNano(ended)

@@ -279,6 +279,18 @@ var commitTests = []test{
 		evs := f.events(ses, forge.EventQuery{After: seq[0] - 1})
 		f.sameJSON(seqsOf(evs), []int64{seq[winner]}, "turn.done events stored")
 	}},
+	{name: "CancelledTurnKeepsReasonAndMessage", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t := f.start(ses, nil, "hi").turn
+		seq := f.seqs(ses, 1)
+		c := *t
+		c.Status, c.CancelReason, c.CancelMessage = forge.TurnCancelled, ptr(forge.CancelClient), ptr("changed my mind")
+		c.EndedAt = ptr(f.now())
+		c.LastSeq = seq[0]
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID, Turn: &c,
+			Events: []forge.Event{f.event(t, seq[0], forge.EventTurnDone, t.ID, c)}}), "terminal Commit")
+		f.sameJSON(f.getTurn(t), &c, "cancelled turn")
+	}},
 	{name: "ConcurrentWritesFailAlone", run: func(f *fixture) {
 		// A store may commit concurrent writes together (group commit):
 		// a write that fails, before or after writing rows, leaves nothing
