@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 
 	"github.com/forge-runtime/forge"
@@ -51,6 +52,56 @@ type subscription struct {
 	sub     *bus.Subscription
 	bound   int64
 	log     *sessionLog
+	// streaming holds, when the backlog was trimmed, the parts streaming
+	// at subscription time with their text so far.
+	streaming []*forge.Part
+	thread    string
+}
+
+func turnOf(ev forge.Event) string {
+	if ev.TurnID == nil {
+		return ""
+	}
+	return *ev.TurnID
+}
+
+// textBefore returns, for a cursor older than a trimmed backlog, a
+// model.message row per part still streaming with its text as of just
+// before the backlog (DESIGN.md: the current row first, then the rest).
+// They take the seqs just below the backlog, which belonged to trimmed
+// deltas the client never got; parts that find no free seq above after are
+// left out (their completion event still carries the whole text).
+func (s *subscription) textBefore(after int64) []forge.Event {
+	if len(s.streaming) == 0 || len(s.backlog) == 0 {
+		return nil
+	}
+	start := s.backlog[0].Seq
+	var evs []forge.Event
+	for i, p := range s.streaming {
+		seq := start - int64(len(s.streaming)-i)
+		if seq <= after {
+			continue
+		}
+		suffix := 0
+		for _, ev := range s.backlog {
+			if ev.Type == forge.EventModelDelta && ev.ID == p.ID {
+				var d forge.DeltaData
+				if json.Unmarshal(ev.Data, &d) == nil {
+					suffix += len(d.Delta)
+				}
+			}
+		}
+		row := p.Clone()
+		row.Text = p.Text[:max(len(p.Text)-suffix, 0)]
+		data, err := json.Marshal(row)
+		if err != nil {
+			continue
+		}
+		turn, thread := s.backlog[0].TurnID, &s.thread
+		evs = append(evs, forge.Event{Seq: seq, ID: p.ID, Type: forge.EventModelMessage, SessionID: s.backlog[0].SessionID,
+			TurnID: turn, ThreadID: thread, CreatedAt: s.backlog[0].CreatedAt, Data: data})
+	}
+	return evs
 }
 
 // subscribe subscribes under the session's sequencer lock, so no write is
@@ -66,6 +117,13 @@ func (e *Engine) subscribe(tenant, sessionID string, resumeAfter int64) *subscri
 		s.backlog, s.sub = e.bus.ResumeFrom(sessionID, resumeAfter)
 	} else {
 		s.backlog, s.sub = e.bus.Subscribe(sessionID)
+	}
+	if len(s.backlog) > 0 && s.backlog[0].Type != forge.EventTurnCreated {
+		// The backlog was trimmed: keep the rows of the parts streaming now,
+		// for a cursor older than the backlog (textBefore).
+		if r := e.runningRun(sessionID); r != nil && r.turn.ID == turnOf(s.backlog[0]) {
+			s.streaming, s.thread = r.streamingRows(), r.threadID
+		}
 	}
 	return s
 }
@@ -130,7 +188,7 @@ func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQ
 				sub.Close()
 				return
 			}
-			for _, ev := range backlog {
+			for _, ev := range append(cur.textBefore(last), backlog...) {
 				if more, ended = emit(ev); !more || ended {
 					sub.Close()
 					return

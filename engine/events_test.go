@@ -208,3 +208,85 @@ func TestSessionStreamSpansTurns(t *testing.T) {
 		t.Fatalf("deltas %q", s)
 	}
 }
+
+// TestResumeOlderThanTrimmedBacklogGetsTextSoFar: a cursor older than a
+// trimmed live backlog first gets the streaming part's row with the text
+// up to the backlog, then the backlog's deltas: the text adds up exactly.
+func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) { c.Bus = bus.New(0, 20) })
+	h.agent("a", nil)
+	s := h.session("a")
+	release := make(chan struct{})
+	var deltas []string
+	for i := range 60 {
+		deltas = append(deltas, string(rune('a'+i%26)))
+	}
+	h.model.push(reply{deltas: deltas, block: release})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until every delta is published (the backlog keeps only the
+	// newest of them), then resume from the turn's start.
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	n := 0
+	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == forge.EventModelDelta {
+			if n++; n == len(deltas) {
+				break
+			}
+		}
+	}
+	var first forge.Event
+	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == forge.EventTurnCreated {
+			first = ev
+			break
+		}
+	}
+	var got []forge.Event
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: first.Seq}) {
+			if err != nil {
+				return
+			}
+			got = append(got, ev)
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	<-done
+	var text strings.Builder
+	sawRow := false
+	for i, ev := range got {
+		if i > 0 && ev.Seq <= got[i-1].Seq {
+			t.Fatalf("seq %d after %d", ev.Seq, got[i-1].Seq)
+		}
+		switch ev.Type {
+		case forge.EventModelMessage:
+			var p forge.Part
+			_ = json.Unmarshal(ev.Data, &p)
+			if p.State == forge.StateStreaming && p.Text != "" {
+				sawRow = true
+				text.Reset()
+				text.WriteString(p.Text)
+			}
+		case forge.EventModelDelta:
+			var d forge.DeltaData
+			_ = json.Unmarshal(ev.Data, &d)
+			text.WriteString(d.Delta)
+		}
+	}
+	if !sawRow || text.String() != strings.Join(deltas, "") {
+		t.Fatalf("row with text so far: %v; text %q, want %q", sawRow, text.String(), strings.Join(deltas, ""))
+	}
+}

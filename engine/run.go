@@ -238,14 +238,33 @@ func (r *run) delta(sp *streamingPart, threadID, text string) error {
 			return err
 		}
 	}
+	// Published first, then added: under the session log's lock a part's
+	// text is exactly what its published deltas say (see subscribe).
+	if err := r.e.publishDelta(r.ctx, r.log, pendingEvent{
+		typ: forge.EventModelDelta, id: sp.part.ID, turnID: r.turn.ID, threadID: threadID,
+		data: forge.DeltaData{Delta: text},
+	}); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	sp.buf = append(sp.buf, text...)
 	sp.dirty = true
 	r.mu.Unlock()
-	return r.e.publishDelta(r.ctx, r.log, pendingEvent{
-		typ: forge.EventModelDelta, id: sp.part.ID, turnID: r.turn.ID, threadID: threadID,
-		data: forge.DeltaData{Delta: text},
-	})
+	return nil
+}
+
+// streamingRows returns the rows of the parts still streaming, with the
+// text published so far. Call it holding the session log's lock.
+func (r *run) streamingRows() []*forge.Part {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rows := make([]*forge.Part, 0, len(r.streaming))
+	for _, sp := range r.streaming {
+		c := sp.part.Clone()
+		c.Text = string(sp.buf)
+		rows = append(rows, c)
+	}
+	return rows
 }
 
 // startStreaming registers a part receiving deltas.
