@@ -222,16 +222,17 @@ func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
 		deltas = append(deltas, string(rune('a'+i%26)))
 	}
 	h.model.push(reply{deltas: deltas, block: release})
-	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	// Subscribed before the turn begins, this stream sees every delta:
+	// wait until all are published (the backlog keeps only the newest),
+	// then resume from the turn's start.
+	turn, stream, err := h.eng.StreamTurn(ctx, forge.DefaultTenant, s.ID, msg("go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until every delta is published (the backlog keeps only the
-	// newest of them), then resume from the turn's start.
-	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
-	defer cancel()
 	n := 0
-	for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID}) {
+	for ev, err := range stream {
 		if err != nil {
 			t.Fatal(err)
 		}
