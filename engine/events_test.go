@@ -108,7 +108,16 @@ func TestRecoveryClosesAbandonedTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	delta := waitForEvent(t, h, s.ID, forge.EventModelDelta)
-	time.Sleep(100 * time.Millisecond) // a checkpoint tick
+	// Wait for a checkpoint tick to write the streamed text.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+		if len(msgs) > 1 && len(msgs[1].Parts) > 1 && msgs[1].Parts[1].Text == "partial" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint of the streaming part")
+		}
+	}
 	// Simulate a dead process: reopen the database with a new engine
 	// without letting the old one write anything more.
 	snapshotPath := h.path
