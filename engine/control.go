@@ -92,12 +92,7 @@ func (e *Engine) ModelView(ctx context.Context, tenant, sessionID string, opts f
 		return e.store.ListMessages(ctx, tenant, q)
 	}
 	q.ListOptions = forge.ListOptions{}
-	var view []*forge.Message
-	if b != nil {
-		view, err = e.viewFrom(ctx, tenant, q, b)
-	} else {
-		view, err = e.loadHistory(ctx, tenant, sess, *sess.TipTurnID)
-	}
+	view, err := e.viewFrom(ctx, tenant, q, b)
 	if err != nil {
 		return nil, "", err
 	}

@@ -125,18 +125,8 @@ func (c *run) finishChild(out outcome) childResult {
 // recordChild turns a child's end into the delegating call's result, or
 // into the actions that pause the turn.
 func (r *run) recordChild(c *call, res childResult) []forge.RequiredAction {
-	r.turn.Usage.Add(res.usage)
 	p := c.part
-	if res.thread != "" {
-		st := forge.ThreadState{ID: res.thread, ParentID: &r.threadID, Agent: res.agent, State: forge.ThreadFinished, CallID: p.CallID}
-		if len(res.out.actions) > 0 {
-			st.State = forge.ThreadUserInputRequired
-			for _, a := range res.out.actions {
-				st.OpenCall = append(st.OpenCall, a.CallID)
-			}
-		}
-		r.children[res.thread] = st
-	}
+	r.noteChild(res, p.CallID)
 	switch {
 	case len(res.out.actions) > 0:
 		p.State = forge.StatePending
@@ -150,13 +140,34 @@ func (r *run) recordChild(c *call, res childResult) []forge.RequiredAction {
 	case res.out.status == forge.TurnCancelled:
 		r.toolError(c.msg, p, "the subagent was cancelled")
 	default:
-		msg := "the subagent failed"
-		if res.out.err != nil {
-			msg += ": " + res.out.err.Message
-		}
-		r.toolError(c.msg, p, msg)
+		r.toolError(c.msg, p, subagentFailure(res.out))
 	}
 	return nil
+}
+
+// noteChild adds the child's usage to the turn and records its thread
+// state (kept in the snapshot so a paused child can be resumed).
+func (r *run) noteChild(res childResult, callID string) {
+	r.turn.Usage.Add(res.usage)
+	if res.thread == "" {
+		return
+	}
+	st := forge.ThreadState{ID: res.thread, ParentID: &r.threadID, Agent: res.agent, State: forge.ThreadFinished, CallID: callID}
+	if len(res.out.actions) > 0 {
+		st.State = forge.ThreadUserInputRequired
+		for _, a := range res.out.actions {
+			st.OpenCall = append(st.OpenCall, a.CallID)
+		}
+	}
+	r.children[res.thread] = st
+}
+
+func subagentFailure(out outcome) string {
+	msg := "the subagent failed"
+	if out.err != nil {
+		msg += ": " + out.err.Message
+	}
+	return msg
 }
 
 // resumeChildren runs the child threads that the resolutions answer (they
@@ -196,28 +207,17 @@ func (r *run) resumeChildren() (main []resolution, actions []forge.RequiredActio
 		if parentCall == nil {
 			return nil, nil, fmt.Errorf("the call %s that delegated to thread %s is not in this branch", st.CallID, thread)
 		}
-		r.turn.Usage.Add(res.usage)
-		state := forge.ThreadState{ID: thread, ParentID: &r.threadID, Agent: st.Agent, State: forge.ThreadFinished, CallID: st.CallID}
+		r.noteChild(res, st.CallID)
 		if len(res.out.actions) > 0 {
-			state.State = forge.ThreadUserInputRequired
-			for _, a := range res.out.actions {
-				state.OpenCall = append(state.OpenCall, a.CallID)
-			}
-			r.children[thread] = state
 			actions = append(actions, res.out.actions...)
 			continue
 		}
-		r.children[thread] = state
 		in := forge.Input{Type: forge.InputToolResult, CallID: st.CallID}
-		switch {
-		case res.out.output != nil:
+		if res.out.output != nil {
 			text := res.out.output.Text
 			in.Output = &text
-		default:
-			text := "the subagent failed"
-			if res.out.err != nil {
-				text += ": " + res.out.err.Message
-			}
+		} else {
+			text := subagentFailure(res.out)
 			in.Output, in.IsError = &text, true
 		}
 		main = append(main, resolution{input: in, action: forge.RequiredAction{
@@ -241,17 +241,5 @@ func (r *run) findCall(callID string) *forge.Part {
 
 // loadThread reads a thread's messages along the branch ending at tip.
 func (e *Engine) loadThread(ctx context.Context, tenant string, sess *forge.Session, tip, thread string) ([]*forge.Message, error) {
-	var out []*forge.Message
-	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: tip, ThreadID: thread, ListOptions: forge.ListOptions{Limit: 1000}}
-	for {
-		page, next, err := e.store.ListMessages(ctx, tenant, q)
-		if err != nil {
-			return nil, fmt.Errorf("load thread %s: %w", thread, err)
-		}
-		out = append(out, page...)
-		if next == "" {
-			return out, nil
-		}
-		q.Cursor = next
-	}
+	return e.viewFrom(ctx, tenant, forge.MessageQuery{SessionID: sess.ID, TipTurnID: tip, ThreadID: thread}, nil)
 }
