@@ -217,14 +217,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	s.mu.Lock()
-	resp := s.def
-	if len(s.queue) > 0 {
-		resp = s.queue[0]
-		s.queue[0] = Response{}
-		s.queue = s.queue[1:]
-	}
-	s.mu.Unlock()
+	resp := s.next()
 
 	for k, vs := range resp.header {
 		w.Header()[k] = vs

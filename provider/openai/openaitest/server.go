@@ -176,14 +176,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	s.mu.Lock()
-	resp := s.def
-	if len(s.queue) > 0 {
-		resp = s.queue[0]
-		s.queue[0] = Response{}
-		s.queue = s.queue[1:]
-	}
-	s.mu.Unlock()
+	resp := s.next()
 
 	for k, vs := range resp.header {
 		w.Header()[k] = vs
@@ -579,4 +572,17 @@ func appendNullable(b []byte, s string) []byte {
 		return append(b, "null"...)
 	}
 	return appendString(b, s)
+}
+
+// next takes the next queued response, or the default when none is queued.
+func (s *Server) next() Response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return s.def
+	}
+	resp := s.queue[0]
+	s.queue[0] = Response{}
+	s.queue = s.queue[1:]
+	return resp
 }
