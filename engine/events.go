@@ -188,10 +188,12 @@ func (e *Engine) events(ctx context.Context, tenant, sessionID string, q EventsQ
 				sub.Close()
 				return
 			}
-			for _, ev := range append(cur.textBefore(last), backlog...) {
-				if more, ended = emit(ev); !more || ended {
-					sub.Close()
-					return
+			for _, evs := range [][]forge.Event{cur.textBefore(last), backlog} {
+				for _, ev := range evs {
+					if more, ended = emit(ev); !more || ended {
+						sub.Close()
+						return
+					}
 				}
 			}
 			lagged := false
