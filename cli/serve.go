@@ -200,9 +200,14 @@ func serve(ctx context.Context, o serveOptions) error {
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		// Room above the API's documented header limit, so that the API
+		// answers oversized headers itself, in JSON.
+		MaxHeaderBytes: httpapi.ServerMaxHeaderBytes,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	// httpapi.Serve also turns net/http's own plain-text refusals (headers
+	// above MaxHeaderBytes, malformed requests) into JSON errors.
+	go func() { serveErr <- httpapi.Serve(srv, ln) }()
 	log.Info("forge listening", "addr", ln.Addr().String(), "db", o.db, "version", Version)
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 

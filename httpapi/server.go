@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/subtle"
 	_ "embed"
-	"errors"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -98,7 +97,7 @@ func New(cfg Config) *Server {
 	if s.keepAlive <= 0 {
 		s.keepAlive = 15 * time.Second
 	}
-	s.handler = s.logRequests(s.routes())
+	s.handler = s.logRequests(s.guard(s.routes()))
 	return s
 }
 
@@ -365,9 +364,3 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		k.mu.Unlock()
 	}
 }
-
-// errMethodNotAllowed is the 405 of a known path asked with another method.
-var errMethodNotAllowed = errors.New("method_not_allowed")
-
-// errNotImplemented marks an endpoint that exists but does not work yet.
-var errNotImplemented = errors.New("not_implemented")
