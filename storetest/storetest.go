@@ -58,15 +58,19 @@ func Run(t *testing.T, h Harness) {
 		{"Idempotency", idempotencyTests},
 		{"Tenancy", tenancyTests},
 		{"Durability", durabilityTests},
+		{"Content", contentTests},
+		{"Keys", keyTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
-					f := newFixture(t, h)
 					if tc.reopen && h.Reopen == nil {
 						t.Skip("harness has no Reopen")
 					}
+					// Every test has a store of its own.
+					t.Parallel()
+					f := newFixture(t, h)
 					tc.run(f)
 				})
 			}
