@@ -171,17 +171,19 @@ func checkRuntimeRole(ctx context.Context, conn *pgx.Conn, r roles, user string,
 	if bypass {
 		return fmt.Errorf("postgres: role %s has BYPASSRLS: Forge refuses to query as a role that row-level security does not bind", user)
 	}
-	var runtimeExists, member, owner bool
+	var runtimeExists, member, owner, migrated bool
 	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = $1),
 			EXISTS (SELECT FROM pg_roles WHERE rolname = $1) AND pg_has_role(session_user, $1, 'USAGE'),
-			EXISTS (SELECT FROM pg_roles WHERE rolname = $2) AND pg_has_role(session_user, $2, 'MEMBER')`,
-		r.runtime, r.owner).Scan(&runtimeExists, &member, &owner)
+			EXISTS (SELECT FROM pg_roles WHERE rolname = $2) AND pg_has_role(session_user, $2, 'MEMBER'),
+			EXISTS (SELECT FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = $3 AND c.relname = 'schema_migrations')`,
+		r.runtime, r.owner, schema).Scan(&runtimeExists, &member, &owner, &migrated)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	switch {
-	case !runtimeExists:
-		return fmt.Errorf("postgres: the database has no Forge roles yet: run `forge migrate --db <URL>` once with a superuser's URL (or a role with CREATEROLE)")
+	case !runtimeExists || !migrated:
+		return fmt.Errorf("postgres: the database has no Forge schema yet: run `forge migrate --db <URL>` once with a superuser's URL (or a role with CREATEROLE)")
 	case owner:
 		return fmt.Errorf("postgres: role %s can act as %s, which can disable row-level security: give Forge a role that is only a member of %s", user, r.owner, r.runtime)
 	case !member:

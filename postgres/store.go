@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -58,6 +59,9 @@ type Options struct {
 	// <prefix>_lookup (default "forge"). A database keeps the prefix it was
 	// created with.
 	RolePrefix string
+
+	// dial, when set, replaces the pool's dialer (tests count round trips).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Pool defaults (see Options).
@@ -181,6 +185,9 @@ func poolConfig(rawURL string, opts Options) (*pgxpool.Config, error) {
 		cfg.MaxConnIdleTime = opts.MaxConnIdleTime
 	}
 	cfg.MinIdleConns = min(cfg.MinIdleConns, cfg.MaxConns)
+	if opts.dial != nil {
+		cfg.ConnConfig.DialFunc = opts.dial
+	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "forge"
