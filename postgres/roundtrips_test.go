@@ -113,7 +113,7 @@ func TestRoundTripsPerCall(t *testing.T) {
 			return s.Commit(ctx, &forge.Batch{Tenant: tenant, SessionID: ses.ID, TurnID: turnID,
 				Turn:     &forge.Turn{Status: forge.TurnDone, Usage: forge.Usage{InputTokens: 3, OutputTokens: 1}, LastSeq: bound - 16 + 6},
 				Messages: []*forge.Message{reply}, Parts: []*forge.Part{part}, Snapshot: &forge.Snapshot{},
-				Events:   []forge.Event{ev(5, forge.EventModelMessage), ev(6, forge.EventTurnDone)}})
+				Events: []forge.Event{ev(5, forge.EventModelMessage), ev(6, forge.EventTurnDone)}})
 		})
 		got["GetTurn"] = measure("GetTurn", func() error { _, err := s.GetTurn(ctx, tenant, ses.ID, turnID); return err })
 		got["ListEvents"] = measure("ListEvents", func() error {
@@ -182,4 +182,3 @@ func TestPoolDefaults(t *testing.T) {
 		}
 	}
 }
-
