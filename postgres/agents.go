@@ -35,7 +35,7 @@ func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
 		c.Tenant, c.ID, c.Name, now)
 	b.Queue(`INSERT INTO agent_versions (tenant, agent_id, version, body, created_at) VALUES ($1, $2, 1, $3, $4)`,
 		c.Tenant, c.ID, string(body), now)
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		if errors.Is(err, forge.ErrConflict) {
 			return forge.Errorf(forge.ErrConflict, "agent %q already exists", c.Name)
 		}
@@ -74,7 +74,7 @@ func (s *Store) UpdateAgent(ctx context.Context, a *forge.Agent) error {
 		QueryRow(func(r pgx.Row) error {
 			return notFound(r.Scan(&c.ID, &c.Version, &created), "agent %q not found", c.Name)
 		})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		return err
 	}
 	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = c.ID, c.Version, utc(created), now
@@ -110,7 +110,7 @@ func (s *Store) getAgent(ctx context.Context, tenant, query string, args []any, 
 		a, err = scanAgent(r, tenant)
 		return notFound(err, format, fargs...)
 	})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -149,7 +149,7 @@ func (s *Store) ListAgents(ctx context.Context, tenant string, opts forge.ListOp
 		}
 		return rows.Err()
 	})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
 	out, next := page(out, limit, func(a *forge.Agent) string { return a.Name })
@@ -166,5 +166,5 @@ func (s *Store) DeleteAgent(ctx context.Context, tenant, name string) error {
 		}
 		return nil
 	})
-	return s.run(ctx, b)
+	return s.write(ctx, b)
 }

@@ -45,7 +45,7 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, q forge.EventQuer
 			}
 			return rows.Err()
 		})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -24,7 +24,7 @@ func (s *Store) PutIdempotency(ctx context.Context, tenant string, r *forge.Idem
 	b.Queue(`INSERT INTO idempotency (tenant, scope, key, status, body, created_at) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (tenant, scope, key) DO NOTHING`, tenant, r.Scope, r.Key, r.Status, r.Body, created)
 	getIdempotency(b, tenant, r.Scope, r.Key, &out)
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -35,7 +35,7 @@ func (s *Store) GetIdempotency(ctx context.Context, tenant, scope, key string) (
 	var out *forge.IdempotencyRecord
 	b := batch(tenant)
 	getIdempotency(b, tenant, scope, key, &out)
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -29,7 +29,7 @@ func (s *Store) CreateKey(ctx context.Context, tenant, name string) (*forge.APIK
 	b := batch(tenant)
 	b.Queue(`INSERT INTO api_keys (tenant, id, name, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
 		k.Tenant, k.ID, k.Name, forge.HashAPIKey(secret), k.CreatedAt)
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		return nil, "", err
 	}
 	return k, secret, nil
@@ -84,7 +84,7 @@ func (s *Store) ListKeys(ctx context.Context, tenant string, opts forge.ListOpti
 			}
 			return rows.Err()
 		})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
 	out, next := page(out, limit, func(k *forge.APIKey) string { return k.ID })
@@ -105,7 +105,7 @@ func (s *Store) RevokeKey(ctx context.Context, tenant, id string) error {
 		}
 		return nil
 	})
-	return s.run(ctx, b)
+	return s.write(ctx, b)
 }
 
 // KeyByHash returns the live key with that hash, whatever its tenant.
@@ -120,7 +120,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte) (*forge.APIKey, erro
 		k.CreatedAt = utc(created)
 		return nil
 	})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return &k, nil
@@ -131,7 +131,7 @@ func (s *Store) HasKeys(ctx context.Context) (bool, error) {
 	var any bool
 	b := &pgx.Batch{}
 	b.Queue(`SELECT api_keys_exist()`).QueryRow(func(r pgx.Row) error { return r.Scan(&any) })
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return false, err
 	}
 	return any, nil

@@ -121,7 +121,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 			})
 		turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
 	}
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
 	if q.TipTurnID != "" && len(out) == 0 && !tipSeen {
@@ -146,7 +146,7 @@ func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*for
 		})
 	b.Queue(`SELECT EXISTS (SELECT FROM turns WHERE tenant = $1 AND id = $2)`, tenant, turnID).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&seen) })
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	if len(out) == 0 && !seen {
@@ -194,7 +194,7 @@ func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.Mes
 			})
 		turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
 	}
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	switch {

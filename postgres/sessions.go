@@ -36,7 +36,7 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 		c.Tenant, c.ID, c.Kind, c.Agent, textBytes(c.Title), c.MainThreadID, rawText(c.Metadata), c.TipTurnID,
 		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
 		c.CreatedAt, c.UpdatedAt)
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		if errors.Is(err, forge.ErrConflict) {
 			return forge.Errorf(forge.ErrConflict, "session %s already exists", c.ID)
 		}
@@ -84,7 +84,7 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Sessi
 			ses, err = scanSession(r, tenant)
 			return notFound(err, "session %s not found", id)
 		})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return ses, nil
@@ -107,7 +107,7 @@ func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.List
 			}
 			return rows.Err()
 		})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
 	out, next := page(out, limit, func(s *forge.Session) string { return s.ID })
@@ -125,7 +125,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		}
 		return nil
 	})
-	return s.run(ctx, b)
+	return s.write(ctx, b)
 }
 
 // ReserveSeqs raises the session's reserved seq bound by n: one UPDATE,
@@ -142,7 +142,7 @@ func (s *Store) ReserveSeqs(ctx context.Context, tenant, sessionID string, n int
 		RETURNING seq_reserved`, tenant, sessionID, n).QueryRow(func(r pgx.Row) error {
 		return notFound(r.Scan(&bound), "session %s not found", sessionID)
 	})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		return 0, err
 	}
 	return bound, nil

@@ -250,11 +250,32 @@ func batch(tenant string) *pgx.Batch {
 	return b
 }
 
-// run sends b, calls the callbacks queued with its statements in order,
+// read sends b, calls the callbacks queued with its statements in order,
 // and returns the first error, mapped to forge's sentinels. All of b runs
 // in one transaction: an error in any statement undoes every one.
-func (s *Store) run(ctx context.Context, b *pgx.Batch) error {
+func (s *Store) read(ctx context.Context, b *pgx.Batch) error {
 	return dbErr(s.pool.SendBatch(ctx, b).Close())
+}
+
+// writeTimeout bounds a write its caller can no longer interrupt.
+const writeTimeout = time.Minute
+
+// write is read for a batch that writes. ctx can abandon it while it waits
+// for a connection, not once it is sent: then its outcome, committed or
+// not, is what the caller learns (an interrupted round trip would leave
+// the caller not knowing whether the write landed).
+func (s *Store) write(ctx context.Context, b *pgx.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return dbErr(err)
+	}
+	defer conn.Release()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	return dbErr(conn.SendBatch(wctx, b).Close())
 }
 
 // Forge's own SQLSTATEs, raised by the functions of 0001_init.sql.

@@ -113,7 +113,7 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	queueEvents(b, sc, erows)
 	b.Queue(`UPDATE sessions SET tip_turn_id = $3, updated_at = $4 WHERE tenant = $1 AND id = $2`,
 		t.Tenant, t.SessionID, t.ID, s.now())
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		return err
 	}
 	bt.Turn.Status, bt.Turn.CreatedAt, bt.Turn.LastSeq = t.Status, t.CreatedAt, t.LastSeq
@@ -222,7 +222,7 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 			ON CONFLICT (tenant, turn_id) DO UPDATE SET body = excluded.body`,
 			cb.Tenant, cb.TurnID, cb.SessionID, *snap)
 	}
-	if err := s.run(ctx, b); err != nil {
+	if err := s.write(ctx, b); err != nil {
 		return err
 	}
 	if cb.Turn != nil {
@@ -289,7 +289,7 @@ func (s *Store) oneTurn(ctx context.Context, tenant, where string, args []any, f
 		t, err = scanTurn(r)
 		return notFound(err, format, fargs...)
 	})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -319,7 +319,7 @@ func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts fo
 	b.Queue(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = $1 AND t.session_id = $2 AND t.id > $3
 		ORDER BY t.id LIMIT $4`, tenant, sessionID, opts.Cursor, limit+1).
 		Query(func(rows pgx.Rows) error { return scanTurns(rows, &out) })
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
 	out, next := page(out, limit, func(t *forge.Turn) string { return t.ID })
@@ -346,7 +346,7 @@ func (s *Store) RunningTurns(ctx context.Context) ([]*forge.Turn, error) {
 		}
 		return rows.Err()
 	})
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	if len(refs) == 0 {
@@ -364,7 +364,7 @@ func (s *Store) RunningTurns(ctx context.Context) ([]*forge.Turn, error) {
 		b.Queue(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = $1 AND t.id = ANY($2) AND t.status = 'running'
 			ORDER BY t.session_id`, tenant, ids).Query(func(rows pgx.Rows) error { return scanTurns(rows, &out) })
 	}
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -377,7 +377,7 @@ func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.
 	b := batch(tenant)
 	b.Queue(`SELECT body FROM snapshots WHERE tenant = $1 AND turn_id = $2`, tenant, turnID).
 		QueryRow(func(r pgx.Row) error { return notFound(r.Scan(&body), "no snapshot for turn %s", turnID) })
-	if err := s.run(ctx, b); err != nil {
+	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	var snap forge.Snapshot

@@ -258,7 +258,7 @@ DECLARE
     tip text COLLATE "C" ;
 BEGIN
     SELECT tip_turn_id INTO tip FROM forge.sessions
-        WHERE tenant = t AND id = p_session AND deleted_at IS NULL FOR UPDATE;
+        WHERE tenant = t AND id = p_session AND deleted_at IS NULL FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'session % not found', p_session USING ERRCODE = 'FG002';
     END IF;
