@@ -355,3 +355,48 @@ func TestConcurrentStartsBootstrapOnce(t *testing.T) {
 		t.Fatalf("turns is owned by %q (%v)", owner, err)
 	}
 }
+
+// TestEveryTableHasForcedRowSecurity guards future migrations: every table
+// of the schema but the migrations' own has row-level security, forced,
+// with the tenant policy, and a tenant column that cannot be empty.
+func TestEveryTableHasForcedRowSecurity(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	open(t, url, testOpts)
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity,
+			EXISTS (SELECT FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = 'tenant_isolation'
+				AND p.polroles = '{0}' AND pg_get_expr(p.polqual, p.polrelid) LIKE '%current_setting(''forge.tenant''::text, true)%'),
+			EXISTS (SELECT FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'
+				AND pg_get_constraintdef(k.oid) LIKE '%tenant <> ''''::text%')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'forge' AND c.relkind IN ('r', 'p') AND c.relname <> 'schema_migrations'
+		ORDER BY c.relname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for rows.Next() {
+		var (
+			name                         string
+			rls, force, policy, nonEmpty bool
+		)
+		if err := rows.Scan(&name, &rls, &force, &policy, &nonEmpty); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, name)
+		if !rls || !force || !policy || !nonEmpty {
+			t.Errorf("table %s: row security %v, forced %v, tenant policy %v, tenant <> '' %v", name, rls, force, policy, nonEmpty)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != len(tenantTables) {
+		t.Errorf("tables %v; the RLS test covers %v", seen, tenantTables)
+	}
+}
