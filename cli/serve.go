@@ -69,7 +69,7 @@ and only listens on loopback addresses.`,
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes)")
+	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes; ./forge.sandboxes with PostgreSQL)")
 	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	return cmd

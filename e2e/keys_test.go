@@ -53,7 +53,7 @@ func TestKeysCLIAgainstRunningServePostgres(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	acme := createKey(t, db, "acme")
 	model := openaitest.New(t)
-	s := start(t, db, model)
+	s := start(t, db, model, "--sandbox-root", t.TempDir())
 
 	if st, _ := s.call("GET", "/v1/sessions", nil); st != 401 {
 		t.Fatalf("no key: %d", st)
@@ -101,7 +101,7 @@ func TestKill9OnPostgresThenRestart(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	key := createKey(t, db, "acme")
 	model := openaitest.New(t)
-	s := start(t, db, model)
+	s := start(t, db, model, "--sandbox-root", t.TempDir())
 	s.must(201, "POST", "/v1/agents", obj{"name": "a", "model": "openai/gpt-test"}, bearer(key)...)
 	sid := s.must(201, "POST", "/v1/sessions", obj{"agent": "a"}, bearer(key)...)["id"].(string)
 	model.Enqueue(openaitest.Text("confirmed ", "before ", "the crash").HangAfter(4))
@@ -116,7 +116,7 @@ func TestKill9OnPostgresThenRestart(t *testing.T) {
 	})
 	s.kill9()
 
-	s2 := start(t, db, model)
+	s2 := start(t, db, model, "--sandbox-root", t.TempDir())
 	turn := s2.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+tid, nil, bearer(key)...)
 	if turn["status"] != "cancelled" || turn["cancel_reason"] != "abandoned" {
 		t.Fatalf("recovered turn %v", turn)
