@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -155,16 +156,15 @@ func TestForgottenTenantFilterSeesNothingElse(t *testing.T) {
 	}
 
 	inTx(t, c, "acme", func(tx pgx.Tx) {
-		rows, err := tx.Query(ctx, `SELECT id, tenant FROM sessions`) // no tenant filter
+		rows, err := tx.Query(ctx, `SELECT * FROM sessions`) // no tenant filter
 		if err != nil {
 			t.Fatal(err)
 		}
-		type row struct{ ID, Tenant string }
-		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+		got, err := pgx.CollectRows(rows, pgx.RowToMap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].ID != a.ID || got[0].Tenant != "acme" {
+		if len(got) != 1 || got[0]["id"] != a.ID || got[0]["tenant"] != "acme" {
 			t.Fatalf("SELECT * FROM sessions as acme: %v, want only %s", got, a.ID)
 		}
 		for _, table := range tenantTables {
@@ -398,5 +398,41 @@ func TestEveryTableHasForcedRowSecurity(t *testing.T) {
 	}
 	if len(seen) != len(tenantTables) {
 		t.Errorf("tables %v; the RLS test covers %v", seen, tenantTables)
+	}
+}
+
+// TestOpenAsCreateRoleAdministrator: a role that is no superuser but may
+// create roles (a managed PostgreSQL's administrator) bootstraps Forge
+// like a superuser: it creates the roles, grants itself what it needs,
+// migrates as the owner, and queries as the runtime role.
+func TestOpenAsCreateRoleAdministrator(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.URL(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	prefix := "forge_c" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		for _, r := range []string{"_runtime", "_lookup", "_owner"} {
+			pgtest.Exec(t, admin, "DROP ROLE IF EXISTS "+prefix+r)
+		}
+	})
+	role := loginRole(t, admin, "CREATEROLE")
+	db := pgtest.NewDatabase(t)
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Exec(t, db, "GRANT CREATE ON DATABASE "+strings.TrimPrefix(u.Path, "/")+" TO "+role)
+
+	opts := testOpts
+	opts.RolePrefix = prefix
+	s := open(t, pgtest.WithUser(t, db, role), opts)
+	var user string
+	if err := s.Pool().QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil || user != prefix+"_runtime" {
+		t.Fatalf("queries run as %q (%v)", user, err)
+	}
+	seed(t, s, "acme", true)
+	if keys, _, err := s.ListKeys(ctx, forge.AllTenants, forge.ListOptions{}); err != nil || len(keys) != 1 {
+		t.Fatalf("ListKeys(AllTenants) as an administrator: %v, %v", keys, err)
 	}
 }
