@@ -28,8 +28,8 @@ CREATE TABLE agents (
     tenant     text COLLATE "C" NOT NULL CHECK (tenant <> ''),
     id         text COLLATE "C" NOT NULL,
     name       text COLLATE "C" NOT NULL,
-    version    integer     NOT NULL, -- current version
-    created_at timestamptz NOT NULL,
+    version    integer          NOT NULL, -- current version
+    created_at timestamptz      NOT NULL,
     deleted_at timestamptz,
     PRIMARY KEY (tenant, id)
 );
@@ -40,9 +40,9 @@ CREATE UNIQUE INDEX agents_live_name ON agents (tenant, name) WHERE deleted_at I
 CREATE TABLE agent_versions (
     tenant     text COLLATE "C" NOT NULL CHECK (tenant <> ''),
     agent_id   text COLLATE "C" NOT NULL,
-    version    integer     NOT NULL,
+    version    integer          NOT NULL,
     body       text COLLATE "C" NOT NULL, -- the Agent as JSON
-    created_at timestamptz NOT NULL,
+    created_at timestamptz      NOT NULL,
     PRIMARY KEY (tenant, agent_id, version),
     FOREIGN KEY (tenant, agent_id) REFERENCES agents (tenant, id)
 );
@@ -54,8 +54,8 @@ CREATE TABLE sessions (
     agent                    text COLLATE "C" NOT NULL,
     title                    bytea            NOT NULL,
     main_thread_id           text COLLATE "C" NOT NULL,
-    metadata                 text COLLATE "C" ,
-    tip_turn_id              text COLLATE "C" ,
+    metadata                 text COLLATE "C",
+    tip_turn_id              text COLLATE "C",
     -- Upper bound of the seqs handed out by ReserveSeqs; never decreases.
     seq_reserved             bigint           NOT NULL DEFAULT 0,
     -- The usage of the session's ended turns, added by each terminal write.
@@ -75,21 +75,21 @@ CREATE TABLE turns (
     tenant           text COLLATE "C" NOT NULL CHECK (tenant <> ''),
     id               text COLLATE "C" NOT NULL,
     session_id       text COLLATE "C" NOT NULL,
-    previous_turn_id text COLLATE "C" ,
+    previous_turn_id text COLLATE "C",
     agent_id         text COLLATE "C" NOT NULL,
-    agent_version    integer     NOT NULL,
+    agent_version    integer          NOT NULL,
     status           text COLLATE "C" NOT NULL,
-    input            text COLLATE "C" ,
-    output           text COLLATE "C" ,
-    required_actions text COLLATE "C" ,
-    error            text COLLATE "C" ,
-    cancel_reason    text COLLATE "C" ,
+    input            text COLLATE "C",
+    output           text COLLATE "C",
+    required_actions text COLLATE "C",
+    error            text COLLATE "C",
+    cancel_reason    text COLLATE "C",
     cancel_message   bytea,
     usage            text COLLATE "C" NOT NULL,
-    iterations       integer     NOT NULL,
-    last_seq         bigint      NOT NULL,
-    idempotency_key  text COLLATE "C" ,
-    created_at       timestamptz NOT NULL,
+    iterations       integer          NOT NULL,
+    last_seq         bigint           NOT NULL,
+    idempotency_key  text COLLATE "C",
+    created_at       timestamptz      NOT NULL,
     ended_at         timestamptz,
     PRIMARY KEY (tenant, id),
     FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, id)
@@ -109,13 +109,13 @@ CREATE TABLE messages (
     turn_id    text COLLATE "C" NOT NULL,
     thread_id  text COLLATE "C" NOT NULL,
     role       text COLLATE "C" NOT NULL,
-    parent_id  text COLLATE "C" ,
+    parent_id  text COLLATE "C",
     author     text COLLATE "C" NOT NULL,
     model      text COLLATE "C" NOT NULL,
     finish     text COLLATE "C" NOT NULL,
-    usage      text COLLATE "C" ,
-    summary    boolean     NOT NULL,
-    created_at timestamptz NOT NULL,
+    usage      text COLLATE "C",
+    summary    boolean          NOT NULL,
+    created_at timestamptz      NOT NULL,
     PRIMARY KEY (tenant, id),
     FOREIGN KEY (tenant, turn_id) REFERENCES turns (tenant, id)
 );
@@ -132,17 +132,17 @@ CREATE TABLE parts (
     session_id text COLLATE "C" NOT NULL,
     turn_id    text COLLATE "C" NOT NULL,
     type       text COLLATE "C" NOT NULL,
-    text       bytea       NOT NULL,
+    text       bytea            NOT NULL,
     state      text COLLATE "C" NOT NULL,
     call_id    text COLLATE "C" NOT NULL,
     tool       text COLLATE "C" NOT NULL,
-    arguments  text COLLATE "C" ,
+    arguments  text COLLATE "C",
     output     bytea,
     error      bytea,
-    data       text COLLATE "C" ,
-    provider   text COLLATE "C" ,
-    created_at timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL,
+    data       text COLLATE "C",
+    provider   text COLLATE "C",
+    created_at timestamptz      NOT NULL,
+    updated_at timestamptz      NOT NULL,
     PRIMARY KEY (tenant, id),
     FOREIGN KEY (tenant, message_id) REFERENCES messages (tenant, id)
 );
@@ -153,13 +153,13 @@ CREATE INDEX parts_message ON parts (tenant, message_id, id);
 CREATE TABLE events (
     tenant     text COLLATE "C" NOT NULL CHECK (tenant <> ''),
     session_id text COLLATE "C" NOT NULL,
-    seq        bigint      NOT NULL,
+    seq        bigint           NOT NULL,
     id         text COLLATE "C" NOT NULL,
     type       text COLLATE "C" NOT NULL,
-    turn_id    text COLLATE "C" ,
-    thread_id  text COLLATE "C" ,
-    created_at timestamptz NOT NULL,
-    data       text COLLATE "C" ,
+    turn_id    text COLLATE "C",
+    thread_id  text COLLATE "C",
+    created_at timestamptz      NOT NULL,
+    data       text COLLATE "C",
     PRIMARY KEY (tenant, session_id, seq),
     FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, id)
 );
@@ -179,9 +179,9 @@ CREATE TABLE idempotency (
     tenant     text COLLATE "C" NOT NULL CHECK (tenant <> ''),
     scope      text COLLATE "C" NOT NULL,
     key        text COLLATE "C" NOT NULL,
-    status     integer     NOT NULL,
+    status     integer          NOT NULL,
     body       bytea,
-    created_at timestamptz NOT NULL,
+    created_at timestamptz      NOT NULL,
     PRIMARY KEY (tenant, scope, key)
 );
 
@@ -192,8 +192,8 @@ CREATE TABLE api_keys (
     tenant     text COLLATE "C" NOT NULL CHECK (tenant <> ''),
     id         text COLLATE "C" NOT NULL,
     name       text COLLATE "C" NOT NULL,
-    key_hash   bytea       NOT NULL UNIQUE,
-    created_at timestamptz NOT NULL,
+    key_hash   bytea            NOT NULL UNIQUE,
+    created_at timestamptz      NOT NULL,
     revoked_at timestamptz,
     PRIMARY KEY (tenant, id)
 );
