@@ -98,18 +98,18 @@ const (
 	maxLimit          = 10000
 )
 
-// Open connects to the database at url (postgres://...), creates Forge's
-// roles and schema and applies pending migrations when url's role may
+// Open connects to the database at rawURL (postgres://...), creates
+// Forge's roles and schema and applies pending migrations when its role may
 // (a superuser, or a role with CREATEROLE), and opens the pool. Every query
 // of the store runs as a role without BYPASSRLS: the runtime role (SET
-// ROLE) for an administrator's url, else url's own role, which Open refuses
+// ROLE) for an administrator's URL, else the URL's own role, which Open refuses
 // if it bypasses row-level security or could become the owner.
-func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	r, err := newRoles(opts.RolePrefix)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := poolConfig(url, opts)
+	cfg, err := poolConfig(rawURL, opts)
 	if err != nil {
 		return nil, err
 	}

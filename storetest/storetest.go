@@ -30,6 +30,7 @@ import (
 // Harness opens stores for the suite.
 type Harness struct {
 	// Open returns a fresh, empty store. The harness closes it when t ends.
+	// The suite's cases run in parallel, each on a store of its own.
 	Open func(t *testing.T) forge.Store
 	// Reopen closes s and opens the same database again (durability tests).
 	// Optional: those tests are skipped without it. The cleanup Open
