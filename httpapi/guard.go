@@ -41,7 +41,11 @@ func (s *Server) admit(r *http.Request) error {
 	if n := headerSize(r); n > MaxHeaderBytes {
 		return forge.Errorf(errHeaderTooLarge, "the request line and header fields take %d bytes; at most %d (64 KiB) are accepted", n, MaxHeaderBytes)
 	}
-	if len(s.keys) == 0 {
+	keyed, err := s.keysConfigured(r.Context())
+	if err != nil {
+		return err
+	}
+	if !keyed {
 		// Without keys, whoever reaches the port may act: only programs on
 		// this machine can, unless a browser is made to relay (DNS
 		// rebinding sends a foreign Host; a page of another origin sends

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -39,12 +40,15 @@ type Config struct {
 	Store forge.Store
 	// Engine is normally an *engine.Engine.
 	Engine Runtime
-	// Keys maps API key to tenant. Empty: single tenant
-	// (forge.DefaultTenant), no authentication.
-	Keys   map[string]string
-	Logger *slog.Logger
-	Clock  forge.Clock
-	IDs    forge.IDGen
+	// Keys maps API key to tenant. With no keys here nor through
+	// KeyResolver: single tenant (forge.DefaultTenant), no authentication.
+	Keys map[string]string
+	// KeyResolver, when set, resolves keys Keys does not hold (keys in the
+	// store: StoredKeys).
+	KeyResolver KeyResolver
+	Logger      *slog.Logger
+	Clock       forge.Clock
+	IDs         forge.IDGen
 	// KeepAlive is the interval of SSE ping comments on an idle stream;
 	// 0 means 15 s.
 	KeepAlive time.Duration
@@ -67,6 +71,11 @@ type Server struct {
 	models    ModelCatalog
 
 	locks keyedMutex // serializes idempotent requests sharing a key
+
+	resolver KeyResolver
+	keyed    atomic.Bool // keys are configured (see keysConfigured)
+	// keylessAt is when the store last said it holds no key (unix ns).
+	keylessAt atomic.Int64
 }
 
 // New returns a Server for cfg.
@@ -85,6 +94,8 @@ func New(cfg Config) *Server {
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
 	}
+	s.resolver = cfg.KeyResolver
+	s.keyed.Store(len(s.keys) > 0)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -213,7 +224,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 func (s *Server) tenantFor(r *http.Request) (string, error) {
-	if len(s.keys) == 0 {
+	keyed, err := s.keysConfigured(r.Context())
+	if err != nil {
+		return "", err
+	}
+	if !keyed {
 		return forge.DefaultTenant, nil
 	}
 	h := r.Header.Get("Authorization")
@@ -232,6 +247,13 @@ func (s *Server) tenantFor(r *http.Request) (string, error) {
 		if subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1 {
 			tenant = t
 		}
+	}
+	if tenant == "" {
+		t, err := s.resolveKey(r.Context(), token)
+		if err != nil {
+			return "", err
+		}
+		tenant = t
 	}
 	if tenant == "" {
 		return "", forge.Errorf(forge.ErrUnauthorized, "invalid API key")

@@ -28,7 +28,7 @@ func TestMigrationIdempotencyExpiry(t *testing.T) {
 	}
 	now := func() time.Time { return time.Unix(1, 0) }
 	for _, m := range ms {
-		if m.version >= 4 {
+		if m.Version >= 4 {
 			break
 		}
 		if err := applyMigration(ctx, db, m, now); err != nil {
