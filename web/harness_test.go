@@ -25,6 +25,7 @@ import (
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
+	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
 )
@@ -90,6 +91,9 @@ func newBrowser(t testing.TB) *browser {
 			}
 			b.mu.Lock()
 			b.console = append(b.console, m)
+			if os.Getenv("WEB_TEST_CONSOLE") != "" {
+				fmt.Println("console:", m.Text)
+			}
 			b.mu.Unlock()
 		}
 	}()
@@ -189,10 +193,15 @@ func (b *browser) screenshot(name string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	// A viewport as tall as the page puts sticky headers where a reader
+	// sees them (a beyond-the-viewport capture would paint them mid-page).
+	height := eval[int64](b, `Math.min(document.documentElement.scrollHeight, 8000)`)
+	b.do(chromedp.EmulateViewport(1280, height), chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		b.t.Fatalf("screenshot: %v", err)
 	}
+	b.do(chromedp.EmulateReset())
 	dirs := []string{b.t.ArtifactDir()}
 	if *updateScreenshots {
 		dirs = append(dirs, filepath.Join("testdata", "screenshots"))
@@ -247,8 +256,12 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 	if os.Getenv("WEB_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	sandboxes, err := sandbox.NewManager(filepath.Join(t.TempDir(), "sandboxes"), sandbox.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng := engine.New(engine.Config{
-		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
+		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0), Sandboxes: sandboxes,
 		Logger: logger, ToolCancelWait: 200 * time.Millisecond,
 	})
 	if err := eng.Recover(ctx); err != nil {
@@ -278,6 +291,7 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = eng.Close(ctx)
+		_ = sandboxes.Close(ctx)
 		_ = st.Close(ctx)
 	})
 	return s

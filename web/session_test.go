@@ -114,6 +114,7 @@ func TestApproveAndAnswerFromPage(t *testing.T) {
 	b := newBrowser(t)
 	b.navigate(s.URL + "/ui/sessions/" + ses.ID)
 	b.waitFor(`document.querySelectorAll('.actions .action').length === 2`)
+	b.screenshot("session-approval.png")
 	if got := eval[string](b, `document.querySelector('.part-reasoning summary').textContent`); !strings.HasPrefix(got, "Reasoning") {
 		t.Fatalf("reasoning summary %q", got)
 	}
@@ -291,6 +292,92 @@ func TestModelOutputCannotInjectMarkup(t *testing.T) {
 	}
 	if n := eval[int](b, `[...document.querySelectorAll('.tool-out pre')].filter(p => p.textContent === `+jsString(payload)+`).length`); n != 1 {
 		t.Errorf("the tool result is not shown literally (%d matches)", n)
+	}
+	b.checkConsole()
+}
+
+// TestSubagentThreadAndPatch: a subagent's thread shows nested under the
+// call that delegated to it, its file edits as diffs, and the step's patch
+// as the list of files changed.
+func TestSubagentThreadAndPatch(t *testing.T) {
+	s := newServer(t)
+	call := func(name string, args map[string]any) scripted.ToolCall {
+		j, _ := json.Marshal(args)
+		return scripted.ToolCall{Name: name, Arguments: j}
+	}
+	s.createAgent(map[string]any{"name": "writer", "model": "scripted/echo", "tools": []any{"write_file", "edit_file"},
+		"model_params": map[string]any{"script": scripted.Script(
+			scripted.Step{ToolCalls: []scripted.ToolCall{call("write_file", map[string]any{"path": "notes.txt", "content": "alpha\nbeta\ngamma\n"})}},
+			scripted.Step{ToolCalls: []scripted.ToolCall{call("edit_file", map[string]any{"path": "notes.txt", "old_string": "beta", "new_string": "BETA"})}},
+			scripted.Step{Text: "notes written"},
+		)}})
+	s.createAgent(map[string]any{"name": "lead", "model": "scripted/echo", "subagents": []any{"writer"},
+		"model_params": map[string]any{"script": scripted.Script(
+			scripted.Step{Reasoning: "Delegate.", ToolCalls: []scripted.ToolCall{call("subagent_writer", map[string]any{"task": "write notes"})}},
+			scripted.Step{Text: "The writer is done."},
+		)}})
+	ses := s.createSession("lead", "Delegation")
+	if turn := s.turn(ses.ID, "please write notes"); turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+
+	b := newBrowser(t)
+	b.navigate(s.URL + "/ui/sessions/" + ses.ID)
+	b.waitFor(`document.querySelector('.turn[data-status=done]')`)
+	const thread = `document.querySelector('.part-tool .children .thread')`
+	if got := eval[string](b, thread+`.querySelector('.thread-head').textContent`); !strings.HasPrefix(got, "Subagent writer") || !strings.HasSuffix(got, "done") {
+		t.Fatalf("thread header %q", got)
+	}
+	if got := eval[string](b, `document.querySelector('.part-tool .tool-name').textContent`); got != "subagent_writer" {
+		t.Fatalf("the thread is not under the delegating call: %q", got)
+	}
+	if got := eval[string](b, thread+`.textContent`); !strings.Contains(got, "write notes") || !strings.Contains(got, "notes written") {
+		t.Fatalf("thread text %q", got)
+	}
+	// write_file: every line added; edit_file: beta replaced.
+	diffs := eval[[]string](b, `[...document.querySelectorAll('.diff-block')].map(d => d.querySelector('.diff-path').textContent + ':' + [...d.querySelectorAll('.diff-line')].map(l => l.className.replace('diff-line ', '') + '=' + l.querySelector('.code').textContent).join(';'))`)
+	want := []string{
+		"notes.txt:add=alpha;add=beta;add=gamma",
+		"notes.txt:del=beta;add=BETA", // edit_file's arguments hold the replaced text only
+
+	}
+	if strings.Join(diffs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("diffs\n%s\nwant\n%s", strings.Join(diffs, "\n"), strings.Join(want, "\n"))
+	}
+	patches := eval[[]string](b, `[...document.querySelectorAll('.patch')].map(p => p.textContent)`)
+	if len(patches) != 2 || !strings.Contains(patches[0], "added notes.txt +3") || !strings.Contains(patches[1], "modified notes.txt +1 −1") {
+		t.Fatalf("patches %q", patches)
+	}
+	if got := eval[string](b, `document.querySelector('.turn > .turn-body > .msg:last-child').textContent`); !strings.Contains(got, "The writer is done.") {
+		t.Fatalf("last message %q", got)
+	}
+	b.checkConsole()
+}
+
+// TestErrorsShown: a tool that fails and a model call that fails both show
+// on the page: the tool's error on its call, the turn's error at its end.
+func TestErrorsShown(t *testing.T) {
+	s := newServer(t)
+	s.createAgent(map[string]any{"name": "flaky", "model": "scripted/echo", "tools": []any{"echo"},
+		"model_params": map[string]any{"script": scripted.Script(
+			scripted.Step{ToolCalls: []scripted.ToolCall{{Name: "no_such_tool"}}},
+			scripted.Step{Text: "partial answer", Error: "the upstream model fell over", Status: 400},
+		)}})
+	ses := s.createSession("flaky", "Errors")
+	if turn := s.turn(ses.ID, "try"); turn.Status != forge.TurnErrored {
+		t.Fatalf("turn %+v", turn)
+	}
+	b := newBrowser(t)
+	b.navigate(s.URL + "/ui/sessions/" + ses.ID)
+	b.waitFor(`document.querySelector('.turn[data-status=errored]')`)
+	if got := eval[string](b, `document.querySelector('.part-tool[data-state=error] .tool-out.error pre').textContent`); !strings.Contains(got, "no_such_tool") {
+		t.Fatalf("tool error %q", got)
+	}
+	if got := eval[string](b, `document.querySelector('.turn-end.error').textContent`); !strings.HasPrefix(got, "Error model_error: ") || !strings.Contains(got, "the upstream model fell over") {
+		t.Fatalf("turn error %q", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('.role-assistant')].map(m => m.querySelector('.msg-info').textContent + ':' + m.querySelector('.parts').textContent).pop()`); !strings.HasSuffix(got, "· finish: error:Step 2partial answer") {
+		t.Fatalf("the failed step's message %q", got)
 	}
 	b.checkConsole()
 }

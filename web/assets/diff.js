@@ -8,8 +8,8 @@ const CONTEXT = 3;
 
 // diffLines returns [{op: '=' | '-' | '+' | '…', text}] turning a into b.
 export function diffLines(a, b) {
-  const x = a === '' ? [] : a.split('\n');
-  const y = b === '' ? [] : b.split('\n');
+  const x = lines(a);
+  const y = lines(b);
   // Common head and tail need no table.
   let head = 0;
   while (head < x.length && head < y.length && x[head] === y[head]) head++;
@@ -21,6 +21,15 @@ export function diffLines(a, b) {
   ops.push(...middle(xs, ys));
   ops.push(...x.slice(x.length - tail).map((text) => ({op: '=', text})));
   return fold(ops);
+}
+
+// lines splits text into lines; a final newline ends the last line rather
+// than starting an empty one.
+function lines(s) {
+  if (s === '') return [];
+  const l = s.split('\n');
+  if (l[l.length - 1] === '') l.pop();
+  return l;
 }
 
 function middle(xs, ys) {

@@ -82,11 +82,15 @@ export function addUsage(total, u) {
   return total;
 }
 
+// One formatter for every time shown: Date.toLocaleString builds a new one
+// per call, which costs more than everything else in a long timeline.
+const timeFormat = new Intl.DateTimeFormat(undefined, {dateStyle: 'short', timeStyle: 'medium'});
+
 export function fmtTime(iso) {
   if (!iso) return '';
   const d = new Date(iso);
   if (isNaN(d)) return String(iso);
-  return d.toLocaleString();
+  return timeFormat.format(d);
 }
 
 // shortID keeps the prefix and the last characters: ses_…7F3K2A.

@@ -63,15 +63,15 @@ function addRow(item, forum) {
   } else {
     tip.textContent = 'no turns';
   }
-  const usage = item.usage || null;
+  const usage = item.usage && (item.usage.input_tokens || item.usage.output_tokens || item.usage.cost) ? item.usage : null;
   const el = h('tr', {dataset: {id: item.id, kind: isForum ? 'forum' : item.kind || 'direct'}},
     h('td', {}, h('a', {href, text: title})),
     h('td', {text: isForum ? 'forum' : item.kind || 'direct'}),
     h('td', {text: item.agent || ''}),
     h('td', {}, h('code', {class: 'id', text: item.id})),
     tip,
-    h('td', {class: 'num', text: usage ? fmtUsage(usage) : ''}),
-    h('td', {class: 'num', text: usage ? fmtCost(usage.cost) : ''}),
+    h('td', {class: 'num', text: usage ? fmtUsage(usage) : isForum ? '' : '—'}),
+    h('td', {class: 'num', text: usage ? fmtCost(usage.cost) : isForum ? '' : '—'}),
     h('td', {}, h('time', {datetime: item.created_at || '', text: fmtTime(item.created_at)})));
   const r = {item, el, forum: isForum, haystack: (title + ' ' + item.id).toLowerCase()};
   rows.set(item.id, r);

@@ -277,8 +277,9 @@ async function main() {
     mainThread: ses.main_thread_id,
     controls: turnControls,
     onChange: (ev) => {
+      if (loading) return; // the history loop refreshes once per page
       if (ev.type === 'turn.created') tl.markBranch();
-      if (!loading) refresh();
+      refresh();
     },
   });
   sendForm($('composer'), (text) => postTurn({input: [{type: 'message', text}]}));
@@ -296,6 +297,7 @@ async function main() {
         if (ev.type === 'turn.created') open.set(ev.turn_id, ev.seq);
         else if (ev.type === 'turn.done') open.delete(ev.turn_id);
       }
+      tl.markBranch();
       renderSummary();
       if (first) {
         first = false;

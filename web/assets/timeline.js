@@ -249,6 +249,11 @@ export class TurnView {
     const p = this.tl.turns.get(prev);
     if (p && !p.resolvedBy) {
       p.resolvedBy = this;
+      // The paused turn's calls stay pending in its own rows forever (the
+      // answers are rows of this turn): say where they were answered.
+      for (const c of p.calls.values()) {
+        if (c.p && c.p.state === 'pending') c.out.textContent = 'Answered in turn ' + this.n;
+      }
       if (p.onResolved) p.onResolved(this);
     }
   }
@@ -399,7 +404,7 @@ class PartView {
         this.el.classList.toggle('streaming', p.state === 'streaming');
         if (this.badge) {
           this.badge.hidden = p.state !== 'interrupted';
-          this.badge.textContent = 'interrupted';
+          this.badge.textContent = this.badge.hidden ? '' : 'interrupted';
         }
         if (this.summary) {
           this.summary.textContent = 'Reasoning (' + (p.text || '').length + ' characters' + (p.state === 'streaming' ? ', streaming' : '') + ')';
