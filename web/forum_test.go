@@ -316,24 +316,35 @@ func TestForumPage(t *testing.T) {
 		t.Fatalf("room lines %q", got)
 	}
 
+	pushReply := func(seq int64, id, text string) {
+		f.push(seq, "forum.message", map[string]any{"id": id, "forum_id": standInForum, "kind": "reply",
+			"author": map[string]any{"participant_id": "par_support", "actor_id": "agent:support"}, "text": text,
+			"mentions": []string{}, "reply_to": "msg_1", "metadata": map[string]any{}, "created_at": time.Now().UTC().Format(time.RFC3339Nano)})
+	}
 	f.push(0, "forum.typing", map[string]any{"participant_id": "par_support", "typing": true})
 	b.waitFor(`document.getElementById('typing').textContent === 'support is typing…'`)
-
-	// Cut the stream: the page resumes after the last event with an id.
-	f.srv.CloseClientConnections()
-	b.waitFor(`Number(document.body.dataset.reconnects || 0) >= 1 && document.body.dataset.stream === 'open'`)
-	if ids := f.streamRequests(); len(ids) != 2 || ids[1] != "8" {
-		t.Fatalf("stream requests' Last-Event-ID %q, want the second to resume after 8", ids)
-	}
-	f.push(9, "forum.message", map[string]any{"id": "msg_4", "forum_id": standInForum, "kind": "reply",
-		"author": map[string]any{"participant_id": "par_support", "actor_id": "agent:support"}, "text": "It arrives on Friday.",
-		"mentions": []string{}, "reply_to": "msg_1", "metadata": map[string]any{}, "created_at": time.Now().UTC().Format(time.RFC3339Nano)})
+	pushReply(9, "msg_4", "It arrives on Friday.")
 	b.waitFor(`document.querySelectorAll('.fmsg').length === 4`)
 	if got := eval[string](b, `document.getElementById('typing').textContent`); got != "" {
 		t.Fatalf("typing after the reply: %q", got)
 	}
 	if got := eval[string](b, `document.querySelectorAll('.fmsg')[3].querySelector('a.monologue').getAttribute('href')`); got != "/ui/sessions/ses_mono2" {
 		t.Fatalf("the new reply's monologue link %q", got)
+	}
+	f.push(0, "forum.typing", map[string]any{"participant_id": "par_support", "typing": true})
+	b.waitFor(`document.getElementById('typing').textContent === 'support is typing…'`)
+
+	// Cut the stream: the page resumes after the last event with an id (a
+	// typing frame has none).
+	f.srv.CloseClientConnections()
+	b.waitFor(`Number(document.body.dataset.reconnects || 0) >= 1 && document.body.dataset.stream === 'open'`)
+	if ids := f.streamRequests(); len(ids) != 2 || ids[0] != "8" || ids[1] != "9" {
+		t.Fatalf("stream requests' Last-Event-ID %q, want 8 (after the history) then 9", ids)
+	}
+	pushReply(10, "msg_5", "Tracking number follows.")
+	b.waitFor(`document.querySelectorAll('.fmsg').length === 5`)
+	if n := eval[int](b, `document.querySelectorAll('[data-message=msg_4]').length`); n != 1 {
+		t.Fatalf("msg_4 shown %d times", n)
 	}
 	b.screenshot("forum.png")
 	b.checkConsole()

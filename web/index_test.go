@@ -106,5 +106,24 @@ func TestScriptUnits(t *testing.T) {
 	if want := "…1 unchanged line|=b|=c|=d|-e|+E|=f|=g|=h|=i|=j|+k"; diff != want {
 		t.Fatalf("diff %s\nwant %s", diff, want)
 	}
+
+	// Messages outside turns (a forum's copies in a monologue) gather in a
+	// block after the turn before them.
+	loose := eval[string](b, `(async () => {
+		const {Timeline} = await import('/ui/assets/timeline.js');
+		const root = document.createElement('div');
+		const tl = new Timeline(root, {mainThread: 'thr_main'});
+		const msg = (id, turn, text) => ({seq: 0, type: 'message.created', turn_id: turn, thread_id: 'thr_main',
+			data: {id, turn_id: turn, thread_id: 'thr_main', role: 'user', author: 'human:alice',
+				parts: [{id: 'prt_' + id, message_id: id, type: 'text', text, state: 'completed'}]}});
+		tl.apply({seq: 1, type: 'turn.created', turn_id: 'turn_1', data: {id: 'turn_1', status: 'running'}});
+		tl.apply(msg('m1', null, 'copied one'));
+		tl.apply(msg('m2', null, 'copied two'));
+		tl.apply(msg('m3', 'turn_1', 'in the turn'));
+		return [...root.children].map((c) => c.className + '=' + [...c.querySelectorAll('.msg')].map((m) => m.textContent).join('/')).join(' | ');
+	})()`)
+	if want := "turn=User human:alicein the turn | loose=User human:alicecopied one/User human:alicecopied two"; loose != want {
+		t.Fatalf("timeline blocks\n got %s\nwant %s", loose, want)
+	}
 	b.checkConsole()
 }

@@ -381,3 +381,32 @@ func TestErrorsShown(t *testing.T) {
 	}
 	b.checkConsole()
 }
+
+// TestSessionPageOtherTenant: a wrong key is refused and asked for again;
+// with another tenant's key the session does not exist, and no stream opens.
+func TestSessionPageOtherTenant(t *testing.T) {
+	s := newServer(t, withKeys(map[string]string{"key-acme": "acme", "key-globex": "globex"}))
+	s.key = "key-acme"
+	s.createAgent(map[string]any{"name": "echo", "model": "scripted/echo"})
+	ses := s.createSession("echo", "Acme's secret plans")
+	s.turn(ses.ID, "the secret")
+
+	b := newBrowser(t)
+	b.navigate(s.URL + "/ui/sessions/" + ses.ID)
+	b.waitFor(`document.querySelector('#key-form')`)
+	b.typeInto("#api-key", "not-a-key")
+	b.click("#key-form button[type=submit]")
+	b.waitFor(`document.querySelector('#key-form') && document.querySelector('#key-form').textContent.includes('was refused')`)
+	b.typeInto("#api-key", "key-globex")
+	b.click("#key-form button[type=submit]")
+	b.waitFor(`document.body.dataset.state === 'error'`)
+	if got := eval[string](b, `document.getElementById('banner').textContent`); got != "There is no session "+ses.ID+" (for this API key)." {
+		t.Fatalf("banner %q", got)
+	}
+	if strings.Contains(b.text(), "secret") {
+		t.Fatal("another tenant's session shows")
+	}
+	if ids := s.streamRequests(); len(ids) != 0 {
+		t.Fatalf("%d event streams opened", len(ids))
+	}
+}

@@ -86,15 +86,35 @@ export class Timeline {
     return t;
   }
 
-  // container returns where a message of thread goes in turn t.
+  // container returns where a message of thread goes in turn t, or, for a
+  // message outside any turn (what a forum copies into a monologue), in
+  // the block of such messages at the end of the timeline.
   container(t, threadID) {
+    if (!t) return this.loose();
     if (!threadID || threadID === this.opts.mainThread) return t.body;
     return t.thread(threadID).body;
   }
 
+  // loose returns the block of messages outside turns that ends the
+  // timeline, opening a new one after a turn.
+  loose() {
+    const last = this.root.lastElementChild;
+    if (last && last.classList.contains('loose')) return last.querySelector('.turn-body');
+    const block = h('section', {class: 'loose'},
+      h('header', {class: 'turn-head'}, h('strong', {text: 'Outside turns'}), ' ', h('span', {class: 'meta', text: 'messages no turn wrote (a forum’s copies)'})),
+      h('div', {class: 'turn-body'}));
+    this.root.append(block);
+    return block.querySelector('.turn-body');
+  }
+
+  // turnOf returns the view of the event's turn, or null outside turns.
+  turnOf(id) {
+    return id ? this.turn(id) : null;
+  }
+
   message(m, ev) {
     let v = this.messages.get(m.id);
-    const t = this.turn(m.turn_id || ev.turn_id);
+    const t = this.turnOf(m.turn_id || ev.turn_id);
     if (!v) {
       v = new MessageView(m);
       this.messages.set(m.id, v);
@@ -119,18 +139,16 @@ export class Timeline {
         // it an envelope of its own so nothing is dropped.
         m = new MessageView({id: p.message_id, role: 'assistant', parts: []});
         this.messages.set(p.message_id, m);
-        this.container(this.turn(ev.turn_id), threadID || ev.thread_id).append(m.el);
+        this.container(this.turnOf(ev.turn_id), threadID || ev.thread_id).append(m.el);
       }
       v = new PartView(this, p);
       this.parts.set(p.id, v);
       m.parts.append(v.el);
-      if (p.type === 'tool' && p.call_id) {
-        const t = this.turn(ev.turn_id);
-        t.calls.set(p.call_id, v);
-      }
+      const t = this.turnOf(ev.turn_id);
+      if (t && p.type === 'tool' && p.call_id) t.calls.set(p.call_id, v);
     }
     v.update(p);
-    if (ev.type === 'step.finished') this.turn(ev.turn_id).stepFinished(p);
+    if (ev.type === 'step.finished' && ev.turn_id) this.turn(ev.turn_id).stepFinished(p);
   }
 
   notice(ev) {
@@ -350,6 +368,7 @@ class MessageView {
     this.el.className = 'msg role-' + role.replace(/[^a-z]/g, '') + (m.summary ? ' summary' : '');
     this.role.textContent = {user: 'User', assistant: 'Assistant', tool: 'Resolutions'}[role] || role;
     const bits = [];
+    if (m.author) bits.push(m.author);
     if (m.summary) bits.push('summary');
     if (m.model) bits.push(m.model);
     if (m.finish && m.finish !== 'stop' && m.finish !== 'tool_calls') bits.push('finish: ' + m.finish);
