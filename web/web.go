@@ -149,16 +149,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Revalidate every time: a new binary serves new assets at the same
 	// paths, and a 304 costs one round trip on loopback or a LAN.
 	hd.Set("Cache-Control", "no-cache")
-	hd.Set("ETag", f.etag)
 	hd.Add("Vary", "Accept-Encoding")
-	if etagMatches(r.Header.Get("If-None-Match"), f.etag) {
+	body, etag := f.body, f.etag
+	gz := f.gz != nil && acceptsGzip(r.Header.Get("Accept-Encoding"))
+	if gz {
+		// Each representation has its own tag.
+		body, etag = f.gz, strings.TrimSuffix(f.etag, `"`)+`-gz"`
+	}
+	hd.Set("ETag", etag)
+	if etagMatches(r.Header.Get("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	body := f.body
-	if f.gz != nil && acceptsGzip(r.Header.Get("Accept-Encoding")) {
+	if gz {
 		hd.Set("Content-Encoding", "gzip")
-		body = f.gz
 	}
 	hd.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)

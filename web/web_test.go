@@ -119,6 +119,16 @@ func TestGzipAndRevalidation(t *testing.T) {
 	if other := get(t, h, "GET", "/ui/assets/forge.js", "If-None-Match", etag); other.StatusCode != 200 {
 		t.Errorf("another asset's etag matched: %d", other.StatusCode)
 	}
+	gzTag := zipped.Header.Get("ETag")
+	if gzTag == etag || gzTag == "" {
+		t.Fatalf("the gzip representation has the tag %q of the plain one", gzTag)
+	}
+	if again := get(t, h, "GET", "/ui/assets/session.js", "If-None-Match", gzTag, "Accept-Encoding", "gzip"); again.StatusCode != http.StatusNotModified {
+		t.Errorf("If-None-Match with the gzip tag: %d", again.StatusCode)
+	}
+	if plainAgain := get(t, h, "GET", "/ui/assets/session.js", "If-None-Match", gzTag); plainAgain.StatusCode != 200 {
+		t.Errorf("the gzip tag matched the plain representation: %d", plainAgain.StatusCode)
+	}
 }
 
 // TestAssetsBuildNoMarkupFromStrings keeps the rule the pages rely on to
