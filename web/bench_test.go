@@ -28,7 +28,6 @@ const measureLoad = `(() => {
 	const res = performance.getEntriesByType('resource');
 	const sum = (pred) => res.filter((r) => pred(new URL(r.name).pathname)).reduce((a, r) => a + r.transferSize, 0);
 	const mark = (n) => (performance.getEntriesByName(n)[0] || {startTime: -1}).startTime;
-	console.log(JSON.stringify(res.filter((r) => r.name.includes('/v1/')).map((r) => [new URL(r.name).pathname + new URL(r.name).search, Math.round(r.startTime), Math.round(r.responseStart - r.startTime), Math.round(r.duration), r.transferSize])));
 	return {
 		first: mark('forge:first-render'), all: mark('forge:history-loaded'), fcp: mark('first-contentful-paint'),
 		html: nav.transferSize, assets: sum((p) => p.startsWith('/ui/assets/')), data: sum((p) => p.startsWith('/v1/')),

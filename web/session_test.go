@@ -131,6 +131,9 @@ func TestApproveAndAnswerFromPage(t *testing.T) {
 	b.waitFor(`document.querySelectorAll('.turn').length === 2 && document.querySelectorAll('.turn')[1].dataset.status === 'done'`)
 	b.waitFor(`document.querySelectorAll('.turn')[1].textContent.includes('ping; the region is eu-west.')`)
 	b.waitFor(`document.querySelector('.turn .actions').textContent.includes('Answered in turn 2')`)
+	if got := eval[string](b, `document.querySelector('.turn .turn-end').textContent`); got != "Paused for approval, client tool; answered in turn 2" {
+		t.Fatalf("first turn's end %q", got)
+	}
 
 	second := s.getTurn(ses.ID, *s.session(ses.ID).TipTurnID)
 	if second.Status != forge.TurnDone || second.Output == nil || second.Output.Text != "Echo answered ping; the region is eu-west." {

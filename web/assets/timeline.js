@@ -272,6 +272,7 @@ export class TurnView {
       for (const c of p.calls.values()) {
         if (c.p && c.p.state === 'pending') c.out.textContent = 'Answered in turn ' + this.n;
       }
+      if (p.data.status && p.data.status !== 'running') p.renderEnd();
       if (p.onResolved) p.onResolved(this);
     }
   }
@@ -310,7 +311,8 @@ export class TurnView {
         d.ended_at ? ' · ' + fmtTime(d.ended_at) : '');
     } else {
       this.end.className = 'turn-end paused';
-      append(this.end, 'Paused: waiting for ' + d.required_actions.map((a) => a.type.replace('_', ' ')).join(', '));
+      append(this.end, 'Paused for ' + d.required_actions.map((a) => a.type.replace('_', ' ')).join(', ') +
+        (this.resolvedBy ? '; answered in turn ' + this.resolvedBy.n : ''));
     }
   }
 
