@@ -18,6 +18,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/web"
 )
 
 // Runtime is the part of the engine the HTTP layer calls: exactly these
@@ -185,6 +186,10 @@ func (s *Server) routes() http.Handler {
 			return forge.Errorf(errMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, list)
 		}))
 	}
+	// The web inspector: static pages (public) that call this API from the
+	// browser with the user's key. The root sends a browser there.
+	mux.Handle(web.Prefix, web.New())
+	mux.Handle("GET /{$}", http.RedirectHandler(web.Prefix, http.StatusFound))
 	mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return forge.Errorf(forge.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))
