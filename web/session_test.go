@@ -155,6 +155,9 @@ func TestApproveAndAnswerFromPage(t *testing.T) {
 	}
 	// Usage and cost (gpt-4.1-mini has prices): the page adds both turns.
 	wantCost := (1200+1500)*0.40/1e6 + (40+12)*1.60/1e6
+	// The page adds a turn's usage when its turn.done arrives over SSE,
+	// which may be after the API answered.
+	b.waitFor(`document.getElementById('total-usage').textContent === "2,700 in · 52 out"`)
 	if got := eval[string](b, `document.getElementById('total-usage').textContent`); got != "2,700 in · 52 out" {
 		t.Fatalf("total usage %q", got)
 	}
