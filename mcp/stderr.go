@@ -173,8 +173,8 @@ var (
 	keyRE    = regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}|\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{12,}|` +
 		`\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|` +
 		`\bAKIA[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{35}|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`)
-	urlCredRE   = regexp.MustCompile(`(://[^/\s:@]+:)[^/\s@]+@`)
-	namedRE = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*(?:key|token|secret|passw(?:or)?d|credential)[A-Za-z0-9_.-]*["']?\s*[:=]\s*["']?)([^\s"',;&}]+)`)
+	urlCredRE = regexp.MustCompile(`(://[^/\s:@]+:)[^/\s@]+@`)
+	namedRE   = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*(?:key|token|secret|passw(?:or)?d|credential)[A-Za-z0-9_.-]*["']?\s*[:=]\s*["']?)([^\s"',;&}]+)`)
 	// notSecretRE are values a named field holds that are no secret
 	// (max_tokens=100, has_key: true).
 	notSecretRE = regexp.MustCompile(`(?i)^(?:\[redacted\].*|\d{1,7}|true|false|null|none|yes|no|)$`)
