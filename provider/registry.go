@@ -164,24 +164,6 @@ func (r *Registry) Info(name string) (ModelInfo, bool) {
 	return e.info(id), true
 }
 
-// ProviderInfo describes a configured provider. It never holds a key.
-type ProviderInfo struct {
-	Name    string `json:"name"`
-	Kind    string `json:"kind"`
-	BaseURL string `json:"base_url,omitempty"`
-	// APIKeyEnv names the environment variable the key is read from.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
-	// APIKeySet tells whether that variable held a key.
-	APIKeySet bool `json:"api_key_set"`
-	// Headers are the names of the configured extra headers.
-	Headers []string `json:"headers,omitempty"`
-	// Source is where the provider comes from: config (the file), env (the
-	// conventional variables), builtin (scripted) or custom (Register).
-	Source string `json:"source"`
-	// Problem tells why the provider cannot be used ("" when it can).
-	Problem string `json:"problem,omitempty"`
-}
-
 // Providers describes the registered providers, sorted by name.
 func (r *Registry) Providers() []ProviderInfo {
 	r.mu.RLock()
