@@ -21,6 +21,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/provider/anthropic"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 	"github.com/forge-runtime/forge/provider/openai"
 	"github.com/forge-runtime/forge/provider/scripted"
 )
@@ -225,18 +226,6 @@ type Options struct {
 	Rand  func() float64
 }
 
-var defaultTransport = sync.OnceValue(func() http.RoundTripper {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.MaxIdleConnsPerHost = 64
-		// The first-byte timeout of the wrapper is the real bound; this
-		// one only catches a wrapper-less use.
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		return t
-	}
-	return http.DefaultTransport
-})
-
 // FromEnv builds the registry of a server from its environment alone
 // (getenv is os.Getenv in production): "scripted" always; "openai" when
 // OPENAI_API_KEY or OPENAI_BASE_URL is set (a base URL alone serves keyless
@@ -267,7 +256,7 @@ func Build(cfg *Config, o Options) (*Registry, error) {
 	}
 	base := o.Transport
 	if base == nil {
-		base = defaultTransport()
+		base = wire.DefaultTransport()
 	}
 	globalPolicy := DefaultRetryPolicy()
 	cfg.Retry.apply(&globalPolicy)

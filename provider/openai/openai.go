@@ -41,7 +41,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -53,6 +52,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 )
 
 // DefaultBaseURL is used when Config.BaseURL is empty.
@@ -78,17 +78,6 @@ type Provider struct {
 	chat sdk.ChatCompletionService
 }
 
-var defaultHTTPClient = sync.OnceValue(func() *http.Client {
-	var rt http.RoundTripper = http.DefaultTransport
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.MaxIdleConnsPerHost = 64
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		rt = t
-	}
-	return &http.Client{Transport: rt}
-})
-
 // New returns a provider for cfg.
 func New(cfg Config) *Provider {
 	cfg, opts := cfg.requestOptions()
@@ -107,7 +96,7 @@ func (cfg Config) requestOptions() (Config, []option.RequestOption) {
 		cfg.BaseURL = DefaultBaseURL
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = defaultHTTPClient()
+		cfg.HTTPClient = wire.DefaultClient()
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
