@@ -309,7 +309,7 @@ func Build(cfg *Config, o Options) (*Registry, error) {
 		e.keySet = key != ""
 		e.listBuiltins = isOfficial(pc.Kind, pc.BaseURL)
 		client := &http.Client{Transport: newTransport(base, header)}
-		f, err := newFactory(pc.Kind, pc.Name, key, pc.BaseURL, client)
+		f, err := newFactory(pc.Kind, pc.Name, key, pc.BaseURL, pc.MaxTokensField, client)
 		if err != nil && e.problem == "" {
 			e.problem = err.Error()
 		}
@@ -334,7 +334,7 @@ func Build(cfg *Config, o Options) (*Registry, error) {
 		}
 		e.listBuiltins = isOfficial(kind, baseURL)
 		client := &http.Client{Transport: newTransport(base, nil)}
-		f, err := newFactory(kind, kind, key, baseURL, client)
+		f, err := newFactory(kind, kind, key, baseURL, "", client)
 		if err != nil {
 			e.problem = err.Error()
 		}
@@ -385,13 +385,14 @@ func displayURL(baseURL string) string {
 
 func scriptedFactory(model string) (forge.Model, error) { return scripted.New(model), nil }
 
-// newFactory makes the model factory of a real provider. An error means
-// the kind cannot be served by this build; the factory then reports it too.
-func newFactory(kind, name, key, baseURL string, client *http.Client) (Factory, error) {
+// newFactory makes the model factory of a real provider. maxTokensField
+// applies to KindOpenAI ("": by base URL). An error means the kind cannot
+// be served by this build; the factory then reports it too.
+func newFactory(kind, name, key, baseURL, maxTokensField string, client *http.Client) (Factory, error) {
 	var f Factory
 	switch kind {
 	case KindOpenAI:
-		p := openai.New(openai.Config{Name: name, APIKey: key, BaseURL: baseURL, HTTPClient: client})
+		p := openai.New(openai.Config{Name: name, APIKey: key, BaseURL: baseURL, HTTPClient: client, MaxTokensField: maxTokensField})
 		f = func(model string) (forge.Model, error) { return p.Model(model), nil }
 	case KindOpenAIResponses:
 		p := openai.NewResponses(openai.Config{Name: name, APIKey: key, BaseURL: baseURL, HTTPClient: client})

@@ -86,9 +86,10 @@ type Config struct {
 
 // Provider makes Messages API calls for any model id.
 type Provider struct {
-	name  string
-	cache bool
-	msgs  sdk.MessageService
+	name    string
+	baseURL string // for error messages, without a password
+	cache   bool
+	msgs    sdk.MessageService
 }
 
 // New returns a provider for cfg.
@@ -114,7 +115,7 @@ func New(cfg Config) *Provider {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey), option.WithHeader("x-api-key", cfg.APIKey))
 	}
 	// NewMessageService, unlike NewClient, reads no environment.
-	return &Provider{name: cfg.Name, cache: !cfg.DisablePromptCache, msgs: sdk.NewMessageService(opts...)}
+	return &Provider{name: cfg.Name, baseURL: wire.DisplayURL(base), cache: !cfg.DisablePromptCache, msgs: sdk.NewMessageService(opts...)}
 }
 
 // Name is the provider's name.
@@ -198,10 +199,7 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 		if s.stopReason == "" {
 			// (A failure after message_delta only loses message_stop: the
 			// reply itself is complete.)
-			msg := "stream ended before the response was complete"
-			if err := dec.Err(); err != nil {
-				msg = "stream interrupted: " + err.Error()
-			}
+			msg := wire.StreamCut(p.baseURL, id, dec.Err(), []string{"message_delta with a stop_reason"})
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: msg, Retryable: true})
 			return
 		}

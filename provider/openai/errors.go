@@ -224,3 +224,17 @@ func retryAfterMessage(msg string) time.Duration {
 	}
 	return time.Duration(v * float64(time.Second))
 }
+
+// chatMissing lists what a Chat Completions stream ended without: always
+// the finish_reason (a stream with one is complete), the usage chunk when
+// none came, and the [DONE] line unless it came.
+func chatMissing(gotUsage, gotDone bool) []string {
+	missing := []string{"finish_reason"}
+	if !gotUsage {
+		missing = append(missing, "usage")
+	}
+	if !gotDone {
+		missing = append(missing, "[DONE]")
+	}
+	return missing
+}

@@ -3,7 +3,9 @@
 package wire
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,4 +65,36 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		return t.Sub(now)
 	}
 	return 0
+}
+
+// StreamCut is the message of a stream that ended before the response was
+// complete: which server (base URL) and model, what the stream lacked (the
+// protocol's end markers), and the read error, if any. It tells the
+// operator which of several servers is at fault.
+func StreamCut(baseURL, model string, err error, missing []string) string {
+	msg := fmt.Sprintf("the stream from %s (model %q) ended before the response was complete", baseURL, model)
+	if len(missing) > 0 {
+		msg += ": no " + joinOr(missing)
+	}
+	if err != nil {
+		return msg + "; the connection was interrupted: " + err.Error()
+	}
+	return msg + "; the server closed it"
+}
+
+// joinOr joins words as "a, b or c".
+func joinOr(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// DisplayURL is u without the password it may carry.
+func DisplayURL(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil || pu.User == nil {
+		return u
+	}
+	return pu.Redacted()
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -50,5 +51,20 @@ func TestDefaultClientShared(t *testing.T) {
 	}
 	if DefaultClient().Timeout != 0 {
 		t.Fatal("an overall timeout would cut long streams")
+	}
+}
+
+func TestStreamCut(t *testing.T) {
+	t.Parallel()
+	if got := StreamCut("http://h/v1", "m", nil, []string{"finish_reason", "usage", "[DONE]"}); got !=
+		`the stream from http://h/v1 (model "m") ended before the response was complete: no finish_reason, usage or [DONE]; the server closed it` {
+		t.Errorf("got %s", got)
+	}
+	if got := StreamCut("http://h", "m", io.ErrUnexpectedEOF, []string{"response.completed"}); got !=
+		`the stream from http://h (model "m") ended before the response was complete: no response.completed; the connection was interrupted: unexpected EOF` {
+		t.Errorf("got %s", got)
+	}
+	if got := DisplayURL("http://u:secret@h/v1"); got != "http://u:xxxxx@h/v1" {
+		t.Errorf("DisplayURL %s", got)
 	}
 }
