@@ -34,6 +34,9 @@ type serveOptions struct {
 	subagentDepth int
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
 	logOut        io.Writer // where the log goes (nil: stderr)
+
+	// unsafeCommands lets sandbox commands run without bubblewrap.
+	unsafeCommands bool
 }
 
 func newServeCommand() *cobra.Command {
@@ -71,6 +74,8 @@ and only listens on loopback addresses.`,
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes; ./forge.sandboxes with PostgreSQL)")
 	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
+	f.BoolVar(&o.unsafeCommands, "unsafe-unsandboxed-commands", false,
+		"run the bash tool's commands even when bubblewrap isolation is not available (they can then read the server's environment, keys, database and every session's sandbox); without it such commands are refused")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	return cmd
 }
@@ -180,7 +185,7 @@ func serve(ctx context.Context, o serveOptions) error {
 			sandboxRoot = "./forge.sandboxes"
 		}
 	}
-	sandboxes, err := sandbox.NewManager(sandboxRoot, sandbox.Options{Logger: log})
+	sandboxes, err := sandbox.NewManager(sandboxRoot, sandbox.Options{Logger: log, UnsafeUnsandboxedCommands: o.unsafeCommands})
 	if err != nil {
 		return fmt.Errorf("sandboxes: %w", err)
 	}
