@@ -55,6 +55,8 @@ type Config struct {
 	// Models, when set, is listed by GET /v1/models (normally the
 	// *provider.Registry the engine resolves models with).
 	Models ModelCatalog
+	// Protocols are other wire protocols served beside /v1 (protocols.go).
+	Protocols []Protocol
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -69,6 +71,7 @@ type Server struct {
 	writeWait time.Duration // bound of one write to a streaming client
 	handler   http.Handler
 	models    ModelCatalog
+	protocols []Protocol
 
 	locks keyedMutex // serializes idempotent requests sharing a key
 
@@ -90,6 +93,7 @@ func New(cfg Config) *Server {
 		keepAlive: cfg.KeepAlive,
 		writeWait: sseWriteWait,
 		models:    cfg.Models,
+		protocols: cfg.Protocols,
 	}
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
@@ -185,6 +189,7 @@ func (s *Server) routes() http.Handler {
 			return forge.Errorf(errMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, list)
 		}))
 	}
+	s.mountProtocols(mux)
 	mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return forge.Errorf(forge.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))
