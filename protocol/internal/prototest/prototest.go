@@ -35,6 +35,12 @@ type Stack struct {
 // New starts a stack serving protocols; t's cleanup stops it.
 func New(t testing.TB, protocols ...httpapi.Protocol) *Stack {
 	t.Helper()
+	return NewWithKeys(t, nil, protocols...)
+}
+
+// NewWithKeys is New with API keys (key -> tenant).
+func NewWithKeys(t testing.TB, keys map[string]string, protocols ...httpapi.Protocol) *Stack {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir()+"/forge.db")
 	if err != nil {
@@ -51,7 +57,7 @@ func New(t testing.TB, protocols ...httpapi.Protocol) *Stack {
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: st, Engine: eng, Logger: logger, Protocols: protocols}).Handler())
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: st, Engine: eng, Logger: logger, Keys: keys, Protocols: protocols}).Handler())
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
