@@ -28,7 +28,7 @@ type Kind int
 
 // Step kinds, in the order a turn produces them.
 const (
-	// TurnStarted opens the turn (Turn is the turn as created).
+	// TurnStarted opens the turn (Turn holds only its id).
 	TurnStarted Kind = iota + 1
 	// StepStarted and StepFinished bound one model call of the main
 	// thread (StepFinished has Usage and Finish).
@@ -120,7 +120,14 @@ func (p *Projector) Apply(ev forge.Event, emit func(Step)) error {
 	}
 	switch ev.Type {
 	case forge.EventTurnCreated:
-		var t forge.Turn
+		// Only what the projection needs: the encoders have the turn.
+		var t struct {
+			ID    string `json:"id"`
+			Input []struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+			} `json:"input"`
+		}
 		if err := json.Unmarshal(ev.Data, &t); err != nil {
 			return err
 		}
@@ -129,7 +136,7 @@ func (p *Projector) Apply(ev forge.Event, emit func(Step)) error {
 				p.resolvedBy[in.CallID] = in.Type
 			}
 		}
-		emit(Step{Kind: TurnStarted, Seq: ev.Seq, Turn: &t})
+		emit(Step{Kind: TurnStarted, Seq: ev.Seq, Turn: &forge.Turn{ID: t.ID}})
 	case forge.EventMessageCreated:
 		var m struct {
 			ID      string `json:"id"`

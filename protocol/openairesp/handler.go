@@ -163,28 +163,47 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if stream {
 		return h.createStream(w, r, tenant, ses, req, rec)
 	}
-	turn, err := h.env.Runtime.StartTurn(protocol.Detach(r), tenant, ses.ID, req)
+	if background {
+		turn, err := h.env.Runtime.StartTurn(protocol.Detach(r), tenant, ses.ID, req)
+		if err != nil {
+			return startError(err)
+		}
+		h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
+		writeJSON(w, http.StatusOK, base(turn, ses, rec))
+		return nil
+	}
+	// Waiting: the turn's live events build the answer as they come (no
+	// read of the stored log afterwards).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, ses.ID, req)
 	if err != nil {
 		return startError(err)
 	}
 	h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
-	if background {
-		resp := base(turn, ses, rec)
-		writeJSON(w, http.StatusOK, resp)
-		return nil
-	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a turn may outlast the server's WriteTimeout
-	done, err := h.env.Runtime.WaitTurn(r.Context(), tenant, ses.ID, turn.ID)
-	if err != nil {
-		return err
+	enc := newEncoder(base(turn, ses, rec), -1, nil)
+	proj := protocol.NewProjector(ses.MainThreadID)
+	for ev, err := range events {
+		if err == nil {
+			err = proj.Apply(ev, enc.step)
+		}
+		if err == nil {
+			err = enc.err
+		}
+		if err != nil {
+			return err
+		}
+		if proj.Done() {
+			break
+		}
 	}
-	resp, err := h.build(r.Context(), tenant, ses, done, rec)
-	if err != nil {
-		return err
+	if !proj.Done() {
+		return r.Context().Err()
 	}
 	_ = rc.SetWriteDeadline(time.Now().Add(protocol.WriteWait))
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, &enc.resp)
 	return nil
 }
 
