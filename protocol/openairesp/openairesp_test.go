@@ -301,3 +301,50 @@ func TestMetadataAndInputItems(t *testing.T) {
 		t.Fatalf("input_items: %d %s", status, body)
 	}
 }
+
+// TestStreamedEqualsStored: the response a stream ends with is the one
+// GET builds from the stored rows, for turns of every shape.
+func TestStreamedEqualsStored(t *testing.T) {
+	t.Parallel()
+	s := prototest.New(t, openairesp.Protocol{})
+	s.Agent(`{"name":"helper","model":"scripted/x","model_params":{"script":[{"text":"helped"}]}}`)
+	for _, agent := range []string{
+		`{"name":"tools","model":"scripted/x","tools":["echo"],"model_params":{"script":[{"reasoning":"r","text":"let me","tool_calls":[{"name":"echo","arguments":{"text":"a"}},{"name":"echo","arguments":{"text":"b"}}]},{"text":"done"}]}}`,
+		`{"name":"ask","model":"scripted/x","tools":["echo",{"name":"lookup","client":true}],"approval":{"echo":"ask"},"model_params":{"script":[{"tool_calls":[{"name":"echo","arguments":{"text":"a"}},{"name":"lookup"},{"name":"nope"}]}]}}`,
+		`{"name":"sub","model":"scripted/x","subagents":["helper"],"model_params":{"script":[{"tool_calls":[{"name":"subagent_helper","arguments":{"task":"t"}}]},{"text":"ok"}]}}`,
+		`{"name":"fails","model":"scripted/x","model_params":{"script":[{"text":"part","error":"boom"}]}}`,
+		`{"name":"long","model":"scripted/x","model_params":{"script":[{"text":"cut","finish":"length"}]}}`,
+	} {
+		s.Agent(agent)
+		var def struct{ Name string }
+		_ = json.Unmarshal([]byte(agent), &def)
+		_, body := s.Do("POST", "/openai/v1/responses", `{"model":"`+def.Name+`","input":"go","stream":true}`)
+		var final json.RawMessage
+		for _, line := range strings.Split(body, "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var ev struct {
+					Type     string          `json:"type"`
+					Response json.RawMessage `json:"response"`
+				}
+				_ = json.Unmarshal([]byte(data), &ev)
+				switch ev.Type {
+				case "response.completed", "response.failed", "response.incomplete":
+					final = ev.Response
+				}
+			}
+		}
+		var r struct{ ID string }
+		if json.Unmarshal(final, &r) != nil || r.ID == "" {
+			t.Fatalf("%s: no final response in %s", def.Name, body)
+		}
+		_, got := s.Do("GET", "/openai/v1/responses/"+r.ID, "")
+		var a, b any
+		_ = json.Unmarshal(final, &a)
+		_ = json.Unmarshal([]byte(got), &b)
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if string(ja) != string(jb) {
+			t.Fatalf("%s: streamed\n%s\nstored\n%s", def.Name, ja, jb)
+		}
+	}
+}
