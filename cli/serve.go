@@ -18,6 +18,8 @@ import (
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/mcp"
+	"github.com/forge-runtime/forge/protocol/aisdk"
+	"github.com/forge-runtime/forge/protocol/openairesp"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/tools"
@@ -201,7 +203,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
-		Logger: log, Clock: clock, IDs: ids, Models: models})
+		Logger: log, Clock: clock, IDs: ids, Models: models,
+		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}}})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
