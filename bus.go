@@ -61,13 +61,13 @@ type BusSubscription interface {
 	// ends (then it returns ctx.Err()).
 	//
 	// Exactly once and in order, it returns every event published after
-	// Subscribe returned; an event whose Publish returned before Next was
-	// called is in that call's answer or an earlier one (readers rely on
-	// this to merge the bus with the stored log).
+	// Subscribe returned, unless the subscriber falls too far behind and is
+	// cut off: then, once the events before the cut are returned, Next
+	// returns ErrLagged. After Close it returns ErrSubscriptionClosed.
 	//
-	// A subscriber that falls too far behind is cut off: once the events
-	// before the cut are returned, Next returns ErrLagged. After Close it
-	// returns ErrSubscriptionClosed.
+	// Readers merge the bus with the stored log relying on this: when
+	// Next(ctx, false) returns no event (and no error), every event whose
+	// Publish returned before that call has been returned.
 	Next(ctx context.Context, wait bool) ([]Event, error)
 	// Close releases the subscription. It is safe to call more than once.
 	Close() error
