@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,5 +300,87 @@ func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
 	}
 	if !sawRow || text.String() != strings.Join(deltas, "") {
 		t.Fatalf("row with text so far: %v; text %q, want %q", sawRow, text.String(), strings.Join(deltas, ""))
+	}
+}
+
+// TestSlowSessionSubscribersGetEveryDeltaAcrossTurns: session-stream
+// subscribers slower than the model, with a small bus buffer, are cut off
+// again and again over several turns of long delta streams, and still get
+// every delta exactly once, in order (docs/decisions.md: a slow
+// subscriber resumes from its cursor and sees no gap).
+func TestSlowSessionSubscribersGetEveryDeltaAcrossTurns(t *testing.T) {
+	t.Parallel()
+	const subscribers, turns, deltas = 16, 3, 1000
+	b := bus.New(8, 0)
+	h := newHarness(t, func(c *engine.Config) { c.Bus = b })
+	h.agent("a", nil)
+	s := h.session("a")
+	var script []string
+	for i := range deltas {
+		script = append(script, fmt.Sprintf("%d,", i))
+	}
+	want := strings.Join(script, "")
+	for range turns {
+		h.model.push(reply{deltas: script})
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	texts := make(chan []string, subscribers)
+	for i := range subscribers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var got []string // per turn: the deltas' text
+			var cur strings.Builder
+			n := 0
+			var last int64
+			for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{}) {
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				if ev.Seq <= last {
+					t.Errorf("seq %d after %d", ev.Seq, last)
+				}
+				last = ev.Seq
+				if n++; n%(5+i) == 0 {
+					time.Sleep(20 * time.Microsecond) // a slow reader
+				}
+				switch ev.Type {
+				case forge.EventModelDelta:
+					var d forge.DeltaData
+					_ = json.Unmarshal(ev.Data, &d)
+					cur.WriteString(d.Delta)
+				case forge.EventTurnDone:
+					got = append(got, cur.String())
+					cur.Reset()
+				}
+				if len(got) == turns {
+					break
+				}
+			}
+			texts <- got
+		}()
+	}
+	for b.Subscribers(s.ID) < subscribers {
+		time.Sleep(time.Millisecond) // a poll until all have subscribed, not ordering
+	}
+	for range turns {
+		if turn := h.run(s.ID, msg("go")); turn.Status != forge.TurnDone {
+			t.Fatalf("turn %+v", turn)
+		}
+	}
+	wg.Wait()
+	close(texts)
+	for got := range texts {
+		if len(got) != turns {
+			t.Fatalf("a subscriber saw %d turns", len(got))
+		}
+		for i, text := range got {
+			if text != want {
+				t.Fatalf("turn %d: a subscriber got %d of %d bytes of deltas", i+1, len(text), len(want))
+			}
+		}
 	}
 }
