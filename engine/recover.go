@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/eventlog"
@@ -11,7 +13,9 @@ import (
 // Recover ends every turn a dead process left running: unfinished text and
 // reasoning parts are closed with their checkpointed text (interrupted),
 // pending and running tool parts become errors, and the turn ends cancelled
-// with reason abandoned. The event log reserves a fresh seq range first, so the
+// with reason abandoned. Its snapshot carries the base turn's capability
+// states, thread states and MCP info, so the next turn starts where the
+// base left. The event log reserves a fresh seq range first, so the
 // closing events have seqs above any a client could have seen. Call it
 // before serving.
 func (e *Engine) Recover(ctx context.Context) error {
@@ -32,6 +36,19 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 	msgs, err := e.store.TurnMessages(ctx, t.Tenant, t.ID)
 	if err != nil {
 		return err
+	}
+	sess, err := e.store.GetSession(ctx, t.Tenant, t.SessionID)
+	if err != nil {
+		return err
+	}
+	base := &forge.Snapshot{}
+	if t.PreviousTurnID != nil {
+		switch snap, err := e.store.GetSnapshot(ctx, t.Tenant, *t.PreviousTurnID); {
+		case err == nil:
+			base = snap
+		case !errors.Is(err, forge.ErrNotFound):
+			return err
+		}
 	}
 	b := &forge.Batch{Tenant: t.Tenant, SessionID: t.SessionID, TurnID: t.ID}
 	var drafts []eventlog.Draft
@@ -73,7 +90,25 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 		final.LastSeq, t.LastSeq = seq, seq
 	}})
 	b.Turn = t
-	b.Snapshot = &forge.Snapshot{TurnID: t.ID, Threads: map[string]forge.ThreadState{}}
+	b.Snapshot = carriedSnapshot(t.ID, sess.MainThreadID, base)
 	_, err = e.events.Commit(ctx, b, drafts...)
 	return err
+}
+
+// carriedSnapshot is the snapshot of turn turnID that ended without
+// writing its own state (abandoned): the base turn's, with the main thread
+// finished and waiting for nothing (the turn has no required actions).
+// Capability states, child thread states and extra state (MCP info) carry
+// over, so the next turn starts where the base left.
+func carriedSnapshot(turnID, mainThread string, base *forge.Snapshot) *forge.Snapshot {
+	snap := &forge.Snapshot{TurnID: turnID, Threads: maps.Clone(base.Threads), ContextTokens: base.ContextTokens,
+		Capabilities: maps.Clone(base.Capabilities), Extra: maps.Clone(base.Extra)}
+	if snap.Threads == nil {
+		snap.Threads = map[string]forge.ThreadState{}
+	}
+	if st, ok := snap.Threads[mainThread]; ok {
+		st.State, st.OpenCall = forge.ThreadFinished, nil
+		snap.Threads[mainThread] = st
+	}
+	return snap
 }

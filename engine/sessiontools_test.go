@@ -323,3 +323,65 @@ func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 }
+
+// TestRecoveredTurnKeepsTheBaseTurnsState: a turn abandoned by a crash
+// ends with the snapshot of the turn it chained from (capability states,
+// thread states, MCP info), so the session continues with its todo list.
+func TestRecoveredTurnKeepsTheBaseTurnsState(t *testing.T) {
+	t.Parallel()
+	bin := everythingServer(t)
+	m := mcp.NewManager(mcp.Options{})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	h := newHarness(t, func(c *engine.Config) {
+		c.Capabilities = tools.Capabilities()
+		c.MCP = m
+	})
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "todo", BuiltIn: true}}
+		a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{bin, "stdio"}}}
+	})
+	s := h.session("a")
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("todo_write", `{"items":[{"content":"ship it","status":"pending"}]}`)}},
+		reply{deltas: []string{"planned"}},
+	)
+	t1 := h.run(s.ID, msg("plan"))
+	base, err := h.store.GetSnapshot(h.ctx, forge.DefaultTenant, t1.ID)
+	if err != nil || base.Capabilities["todo"] == nil || base.Extra["mcp"] == nil {
+		t.Fatalf("base snapshot %+v %v", base, err)
+	}
+	// The next turn dies mid-stream: a copy of the database is what a
+	// killed process leaves.
+	h.model.push(reply{deltas: []string{"work"}, block: make(chan struct{})})
+	t2, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("do it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	copyDB(t, h.path)
+	h2 := &harness{t: t, path: h.path + ".copy", model: &testModel{}, ctx: h.ctx}
+	h2.open(func(c *engine.Config) {
+		c.Capabilities = tools.Capabilities()
+		c.MCP = m
+	})
+	defer h2.close()
+	snap, err := h2.store.GetSnapshot(h.ctx, forge.DefaultTenant, t2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(snap.Capabilities["todo"]) != string(base.Capabilities["todo"]) || string(snap.Extra["mcp"]) != string(base.Extra["mcp"]) {
+		t.Fatalf("recovered snapshot capabilities %s mcp %s; base had %s and %s",
+			snap.Capabilities["todo"], snap.Extra["mcp"], base.Capabilities["todo"], base.Extra["mcp"])
+	}
+	if st := snap.Threads[s.MainThreadID]; st.State != forge.ThreadFinished || st.Agent != "a" {
+		t.Fatalf("main thread state %+v", st)
+	}
+	// The session goes on with its list.
+	h2.model.push(reply{calls: []forge.ToolCall{call("todo_read", `{}`)}}, reply{deltas: []string{"read"}})
+	if t3 := h2.run(s.ID, msg("what is left?")); t3.Status != forge.TurnDone || *t3.PreviousTurnID != t2.ID {
+		t.Fatalf("next turn %+v", t3)
+	}
+	if got := h2.model.sent()[1].Messages; got[len(got)-1].Parts[0].Output != "1. [pending] ship it" {
+		t.Fatalf("todo_read after recovery: %q", got[len(got)-1].Parts[0].Output)
+	}
+}
