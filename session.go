@@ -55,6 +55,9 @@ const (
 	CodeToolError       = "tool_error"
 	CodeContextOverflow = "context_overflow"
 	CodeInternal        = "internal"
+	// CodeStoreError ends a turn whose writes kept failing: what it could
+	// not save was not done (no tool ran on an unsaved state).
+	CodeStoreError = "store_error"
 )
 
 // Turn is one request/response cycle in a session.

@@ -21,7 +21,9 @@ type callResult struct {
 }
 
 // runCalls runs the server-side calls of a step concurrently and returns
-// the required actions of the calls that pause the turn.
+// the required actions of the calls that pause the turn. The calls'
+// running state is durable before any of them starts: when that write
+// fails, none runs (the turn then ends store_error).
 func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 	x := th.x
 	var actions []forge.RequiredAction
@@ -34,9 +36,11 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 			toRun = append(toRun, c)
 		}
 	}
-	// The running state is durable before any side effect happens.
 	if err := th.flush(); err != nil {
-		x.e.log.Warn("flush before tools failed", "turn", x.turn.ID, "err", err)
+		for _, c := range toRun {
+			th.toolError(c.part, "not run: the turn could not be saved before this call")
+		}
+		return actions
 	}
 	if len(toRun) == 0 {
 		return actions
@@ -72,9 +76,8 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 			} else if a := th.recordResult(cr); a != nil {
 				actions = append(actions, *a)
 			}
-			if err := th.flush(); err != nil {
-				x.e.log.Warn("flush tool result failed", "turn", x.turn.ID, "err", err)
-			}
+			// A failure is recorded; the loop ends the turn after the calls.
+			_ = th.flush()
 		case <-cancelled:
 			cancelled = nil
 			timer := time.NewTimer(x.e.cfg.ToolCancelWait)
@@ -241,8 +244,6 @@ func (th *thread) recordPatch(calls []*call) func() {
 		p.Data = mustJSON(patch)
 		msg.Parts = append(msg.Parts, p)
 		th.partEvent(forge.EventPatch, p)
-		if err := th.flush(); err != nil {
-			log.Warn("flush patch failed", "err", err)
-		}
+		_ = th.flush() // a failure is recorded; the loop ends the turn
 	}
 }

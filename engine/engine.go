@@ -83,7 +83,8 @@ type Config struct {
 	// (data.full_output). 0 means 64 KiB.
 	MaxToolOutput int
 	// StoreRetryDelays are the waits before each retry of a failed store
-	// write (nil: eventlog.DefaultRetryDelays).
+	// write (nil: eventlog.DefaultRetryDelays). A write still failing after
+	// them ends the turn errored with code store_error.
 	StoreRetryDelays []time.Duration
 	// Sleep waits between retries; nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error

@@ -17,6 +17,14 @@ var (
 	errStopped = errors.New("turn stopped")
 )
 
+// storeError is a write that still failed after its retries: the turn
+// ends errored with code store_error, and nothing that depends on the
+// unsaved state (a tool call) happens.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return "the turn could not be saved: " + e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
 // execution is one executing turn: what its threads share. The main
 // thread's executor goroutine owns turn; child threads run inside the
 // main thread's tool calls.
@@ -42,6 +50,8 @@ type execution struct {
 	mu sync.Mutex // guards the following
 	// reason is the cancel reason, set once; reasonText the client's text.
 	reason, reasonText string
+	// storeErr is the first write that failed after its retries.
+	storeErr error
 	// mcpInits are the MCP servers started by this turn's threads.
 	mcpInits []forge.MCPInitialized
 }
@@ -84,6 +94,13 @@ func (x *execution) cancelReason() string {
 
 func (x *execution) cancelled() bool { return x.ctx.Err() != nil }
 
+// failedWrite returns the write that failed for good, if any.
+func (x *execution) failedWrite() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.storeErr
+}
+
 func (x *execution) noteMCP(inits []forge.MCPInitialized) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -124,7 +141,8 @@ func (x *execution) mcpSnapshot() (json.RawMessage, error) {
 // terminal, when set, makes it the turn's terminal write with that
 // snapshot; committed, when set, runs once the transaction landed and
 // before anything is published. On success w is emptied; on failure it
-// keeps everything, so a later write (the terminal one) carries it.
+// keeps everything, so a later write (the terminal one) carries it, and
+// the failure is recorded: the turn then ends store_error.
 func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func()) error {
 	if w.empty() && terminal == nil {
 		return nil
@@ -145,10 +163,25 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 		return nil
 	})
 	if err != nil {
-		return err
+		if errors.Is(err, forge.ErrTurnEnded) {
+			return err
+		}
+		return x.writeFailed(err)
 	}
 	w.reset()
 	return nil
+}
+
+// writeFailed records a write that failed for good and returns it as a
+// *storeError.
+func (x *execution) writeFailed(err error) error {
+	se := &storeError{err: err}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.storeErr == nil {
+		x.storeErr = se
+	}
+	return se
 }
 
 // batch is a thread's pending writes: rows and the events describing them,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/eventlog"
@@ -12,6 +13,10 @@ import (
 // finish makes the turn's terminal write: closing events of anything left
 // open, action.required, turn.done, the turn row and its snapshot, in one
 // transaction. The store fences it: if the turn already ended, this loses.
+// When it cannot be written (after the event log's retries), the turn ends
+// errored with code store_error in a minimal write, retried until it lands
+// or the engine gives up: a session is never left with a running turn
+// while its store works.
 func (x *execution) finish(out outcome) {
 	th := x.main
 	// Anything still streaming, in any thread, was cut off.
@@ -20,6 +25,9 @@ func (x *execution) finish(out outcome) {
 			th.w.part(row, x.e.clock.Now())
 			th.w.event(eventlog.Draft{Type: forge.EventModelMessage, ID: row.ID, TurnID: x.turn.ID, ThreadID: thread, Data: row})
 		}
+	}
+	if err := x.failedWrite(); err != nil && out.status != forge.TurnErrored {
+		out = th.failure(err)
 	}
 	now := x.e.clock.Now()
 	t := x.turn
@@ -60,10 +68,58 @@ func (x *execution) finish(out outcome) {
 	})
 	switch {
 	case err == nil:
+		return
 	case errors.Is(err, forge.ErrTurnEnded):
 		x.e.log.Info("turn already ended elsewhere; terminal write dropped", "session_id", x.session.ID, "turn_id", t.ID)
-	default:
-		x.e.log.Error("terminal write failed", "session_id", x.session.ID, "turn_id", t.ID, "err", err)
+		return
+	}
+	x.e.log.Error("terminal write failed; ending the turn store_error", "session_id", x.session.ID, "turn_id", t.ID, "err", err)
+	x.endStoreError(err)
+}
+
+// endStoreError ends the turn errored with code store_error in a write
+// holding only the turn, its turn.done and its base snapshot (the rows
+// that could not be written are not claimed), retrying with the configured
+// backoff, its last delay repeated, until it lands or the engine gives up
+// (then recovery ends the turn at the next start).
+func (x *execution) endStoreError(cause error) {
+	t := x.turn
+	t.Status, t.Output, t.RequiredActions, t.CancelReason, t.CancelMessage = forge.TurnErrored, nil, []forge.RequiredAction{}, nil, nil
+	var se *storeError
+	if !errors.As(cause, &se) {
+		se = &storeError{err: cause}
+	}
+	t.Error = &forge.TurnError{Code: forge.CodeStoreError, Message: se.Error()}
+	snap := x.baseSnapshot()
+	delays := x.e.cfg.StoreRetryDelays
+	for attempt := 0; ; attempt++ {
+		var w batch
+		w.event(x.turnDone())
+		err := x.commit(&w, snap, func() { x.e.unregister(x) })
+		if err == nil || errors.Is(err, forge.ErrTurnEnded) {
+			return
+		}
+		wait := time.Second
+		if len(delays) > 0 {
+			wait = delays[min(attempt, len(delays)-1)]
+		}
+		x.e.log.Error("terminal write failed again", "session_id", x.session.ID, "turn_id", t.ID, "attempt", attempt+1, "err", err)
+		select {
+		case <-x.e.gaveUp:
+			return
+		default:
+		}
+		if x.e.cfg.Sleep != nil {
+			_ = x.e.cfg.Sleep(x.ctx, wait)
+		} else {
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-x.e.gaveUp:
+				timer.Stop()
+				return
+			}
+		}
 	}
 }
 
@@ -109,6 +165,12 @@ func (x *execution) snapshot(out outcome) *forge.Snapshot {
 		snap.Extra["mcp"] = raw
 	}
 	return snap
+}
+
+// baseSnapshot is the snapshot of this turn ending with nothing it did
+// saved (store_error).
+func (x *execution) baseSnapshot() *forge.Snapshot {
+	return carriedSnapshot(x.turn.ID, x.session.MainThreadID, x.base)
 }
 
 // contextTokens is the main thread's context size after the last step: the

@@ -60,6 +60,9 @@ func (th *thread) loop() outcome {
 		}
 		th.resolutions = main
 		actions := append(childActions, th.applyResolutions()...)
+		if err := x.failedWrite(); err != nil {
+			return th.failure(err)
+		}
 		if x.cancelled() {
 			return th.cancelledOutcome()
 		}
@@ -81,6 +84,9 @@ func (th *thread) loop() outcome {
 		return outcome{status: forge.TurnDone, output: &forge.TurnOutput{MessageID: sum.ID, Text: textOf(sum)}}
 	}
 	for {
+		if err := x.failedWrite(); err != nil {
+			return th.failure(err)
+		}
 		if x.cancelled() {
 			return th.cancelledOutcome()
 		}
@@ -124,6 +130,9 @@ func (th *thread) loop() outcome {
 				Message: fmt.Sprintf("the agent used all %d model calls this turn allows; send a new message to continue", th.agent.IterationLimit)}}
 		}
 		actions := th.runCalls(calls)
+		if err := x.failedWrite(); err != nil {
+			return th.failure(err)
+		}
 		if x.cancelled() {
 			return th.cancelledOutcome()
 		}
@@ -136,13 +145,17 @@ func (th *thread) loop() outcome {
 func (th *thread) failure(err error) outcome {
 	code := forge.CodeInternal
 	var me *forge.ModelError
-	if errors.As(err, &me) {
+	var se *storeError
+	switch {
+	case errors.As(err, &se):
+		code = forge.CodeStoreError
+	case errors.As(err, &me):
 		code = forge.CodeModelError
 		if me.ContextOverflow {
 			code = forge.CodeContextOverflow
 		}
 	}
-	if code == forge.CodeInternal {
+	if code != forge.CodeModelError && code != forge.CodeContextOverflow {
 		th.x.e.log.Error("turn failed", "session_id", th.x.session.ID, "turn_id", th.x.turn.ID, "code", code, "err", err)
 	}
 	return outcome{status: forge.TurnErrored, err: &forge.TurnError{Code: code, Message: err.Error()}}

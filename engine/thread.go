@@ -95,7 +95,7 @@ func (th *thread) delta(sp *streamingPart, text string) error {
 		Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
 		Data: forge.DeltaData{Delta: text},
 	}); err != nil {
-		return err
+		return x.writeFailed(err)
 	}
 	x.streams.append(sp, text)
 	return nil
