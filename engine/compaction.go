@@ -79,6 +79,25 @@ func estimateTokens(msgs ...*forge.Message) int64 {
 	return (chars + charsPerToken - 1) / charsPerToken
 }
 
+// estimateRequestTokens is the same estimate for a whole model request:
+// system prompt, tool definitions and messages.
+func estimateRequestTokens(req *forge.ModelRequest) int64 {
+	chars := int64(len(req.System))
+	for _, d := range req.Tools {
+		chars += int64(len(d.Name) + len(d.Description) + len(d.InputSchema))
+	}
+	for _, m := range req.Messages {
+		chars += 16 // role and framing
+		for _, p := range m.Parts {
+			chars += int64(len(p.Text) + len(p.Name) + len(p.Arguments) + len(p.Output))
+			if p.Type == forge.ModelPartToolCall || p.Type == forge.ModelPartToolResult {
+				chars += 32
+			}
+		}
+	}
+	return (chars + charsPerToken - 1) / charsPerToken
+}
+
 // latestSummary is the index of the newest summary in history, -1 if none.
 func latestSummary(history []*forge.Message) int {
 	for i := len(history) - 1; i >= 0; i-- {

@@ -29,6 +29,8 @@ type reply struct {
 	// block, when set, makes the model wait after its deltas until the
 	// channel closes or the call's context ends.
 	block chan struct{}
+	// cut ends the stream after the deltas with no finish and no error.
+	cut bool
 }
 
 // testModel answers calls from a queue and records what it was sent. It
@@ -89,6 +91,9 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		}
 		if r.err != nil {
 			yield(forge.ModelEvent{}, r.err)
+			return
+		}
+		if r.cut {
 			return
 		}
 		if len(r.deltas) > 0 && !yield(forge.ModelEvent{Type: forge.TextEnd}, nil) {

@@ -65,6 +65,8 @@ func (th *thread) openStep(msg *forge.Message, iteration int) {
 // stream runs one model call into msg: its text and reasoning parts, then
 // (through onCalls, when set) its tool calls, then its step-finish part and
 // usage. On an error msg ends with finish error, its parts interrupted.
+// A step that ends without the provider's usage (cancelled, cut, failed
+// after output) gets an estimate, marked estimated.
 func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.ModelRequest, iteration int, onCalls func([]forge.ToolCall)) error {
 	x := th.x
 	var (
@@ -72,6 +74,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		toolCalls       []forge.ToolCall
 		finish          *forge.Finish
 		streamErr       error
+		streamed        int // bytes of text and reasoning received
 	)
 	open := func(typ string) *streamingPart {
 		p := th.newPart(msg, typ)
@@ -109,11 +112,13 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 			if *slot == nil {
 				*slot = open(typ)
 			}
+			streamed += len(ev.Delta)
 			streamErr = th.delta(*slot, ev.Delta)
 		case forge.TextEnd, forge.ReasoningEnd:
 			closePart(slot, forge.StateCompleted, ev.Provider)
 		case forge.ToolCallEvent:
 			toolCalls = append(toolCalls, *ev.ToolCall)
+			streamed += len(ev.ToolCall.Name) + len(ev.ToolCall.Arguments)
 		case forge.FinishEvent:
 			finish = ev.Finish
 		}
@@ -128,13 +133,21 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		closePart(&text, forge.StateInterrupted, nil)
 		closePart(&reasoning, forge.StateInterrupted, nil)
 		msg.Finish = forge.FinishError
+		// The server read the prompt unless it refused the call before
+		// answering; a cancel or an error after output used tokens.
+		if x.cancelled() || streamed > 0 {
+			u := estimateUsage(req, streamed)
+			msg.Usage = &u
+			th.usage.Add(u)
+		}
 		th.messageEvent(forge.EventMessageUpdated, msg)
 		return streamErr
 	}
 	closePart(&text, forge.StateCompleted, nil)
 	closePart(&reasoning, forge.StateCompleted, nil)
 	if finish == nil {
-		finish = &forge.Finish{Reason: forge.FinishStop}
+		// The stream ended without a finish: cut. Estimate its usage.
+		finish = &forge.Finish{Reason: forge.FinishStop, Usage: estimateUsage(req, streamed)}
 		if len(toolCalls) > 0 {
 			finish.Reason = forge.FinishToolCalls
 		}
@@ -152,6 +165,16 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 	th.partEvent(forge.EventStepFinished, end)
 	th.messageEvent(forge.EventMessageUpdated, msg)
 	return nil
+}
+
+// estimateUsage estimates a model call the provider reported no usage for:
+// the request and the streamed output at about 4 characters a token.
+func estimateUsage(req *forge.ModelRequest, streamed int) forge.Usage {
+	return forge.Usage{
+		InputTokens:  estimateRequestTokens(req),
+		OutputTokens: int64(streamed+charsPerToken-1) / charsPerToken,
+		Estimated:    true,
+	}
 }
 
 // providerCallID is the opaque provider state of a tool part: the call id
