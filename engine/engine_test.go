@@ -529,6 +529,15 @@ func TestCancelMidStream(t *testing.T) {
 	}
 }
 
+// cancelRunning ends the session's running turn in h's engine, so closing
+// it does not wait for a turn blocked on the test model.
+func cancelRunning(t *testing.T, h *harness, sid string) {
+	t.Helper()
+	if _, err := h.eng.Cancel(h.ctx, forge.DefaultTenant, sid, ""); err != nil && !errors.Is(err, forge.ErrConflict) {
+		t.Fatal(err)
+	}
+}
+
 // waitForEvent subscribes and returns once an event of type typ is live.
 func waitForEvent(t *testing.T, h *harness, sid, typ string) forge.Event {
 	t.Helper()

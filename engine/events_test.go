@@ -124,6 +124,7 @@ func TestRecoveryClosesAbandonedTurn(t *testing.T) {
 	// without letting the old one write anything more.
 	snapshotPath := h.path
 	copyDB(t, snapshotPath)
+	cancelRunning(t, h, s.ID) // the crashed process is gone; no need to wait for it
 	h2 := &harness{t: t, path: snapshotPath + ".copy", model: &testModel{}, ctx: h.ctx}
 	h2.open()
 	defer h2.close()

@@ -359,6 +359,7 @@ func TestRecoveredTurnKeepsTheBaseTurnsState(t *testing.T) {
 	}
 	waitForEvent(t, h, s.ID, forge.EventModelDelta)
 	copyDB(t, h.path)
+	cancelRunning(t, h, s.ID) // the crashed process is gone; no need to wait for it
 	h2 := &harness{t: t, path: h.path + ".copy", model: &testModel{}, ctx: h.ctx}
 	h2.open(func(c *engine.Config) {
 		c.Capabilities = tools.Capabilities()
