@@ -16,6 +16,7 @@ import (
 )
 
 func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -43,9 +44,10 @@ func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
 		}
 	}
 	cursor := seen[len(seen)-1].Seq
-	// Resume while running, then let the turn finish.
+	// Resume while running (the resumed stream has its first event: the
+	// fourth delta), then let the turn finish.
 	var resumed []forge.Event
-	done := make(chan struct{})
+	done, live := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: cursor}) {
@@ -53,11 +55,12 @@ func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			resumed = append(resumed, ev)
+			if resumed = append(resumed, ev); len(resumed) == 1 {
+				close(live)
+			}
 		}
 	}()
-	waitForEvent(t, h, s.ID, forge.EventModelDelta) // the stream is live
-	time.Sleep(50 * time.Millisecond)
+	<-live
 	close(release)
 	<-done
 	all := append(seen, resumed...)
@@ -101,6 +104,7 @@ func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
 }
 
 func TestRecoveryClosesAbandonedTurn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.CheckpointInterval = 20 * time.Millisecond })
 	h.agent("a", nil)
 	s := h.session("a")
@@ -172,6 +176,7 @@ func copyDB(t *testing.T, path string) {
 }
 
 func TestSessionStreamSpansTurns(t *testing.T) {
+	t.Parallel()
 	b := bus.New(0, 0)
 	h := newHarness(t, func(c *engine.Config) { c.Bus = b })
 	h.agent("a", nil)
@@ -225,6 +230,7 @@ func TestSessionStreamSpansTurns(t *testing.T) {
 // trimmed live backlog first gets the streaming part's row with the text
 // up to the backlog, then the backlog's deltas: the text adds up exactly.
 func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Bus = bus.New(0, 20) })
 	h.agent("a", nil)
 	s := h.session("a")
@@ -265,17 +271,19 @@ func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
 		}
 	}
 	var got []forge.Event
-	done := make(chan struct{})
+	done, live := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: first.Seq}) {
 			if err != nil {
 				return
 			}
-			got = append(got, ev)
+			if got = append(got, ev); len(got) == 1 {
+				close(live) // the resume has started while the turn runs
+			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-live
 	close(release)
 	<-done
 	var text strings.Builder

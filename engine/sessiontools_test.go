@@ -32,6 +32,7 @@ func withSandboxes(t *testing.T) func(*engine.Config) {
 }
 
 func TestSandboxToolsRecordPatchAndConfine(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withSandboxes(t))
 	h.agent("a", func(a *forge.Agent) {
 		a.Tools = []forge.ToolSpec{{Name: "write_file", BuiltIn: true}, {Name: "read_file", BuiltIn: true}}
@@ -93,6 +94,7 @@ func everythingServerPath(t testing.TB) string {
 }
 
 func TestMCPToolsWithApprovalGlob(t *testing.T) {
+	t.Parallel()
 	bin := everythingServer(t)
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
@@ -163,6 +165,7 @@ func authServer(t *testing.T, token string) *httptest.Server {
 }
 
 func TestMCPAuthRequiredPausesThenTokenResumes(t *testing.T) {
+	t.Parallel()
 	ts := authServer(t, "s3cret")
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
@@ -199,6 +202,7 @@ func TestMCPAuthRequiredPausesThenTokenResumes(t *testing.T) {
 }
 
 func TestTodoCapabilityCarriesAcrossTurnsAndForks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Capabilities = tools.Capabilities() })
 	h.agent("a", func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "todo", BuiltIn: true}} })
 	s := h.session("a")
@@ -235,6 +239,7 @@ func TestTodoCapabilityCarriesAcrossTurnsAndForks(t *testing.T) {
 }
 
 func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
+	t.Parallel()
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
 	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
@@ -254,6 +259,7 @@ func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
 }
 
 func TestMCPFilesystemServer(t *testing.T) {
+	t.Parallel()
 	bin, err := filepath.Abs("../mcp/testdata/npm/node_modules/.bin/mcp-server-filesystem")
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +293,7 @@ func TestMCPFilesystemServer(t *testing.T) {
 }
 
 func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
+	t.Parallel()
 	bin := everythingServer(t)
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })

@@ -47,6 +47,7 @@ func threadEvents(h *harness, sid, typ string) []map[string]any {
 }
 
 func TestParallelSubagents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	subagentSetup(h)
 	s := h.session("lead")
@@ -106,6 +107,7 @@ func TestParallelSubagents(t *testing.T) {
 }
 
 func TestSubagentApprovalPausesTheTurnAndResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	subagentSetup(h)
 	s := h.session("lead")
@@ -151,6 +153,7 @@ func TestSubagentApprovalPausesTheTurnAndResumesAfterRestart(t *testing.T) {
 }
 
 func TestCancelReachesSubagent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	subagentSetup(h)
 	s := h.session("lead")
