@@ -25,11 +25,26 @@ type Query struct {
 // behind resumes from its own cursor without the caller noticing.
 func (l *Log) Events(ctx context.Context, tenant, sessionID string, q Query) iter.Seq2[forge.Event, error] {
 	return func(yield func(forge.Event, error) bool) {
-		s, err := l.Subscribe(ctx, tenant, sessionID, q.After)
+		after := q.After
+		if q.TurnID != "" {
+			// Nothing of the turn lies before its first event: subscribing
+			// from there spares copying the events of earlier turns that
+			// the bus still holds.
+			first, err := l.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: q.TurnID, After: q.After, Limit: 1})
+			if err != nil {
+				yield(forge.Event{}, err)
+				return
+			}
+			if len(first) > 0 {
+				after = max(after, first[0].Seq-1)
+			}
+		}
+		s, err := l.Subscribe(ctx, tenant, sessionID, after)
 		if err != nil {
 			yield(forge.Event{}, err)
 			return
 		}
+		s.after = q.After
 		for ev, err := range s.Events(ctx, q.TurnID) {
 			if !yield(ev, err) {
 				return
