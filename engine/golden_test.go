@@ -67,15 +67,23 @@ func goldenStream(t *testing.T, h *harness, sid string, req engine.TurnRequest, 
 		t.Fatal(err)
 	}
 	var out []forge.Event
+	var duringDone chan struct{}
 	for ev, err := range stream {
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, ev)
 		if ev.Type == forge.EventModelDelta && during != nil {
-			go during()
+			duringDone = make(chan struct{})
+			go func(run func(), done chan struct{}) {
+				defer close(done)
+				run()
+			}(during, duringDone)
 			during = nil
 		}
+	}
+	if duringDone != nil {
+		<-duringDone // it uses the store the harness closes
 	}
 	return out
 }
