@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
@@ -292,12 +291,38 @@ func TestMCPFilesystemServer(t *testing.T) {
 	}
 }
 
+// callSignal wraps the MCP manager (through the engine's interface) and
+// says when a tool call has started.
+type callSignal struct {
+	engine.MCPServers
+	entered chan struct{}
+}
+
+func (m *callSignal) Tools(ctx context.Context, sid string, servers []forge.MCPServer) ([]forge.Tool, []forge.MCPInitialized, error) {
+	tools, inits, err := m.MCPServers.Tools(ctx, sid, servers)
+	for i, t := range tools {
+		tools[i] = signalTool{Tool: t, entered: m.entered}
+	}
+	return tools, inits, err
+}
+
+type signalTool struct {
+	forge.Tool
+	entered chan struct{}
+}
+
+func (t signalTool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult, error) {
+	close(t.entered)
+	return t.Tool.Call(ctx, args)
+}
+
 func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 	t.Parallel()
 	bin := everythingServer(t)
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
-	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	entered := make(chan struct{})
+	h := newHarness(t, func(c *engine.Config) { c.MCP = &callSignal{MCPServers: m, entered: entered} })
 	h.agent("a", func(a *forge.Agent) {
 		a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{bin, "stdio"}}}
 	})
@@ -310,11 +335,7 @@ func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := waitForEvent(t, h, s.ID, forge.EventToolCall)
-	if !strings.Contains(string(ev.Data), `"state":"running"`) {
-		t.Fatalf("tool.call %s", ev.Data)
-	}
-	time.Sleep(300 * time.Millisecond) // the call is in flight
+	<-entered // the call is in flight
 	pid := m.ServerPID(s.ID, "everything")
 	if pid == 0 {
 		t.Fatal("no server process")
