@@ -384,9 +384,9 @@ func TestStreamableHTTPAuth(t *testing.T) {
 	m := newManager(t, Options{})
 	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
-	var auth *AuthRequiredError
+	var auth *forge.AuthRequiredError
 	if !errors.As(err, &auth) {
-		t.Fatalf("err = %v, want *AuthRequiredError", err)
+		t.Fatalf("err = %v, want *forge.AuthRequiredError", err)
 	}
 	if auth.Server != "crm" || auth.AuthURL != ts.URL+"/.well-known/oauth-protected-resource" {
 		t.Errorf("auth = %+v", auth)

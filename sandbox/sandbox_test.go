@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -543,5 +544,26 @@ func TestNoBwrapLogged(t *testing.T) {
 	}
 	if _, err := NewManager(t.TempDir(), Options{UseBwrap: BwrapOn, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
 		t.Fatal("BwrapOn without bwrap: no error")
+	}
+}
+
+// TestToolNamesNameTheTools keeps ToolNames (what the engine offers agents)
+// and the tools a sandbox gives in step.
+func TestToolNamesNameTheTools(t *testing.T) {
+	m, err := NewManager(t.TempDir(), Options{UseBwrap: BwrapOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(t.Context())
+	sb, _, err := m.Get(t.Context(), "ses_names")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tool := range sb.Tools() {
+		got = append(got, tool.Def().Name)
+	}
+	if !slices.Equal(got, m.ToolNames()) {
+		t.Fatalf("tools %v, ToolNames %v", got, m.ToolNames())
 	}
 }
