@@ -1,0 +1,262 @@
+package eventlog_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/eventlog"
+	"github.com/forge-runtime/forge/postgres"
+	"github.com/forge-runtime/forge/postgres/pgtest"
+	"github.com/forge-runtime/forge/redis"
+	"github.com/forge-runtime/forge/redis/redistest"
+)
+
+// replica is one process's view: its own store pool, bus and event log.
+type replica struct {
+	store *postgres.Store
+	bus   *redis.Bus
+	log   *eventlog.Log
+}
+
+func newReplica(t *testing.T, dbURL, prefix string, busOpts redis.Options) *replica {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	busOpts.Prefix = prefix
+	b, err := redis.Open(ctx, redistest.URL(t), busOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return &replica{store: st, bus: b, log: eventlog.New(eventlog.Config{Store: st, Bus: b, Fence: b, SeqBlock: 64})}
+}
+
+// TestTwoReplicasWriteOneSession: one replica runs a turn in a session
+// (stored events and deltas) while another writes events outside the turn
+// into the same session (as forum ingestion copies into a monologue whose
+// turn runs elsewhere). Subscribers on both replicas, and late resumes at
+// every cursor, see every event exactly once, in seq order: the writers'
+// holds keep seq order, commit order and publish order the same across
+// processes.
+func TestTwoReplicasWriteOneSession(t *testing.T) {
+	redistest.URL(t)
+	dbURL := pgtest.NewDatabase(t)
+	t.Parallel()
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	a := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-a"})
+	b := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-b"})
+	ids := forge.NewULIDGen(nil)
+	now := time.Now().UTC()
+	sess := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: forge.DefaultTenant, Kind: forge.KindDirect, Agent: "a",
+		MainThreadID: ids.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := a.store.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	turn := &forge.Turn{ID: ids.New(forge.PrefixTurn), Tenant: forge.DefaultTenant, SessionID: sess.ID, AgentID: "ag",
+		AgentVersion: 1, Status: forge.TurnRunning, Input: []forge.Input{}, RequiredActions: []forge.RequiredAction{}, CreatedAt: now}
+	created, err := a.log.Begin(ctx, forge.DefaultTenant, &forge.BeginTurn{Turn: turn},
+		eventlog.Draft{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Subscribers on both replicas, from the start, reading until they
+	// have seen both writers' last events.
+	type seen struct {
+		mu  sync.Mutex
+		evs []forge.Event
+	}
+	const subsPer = 3
+	subs := make([]*seen, 0, 2*subsPer)
+	subCtx, stopSubs := context.WithCancel(ctx)
+	defer stopSubs()
+	var wg sync.WaitGroup
+	ready := make(chan struct{}, 2*subsPer)
+	for _, r := range []*replica{a, b} {
+		for range subsPer {
+			s := &seen{}
+			subs = append(subs, s)
+			sub, err := r.log.Subscribe(subCtx, forge.DefaultTenant, sess.ID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ev, err := range sub.Events(subCtx, "") {
+					if err != nil {
+						return
+					}
+					s.mu.Lock()
+					s.evs = append(s.evs, ev)
+					s.mu.Unlock()
+				}
+			}()
+		}
+	}
+	for range 2 * subsPer {
+		<-ready
+	}
+
+	var mu sync.Mutex
+	published := created // every event the writers were given, deltas included
+	note := func(evs ...forge.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		published = append(published, evs...)
+	}
+	var writers sync.WaitGroup
+	writers.Add(2)
+	const rounds = 60
+	go func() { // replica a: the turn's owner
+		defer writers.Done()
+		for i := range rounds {
+			p := &forge.Part{ID: ids.New(forge.PrefixPart), MessageID: "msg_" + fmt.Sprint(i), Type: forge.PartText, State: forge.StateStreaming, CreatedAt: now, UpdatedAt: now}
+			msg := &forge.Message{ID: p.MessageID, Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, ThreadID: sess.MainThreadID, Role: forge.RoleAssistant, CreatedAt: now}
+			evs, err := a.log.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Messages: []*forge.Message{msg}, Parts: []*forge.Part{p}},
+				eventlog.Draft{Type: forge.EventModelMessage, ID: p.ID, TurnID: turn.ID, ThreadID: sess.MainThreadID, Data: p})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			note(evs...)
+			for j := range 5 {
+				ev, err := a.log.PublishDelta(ctx, forge.DefaultTenant, sess.ID, eventlog.Draft{Type: forge.EventModelDelta, ID: p.ID, TurnID: turn.ID,
+					ThreadID: sess.MainThreadID, Data: forge.DeltaData{Delta: fmt.Sprintf("%d.%d ", i, j)}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				note(ev)
+			}
+		}
+	}()
+	go func() { // replica b: writes outside the turn, into the same session
+		defer writers.Done()
+		for i := range rounds {
+			evs, err := b.log.Write(ctx, forge.DefaultTenant, sess.ID,
+				[]eventlog.Draft{{Type: forge.EventMessageCreated, ID: fmt.Sprintf("msg_copy_%d", i), Data: map[string]int{"copy": i}}},
+				func(ctx context.Context, evs []forge.Event) error {
+					return b.store.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Events: evs})
+				})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			note(evs...)
+		}
+	}()
+	writers.Wait()
+	if t.Failed() {
+		return
+	}
+	turn.Status = forge.TurnDone
+	final := *turn
+	evs, err := a.log.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Turn: turn},
+		eventlog.Draft{Type: forge.EventTurnDone, ID: turn.ID, TurnID: turn.ID, Data: &final})
+	if err != nil {
+		t.Fatal(err)
+	}
+	note(evs...)
+	lastSeq := evs[0].Seq
+
+	// Every writer's seqs are above the turn.created's and distinct.
+	slices.SortFunc(published, func(x, y forge.Event) int { return int(x.Seq - y.Seq) })
+	for i := 1; i < len(published); i++ {
+		if published[i].Seq == published[i-1].Seq {
+			t.Fatalf("seq %d handed out twice", published[i].Seq)
+		}
+	}
+	if published[len(published)-1].Seq != lastSeq {
+		t.Fatalf("turn.done (%d) is not the last seq (%d)", lastSeq, published[len(published)-1].Seq)
+	}
+	var wantSeqs []int64
+	for _, ev := range published {
+		wantSeqs = append(wantSeqs, ev.Seq)
+	}
+	stored, err := a.store.ListEvents(ctx, forge.DefaultTenant, forge.EventQuery{SessionID: sess.ID, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantStored []int64
+	for _, ev := range published {
+		if ev.Stored() {
+			wantStored = append(wantStored, ev.Seq)
+		}
+	}
+	if got := seqsOf(stored); !slices.Equal(got, wantStored) {
+		t.Fatalf("stored %v, want %v", got, wantStored)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for i, s := range subs {
+		for {
+			s.mu.Lock()
+			n := len(s.evs)
+			done := n > 0 && s.evs[n-1].Seq == lastSeq
+			got := slices.Clone(s.evs)
+			s.mu.Unlock()
+			if done {
+				var gotSeqs []int64
+				for _, ev := range got {
+					gotSeqs = append(gotSeqs, ev.Seq)
+				}
+				if !slices.Equal(gotSeqs, wantSeqs) {
+					t.Fatalf("subscriber %d saw %d events, want %d:\n got %v\nwant %v", i, len(gotSeqs), len(wantSeqs), gotSeqs, wantSeqs)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("subscriber %d stalled after %d events", i, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	stopSubs()
+	wg.Wait()
+
+	// A resume after any seq, on either replica, yields exactly what
+	// followed: once the turn has ended, the stored log.
+	storedSeqs := seqsOf(stored)
+	for _, r := range []*replica{a, b} {
+		for i, cursor := range storedSeqs {
+			if i%17 != 0 {
+				continue
+			}
+			var got []int64
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			for ev, err := range r.log.Events(rctx, forge.DefaultTenant, sess.ID, eventlog.Query{After: cursor, TurnID: ""}) {
+				if err != nil {
+					break
+				}
+				got = append(got, ev.Seq)
+				if ev.Seq == lastSeq {
+					break
+				}
+			}
+			cancel()
+			if !slices.Equal(got, storedSeqs[i+1:]) {
+				t.Fatalf("resume after %d: %v", cursor, got)
+			}
+		}
+	}
+}
+
+func seqsOf(evs []forge.Event) []int64 {
+	out := make([]int64, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, ev.Seq)
+	}
+	return out
+}
