@@ -156,7 +156,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if sess.TipTurnID != nil {
 		expectTip = *sess.TipTurnID
 	}
-	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip}, drafts...)
+	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease()}, drafts...)
 	if err != nil {
 		e.unregister(x)
 		close(x.done)
@@ -168,10 +168,21 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 			return nil, true, nil
 		}
 		if errors.Is(err, forge.ErrTurnInProgress) && req.Supersede {
+			// It runs on another replica: cancel it there first.
+			t, rerr := e.runningElsewhere(ctx, tenant, sessionID)
+			if rerr != nil {
+				return nil, false, rerr
+			}
+			if t != nil {
+				if _, rerr := e.cancelRemote(ctx, t, forge.CancelSuperseded, ""); rerr != nil {
+					return nil, false, rerr
+				}
+			}
 			return nil, true, nil
 		}
 		return nil, false, err
 	}
+	x.begun.Store(true)
 	created := *turn
 	e.wg.Add(1)
 	go e.execute(x)
