@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +23,7 @@ import (
 	"github.com/forge-runtime/forge/protocol/aisdk"
 	"github.com/forge-runtime/forge/protocol/openairesp"
 	"github.com/forge-runtime/forge/provider"
+	redisbus "github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/tools"
 )
@@ -28,6 +31,8 @@ import (
 type serveOptions struct {
 	addr          string
 	db            string
+	redis         string        // redis:// URL: distributed mode
+	lease         time.Duration // turn ownership lease (PostgreSQL)
 	apiKeys       string
 	turnTimeout   time.Duration
 	shutdownGrace time.Duration
@@ -62,7 +67,15 @@ calls. GET /v1/models lists what is configured. The scripted provider
 API keys: forge keys create --tenant T --db ... (kept in the database, every
 server sharing it accepts them at once), or FORGE_API_KEYS="key1=tenant1,
 key2=tenant2" for a single node. Without keys the server runs single-tenant
-and only listens on loopback addresses.`,
+and only listens on loopback addresses.
+
+Several replicas: run identical servers behind a load balancer with
+--db postgres://... --redis redis://host:6379/0 (pool settings such as
+pool_size=64 go in the URL). Any replica serves any request; a turn's owner
+holds a lease (--lease) that another replica takes over when it expires.
+GET /readyz checks the database and Redis; on SIGTERM it fails at once,
+running turns get --shutdown-grace to finish, then end cancelled. See
+docs/distributed.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), o)
 		},
@@ -70,6 +83,8 @@ and only listens on loopback addresses.`,
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
 	f.StringVar(&o.db, "db", defaultDB, dbFlagHelp)
+	f.StringVar(&o.redis, "redis", os.Getenv("FORGE_REDIS_URL"), "Redis URL (redis://host:6379/0) for several replicas sharing a PostgreSQL --db (env FORGE_REDIS_URL)")
+	f.DurationVar(&o.lease, "lease", engine.DefaultLeaseTTL, "turn ownership lease (PostgreSQL): a turn whose replica stops renewing it is ended by another within three lease periods")
 	f.StringVar(&o.apiKeys, "api-keys", os.Getenv("FORGE_API_KEYS"), "API keys as key=tenant,... (env FORGE_API_KEYS)")
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
@@ -163,6 +178,15 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
+	if o.redis != "" && !isPostgres(o.db) {
+		return fmt.Errorf("--redis needs a PostgreSQL --db (postgres://...): replicas share the database, and a SQLite file belongs to one process")
+	}
+	if o.lease == 0 {
+		o.lease = engine.DefaultLeaseTTL
+	}
+	if o.lease < 300*time.Millisecond {
+		return fmt.Errorf("--lease must be at least 300ms")
+	}
 	store, err := openStore(ctx, o.db)
 	if err != nil {
 		return err
@@ -194,16 +218,42 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer sandboxes.Close(context.Background())
 	mcpServers := mcp.NewManager(mcp.Options{Logger: log})
 	defer mcpServers.Close(context.Background())
-	eng := engine.New(engine.Config{
+	cfg := engine.Config{
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
-		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout,
-	})
+		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, LeaseTTL: o.lease,
+	}
+	var draining atomic.Bool
+	ready := []httpapi.ReadyCheck{
+		{Name: "store", Check: pinger(store)},
+		{Name: "shutdown", Check: func(context.Context) error {
+			if draining.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		}},
+	}
+	if leases, ok := store.(forge.LeaseStore); ok {
+		// PostgreSQL: turns are owned by leases, so that replicas (or a
+		// restarted server) end only the turns whose owner is gone.
+		cfg.Leases = leases
+	}
+	if o.redis != "" {
+		rb, err := redisbus.Open(ctx, o.redis, redisbus.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer rb.Close()
+		cfg.Bus, cfg.Fence, cfg.Peers, cfg.ReplicaID = rb, rb, rb, rb.WriterID()
+		ready = append(ready, httpapi.ReadyCheck{Name: "redis", Check: rb.Ping})
+	}
+	eng := engine.New(cfg)
 	if err := eng.Recover(ctx); err != nil {
+		_ = eng.Close(context.Background())
 		return err
 	}
 	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
-		Logger: log, Clock: clock, IDs: ids, Models: models,
+		Logger: log, Clock: clock, IDs: ids, Models: models, Ready: ready,
 		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}}})
 
 	ln, err := net.Listen("tcp", o.addr)
@@ -225,7 +275,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	// httpapi.Serve also turns net/http's own plain-text refusals (headers
 	// above MaxHeaderBytes, malformed requests) into JSON errors.
 	go func() { serveErr <- httpapi.Serve(srv, ln) }()
-	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "version", Version)
+	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "redis", redisbus.Redacted(o.redis),
+		"replica", eng.ReplicaID(), "version", Version)
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 
 	select {
@@ -234,23 +285,34 @@ func serve(ctx context.Context, o serveOptions) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "grace", o.shutdownGrace)
-	// Stop taking new connections, let running turns finish within the
-	// grace period, then cancel the rest (reason shutdown).
-	shutdownDone := make(chan struct{})
-	go func() {
-		defer close(shutdownDone)
-		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace+5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	// Readiness fails at once, so a load balancer sends no new requests;
+	// the server keeps answering (streams of finishing turns, reads; new
+	// turns are refused) while running turns finish within the grace
+	// period; the rest are cancelled (reason shutdown). Then the listener
+	// closes and open streams end.
+	draining.Store(true)
 	gctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
 	if err := eng.Close(gctx); err != nil {
 		log.Error("engine close", "err", err)
 	}
 	cancelStreams()
-	<-shutdownDone
+	sctx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelShutdown()
+	_ = srv.Shutdown(sctx)
 	_ = srv.Close()
 	log.Info("stopped")
 	return nil
+}
+
+// pinger is how readiness checks the store: its Ping when it has one
+// (PostgreSQL), else a one-row read.
+func pinger(s forge.Store) func(context.Context) error {
+	if p, ok := s.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping
+	}
+	return func(ctx context.Context) error {
+		_, _, err := s.ListAgents(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 1})
+		return err
+	}
 }

@@ -58,6 +58,16 @@ type Config struct {
 	Models ModelCatalog
 	// Protocols are other wire protocols served beside /v1 (protocols.go).
 	Protocols []Protocol
+	// Ready are the checks GET /readyz runs (the store, Redis, "not
+	// shutting down"); none: /readyz checks the store like /healthz.
+	Ready []ReadyCheck
+}
+
+// ReadyCheck is one dependency GET /readyz checks: Check returns nil
+// when it can serve.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -73,6 +83,7 @@ type Server struct {
 	handler   http.Handler
 	models    ModelCatalog
 	protocols []Protocol
+	ready     []ReadyCheck
 
 	locks keyedMutex // serializes idempotent requests sharing a key
 
@@ -95,6 +106,7 @@ func New(cfg Config) *Server {
 		writeWait: sseWriteWait,
 		models:    cfg.Models,
 		protocols: cfg.Protocols,
+		ready:     cfg.Ready,
 	}
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
@@ -133,6 +145,7 @@ type route struct {
 func (s *Server) routeTable() []route {
 	return []route{
 		{"GET", "/healthz", s.health, true},
+		{"GET", "/readyz", s.readyz, true},
 		{"GET", "/v1/openapi.json", s.openAPI, true},
 
 		{"POST", "/v1/agents", s.createAgent, false},
@@ -281,6 +294,44 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// readyz answers whether this replica can serve: 200 when every check
+// passes, else 503 naming the failing ones (their errors go to the log,
+// not to the unauthenticated caller). The checks run concurrently, each
+// bounded by 2 s.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	checks := s.ready
+	if len(checks) == 0 {
+		checks = []ReadyCheck{{Name: "store", Check: func(ctx context.Context) error {
+			_, _, err := s.store.ListAgents(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 1})
+			return err
+		}}}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Check(ctx)
+		}()
+	}
+	wg.Wait()
+	status, result := http.StatusOK, "ready"
+	out := map[string]string{}
+	for i, c := range checks {
+		out[c.Name] = "ok"
+		if errs[i] != nil {
+			status, result = http.StatusServiceUnavailable, "unavailable"
+			out[c.Name] = "failing"
+			s.log.Warn("readiness check failed", "check", c.Name, "err", errs[i])
+		}
+	}
+	writeJSON(w, status, map[string]any{"status": result, "checks": out})
 	return nil
 }
 
