@@ -16,13 +16,13 @@ import (
 const testLease = time.Second
 
 // replicaArgs are the flags of a replica of the cluster on db and Redis.
-func replicaArgs(t *testing.T, db string, extra ...string) []string {
+func replicaArgs(t testing.TB, db string, extra ...string) []string {
 	return append([]string{"--redis", redistest.URL(t), "--lease", testLease.String(), "--sandbox-root", t.TempDir()}, extra...)
 }
 
 // cluster starts n forge serve replicas sharing one new PostgreSQL
 // database and the test Redis.
-func cluster(t *testing.T, n int, model *openaitest.Server, extra ...string) (string, []*server) {
+func cluster(t testing.TB, n int, model *openaitest.Server, extra ...string) (string, []*server) {
 	t.Helper()
 	redistest.URL(t)
 	db := pgtest.NewDatabase(t)

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 
 // server is a running `forge serve` process.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	URL  string
 	db   string
@@ -73,7 +73,7 @@ func (s *syncBuffer) String() string {
 }
 
 // start runs forge serve on db with the fake model at model's URL.
-func start(t *testing.T, db string, model *openaitest.Server, args ...string) *server {
+func start(t testing.TB, db string, model *openaitest.Server, args ...string) *server {
 	t.Helper()
 	s, err := tryStart(t, db, model, args...)
 	if err != nil {
@@ -82,7 +82,7 @@ func start(t *testing.T, db string, model *openaitest.Server, args ...string) *s
 	return s
 }
 
-func tryStart(t *testing.T, db string, model *openaitest.Server, args ...string) (*server, error) {
+func tryStart(t testing.TB, db string, model *openaitest.Server, args ...string) (*server, error) {
 	t.Helper()
 	cmd := exec.Command(forgeBin, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "debug"}, args...)...)
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL(), "FORGE_API_KEYS=")
@@ -282,7 +282,7 @@ func (s *server) stream(method, path string, body any, headers ...string) (<-cha
 }
 
 // collect reads frames until the channel closes or timeout.
-func collect(t *testing.T, ch <-chan event) []event {
+func collect(t testing.TB, ch <-chan event) []event {
 	t.Helper()
 	var out []event
 	timeout := time.After(30 * time.Second)
@@ -301,7 +301,7 @@ func collect(t *testing.T, ch <-chan event) []event {
 
 // until reads frames until done holds for what was read, failing the test
 // if the stream ends or stalls first.
-func until(t *testing.T, ch <-chan event, done func([]event) bool) []event {
+func until(t testing.TB, ch <-chan event, done func([]event) bool) []event {
 	t.Helper()
 	var out []event
 	timeout := time.After(30 * time.Second)

@@ -31,6 +31,17 @@ func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQ
 // must range over the stream (it owns a subscription until then).
 func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error) {
 	cursor := e.events.Cursor(sessionID)
+	if cursor == 0 && e.cfg.Fence != nil {
+		// Another replica wrote the session last: every seq published
+		// from now on is above the tip turn's last, so the subscription
+		// need not start below it (and copy what the bus holds of earlier
+		// turns).
+		if sess, err := e.store.GetSession(ctx, tenant, sessionID); err == nil && sess.TipTurnID != nil {
+			if t, err := e.store.GetTurn(ctx, tenant, sessionID, *sess.TipTurnID); err == nil && t.Ended() {
+				cursor = t.LastSeq
+			}
+		}
+	}
 	sub, err := e.events.Subscribe(ctx, tenant, sessionID, cursor)
 	if err != nil {
 		return nil, nil, err
