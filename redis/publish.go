@@ -103,7 +103,7 @@ func (b *Bus) PublishUnheld(ctx context.Context, ev forge.Event) (bool, error) {
 // unheld publish that needs a hold.
 func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []forge.Event) (done bool, err error) {
 	k := b.keys(sessionID)
-	args := make([]any, 0, 6+7*len(evs))
+	args := make([]any, 0, 6+8*len(evs))
 	args = append(args, mode, token, b.opts.MaxLen, ms(b.opts.Retention), ms(b.opts.RunningTTL), k.channel)
 	for i := range evs {
 		ev := &evs[i]
@@ -121,11 +121,14 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 		if err != nil {
 			return false, fmt.Errorf("redis: encode event %d: %w", ev.Seq, err)
 		}
-		turn := ""
+		turn, thread := "", ""
 		if ev.TurnID != nil {
 			turn = *ev.TurnID
 		}
-		args = append(args, ev.Seq, kind, turn, part, delta, ev.CreatedAt.UnixNano(), raw)
+		if ev.ThreadID != nil {
+			thread = *ev.ThreadID
+		}
+		args = append(args, ev.Seq, kind, turn, part, delta, ev.CreatedAt.UnixNano(), thread, raw)
 	}
 	res, err := publishScript.Run(ctx, b.rdb, []string{k.stream, k.open, k.meta, k.hold}, args...).StringSlice()
 	if err != nil {

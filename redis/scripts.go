@@ -6,9 +6,10 @@ import goredis "github.com/redis/go-redis/v9"
 // other command of any client runs in the middle of one. Seqs are stream
 // entry ids "<seq>-0". Every entry carries v, the seq of the entry before
 // it in the stream (0 for the first), so a reader knows whether it missed
-// one; e, the event as JSON; deltas also p (the part), d (the delta text)
-// and a (created_at, Unix ns), which trimming folds into the part's text
-// so far.
+// one; e, the event as JSON. A delta, the bulk of a stream, is kept
+// without its JSON, as its fields: p (the part), d (the delta text), a
+// (created_at, Unix ns), t (the turn) and h (the thread); trimming folds d
+// into the part's text so far.
 //
 // Per session (one hash slot, {session}): s the stream, o the open parts
 // (part -> its model.message start event; part:t the text of its trimmed
@@ -23,9 +24,9 @@ import goredis "github.com/redis/go-redis/v9"
 // KEYS: stream, open, meta, hold.
 // ARGV: mode (plain | release | unheld), token (release: the hold's token;
 // unheld: this process's writer id), maxlen, retention ms, running TTL ms,
-// channel, then 7 values per event: seq, kind (b turn.created, e
+// channel, then 8 values per event: seq, kind (b turn.created, e
 // turn.done, o a part starts streaming, c a part ends, d delta, "" other),
-// turn, part, delta text, created_at ns, event JSON.
+// turn, part, delta text, created_at ns, thread, event JSON.
 //
 // Returns {"ok"}, {"lost"} (release: the hold expired), {"busy"} or
 // {"stale"} (unheld: another process holds the session or wrote it last),
@@ -45,14 +46,14 @@ local function done(r)
   if mode == 'release' then redis.call('DEL', hold) end
   return r
 end
-local n = (#ARGV - 6) / 7
+local n = (#ARGV - 6) / 8
 if n == 0 then return done({'ok'}) end
 local lastStr = redis.call('HGET', meta, 'last') or '0'
 local running = redis.call('HGET', meta, 'turn') or ''
 local ended = redis.call('HGET', meta, 'ended') or ''
 local prev = tonumber(lastStr)
 for k = 0, n - 1 do
-  local i = 7 + k * 7
+  local i = 7 + k * 8
   local seq = tonumber(ARGV[i])
   if seq <= prev then return done({'conflict', tostring(prev)}) end
   local kind, turn = ARGV[i + 1], ARGV[i + 2]
@@ -62,11 +63,11 @@ for k = 0, n - 1 do
   prev = seq
 end
 for k = 0, n - 1 do
-  local i = 7 + k * 7
+  local i = 7 + k * 8
   local seq, kind, turn, part = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local json = ARGV[i + 6]
+  local json = ARGV[i + 7]
   if kind == 'd' then
-    redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'e', json, 'p', part, 'd', ARGV[i + 4], 'a', ARGV[i + 5])
+    redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'p', part, 'd', ARGV[i + 4], 'a', ARGV[i + 5], 't', turn, 'h', ARGV[i + 6])
   else
     redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'e', json)
   end

@@ -33,7 +33,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, after int64) ([]f
 		_ = s.Close()
 		return nil, nil, fmt.Errorf("redis: subscribe to session %s: %w", sessionID, err)
 	}
-	held, last, err := decodeSnapshot(res, after)
+	held, last, err := decodeSnapshot(sessionID, res, after)
 	if err != nil {
 		_ = s.Close()
 		return nil, nil, fmt.Errorf("redis: subscribe to session %s: %w", sessionID, err)
@@ -44,7 +44,7 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, after int64) ([]f
 
 // decodeSnapshot turns snapshotScript's answer into the held events and
 // the stream position the subscription starts after.
-func decodeSnapshot(res []any, after int64) ([]forge.Event, int64, error) {
+func decodeSnapshot(session string, res []any, after int64) ([]forge.Event, int64, error) {
 	if len(res) != 3 {
 		return nil, 0, fmt.Errorf("snapshot: %d values", len(res))
 	}
@@ -61,7 +61,7 @@ func decodeSnapshot(res []any, after int64) ([]forge.Event, int64, error) {
 	}
 	held := rows
 	for _, raw := range entries {
-		e, err := decodeEntry(raw)
+		e, err := decodeEntry(session, raw)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -135,8 +135,9 @@ type entry struct {
 	prev int64
 }
 
-// decodeEntry decodes one XRANGE entry ([id, [field, value, ...]]).
-func decodeEntry(raw any) (entry, error) {
+// decodeEntry decodes one XRANGE entry ([id, [field, value, ...]]) of the
+// session's stream.
+func decodeEntry(session string, raw any) (entry, error) {
 	pair, _ := raw.([]any)
 	if len(pair) != 2 {
 		return entry{}, fmt.Errorf("stream entry: %v", raw)
@@ -149,10 +150,10 @@ func decodeEntry(raw any) (entry, error) {
 		v, _ := flat[i+1].(string)
 		values[k] = v
 	}
-	return makeEntry(id, values)
+	return makeEntry(session, id, values)
 }
 
-func makeEntry(id string, values map[string]string) (entry, error) {
+func makeEntry(session, id string, values map[string]string) (entry, error) {
 	seq, err := seqOf(id)
 	if err != nil {
 		return entry{}, err
@@ -161,12 +162,42 @@ func makeEntry(id string, values map[string]string) (entry, error) {
 	if err != nil {
 		return entry{}, fmt.Errorf("stream entry %s: no link to the entry before it", id)
 	}
+	raw, ok := values["e"]
+	if !ok {
+		ev, err := deltaEvent(session, seq, values)
+		if err != nil {
+			return entry{}, fmt.Errorf("stream entry %s: %w", id, err)
+		}
+		return entry{ev: ev, prev: prev}, nil
+	}
 	var ev forge.Event
-	if err := json.Unmarshal([]byte(values["e"]), &ev); err != nil {
+	if err := json.Unmarshal([]byte(raw), &ev); err != nil {
 		return entry{}, fmt.Errorf("stream entry %s: %w", id, err)
 	}
 	ev.Seq = seq
 	return entry{ev: ev, prev: prev}, nil
+}
+
+// deltaEvent rebuilds a delta from the fields its entry keeps: the same
+// envelope, and data encoded as the event log encodes a forge.DeltaData.
+func deltaEvent(session string, seq int64, values map[string]string) (forge.Event, error) {
+	ns, err := strconv.ParseInt(values["a"], 10, 64)
+	if err != nil {
+		return forge.Event{}, fmt.Errorf("delta without a time")
+	}
+	data, err := json.Marshal(forge.DeltaData{Delta: values["d"]})
+	if err != nil {
+		return forge.Event{}, err
+	}
+	ev := forge.Event{Seq: seq, ID: values["p"], Type: forge.EventModelDelta, SessionID: session,
+		CreatedAt: time.Unix(0, ns).UTC(), Data: data}
+	if t := values["t"]; t != "" {
+		ev.TurnID = &t
+	}
+	if h := values["h"]; h != "" {
+		ev.ThreadID = &h
+	}
+	return ev, nil
 }
 
 func seqOf(id string) (int64, error) {
@@ -193,7 +224,7 @@ func parseMessage(payload string) (entry, error) {
 	if !ok1 || !ok2 {
 		return entry{}, fmt.Errorf("malformed message")
 	}
-	return makeEntry(seqStr+"-0", map[string]string{"v": prevStr, "e": raw})
+	return makeEntry("", seqStr+"-0", map[string]string{"v": prevStr, "e": raw})
 }
 
 // register adds s to its session's subscribers, subscribing this Bus's
@@ -449,7 +480,7 @@ func (s *subscription) readStream(ctx context.Context) (evs []forge.Event, more 
 				values[k] = str
 			}
 		}
-		e, err := makeEntry(m.ID, values)
+		e, err := makeEntry(s.session, m.ID, values)
 		if err != nil {
 			return evs, false, err
 		}
