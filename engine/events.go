@@ -58,3 +58,10 @@ func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req T
 	}
 	return turn, sub.Events(ctx, turn.ID), nil
 }
+
+// PublishEphemeral hands the session's subscribers open now, on every
+// replica, an event that has no seq (a forum's forum.typing): it is never
+// stored or replayed.
+func (e *Engine) PublishEphemeral(ctx context.Context, sessionID string, d eventlog.Draft) error {
+	return e.events.PublishEphemeral(ctx, sessionID, d)
+}

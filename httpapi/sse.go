@@ -51,15 +51,20 @@ func (s *sseWriter) start() error {
 	return s.flush()
 }
 
-// event appends ev's frame: id, event type and the JSON envelope.
+// event appends ev's frame: id, event type and the JSON envelope. An
+// ephemeral event (no seq: forum.typing) has no id line, so a client's
+// Last-Event-ID stays at the last event that has a place in the log.
 func (s *sseWriter) event(ev *forge.Event) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	s.buf = append(s.buf, "id: "...)
-	s.buf = strconv.AppendInt(s.buf, ev.Seq, 10)
-	s.buf = append(s.buf, "\nevent: "...)
+	if ev.Seq != 0 {
+		s.buf = append(s.buf, "id: "...)
+		s.buf = strconv.AppendInt(s.buf, ev.Seq, 10)
+		s.buf = append(s.buf, '\n')
+	}
+	s.buf = append(s.buf, "event: "...)
 	s.buf = append(s.buf, oneLine(ev.Type)...)
 	s.buf = append(s.buf, "\ndata: "...)
 	s.buf = append(s.buf, data...)
