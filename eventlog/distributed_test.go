@@ -3,13 +3,18 @@ package eventlog_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/eventlog"
 	"github.com/forge-runtime/forge/postgres"
 	"github.com/forge-runtime/forge/postgres/pgtest"
@@ -259,4 +264,85 @@ func seqsOf(evs []forge.Event) []int64 {
 		out = append(out, ev.Seq)
 	}
 	return out
+}
+
+// ownRedis starts a redis-server of the test's own on a free loopback
+// port (one the test may stop) and returns its URL and a function that
+// kills it.
+func ownRedis(t *testing.T) (string, func()) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv(redistest.EnvRequire) == "1" {
+			t.Fatal("redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	kill := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(kill)
+	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			return url, kill
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not start: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRedisDownWritesNothing: without its bus a replica cannot hold a
+// session, so it writes nothing (not even to the store) and says the
+// failure is the service's (ErrStore: 503, a turn ends store_error).
+func TestRedisDownWritesNothing(t *testing.T) {
+	t.Parallel()
+	url, kill := ownRedis(t)
+	f := newFixture(t, eventlog.Config{}, bus.Options{})
+	b, err := redis.Open(f.ctx, url, redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	f.log = f.newLog(eventlog.Config{Bus: b, Fence: b})
+	turn := f.begin()
+	write := func() error {
+		_, err := f.log.Write(f.ctx, forge.DefaultTenant, f.sess.ID, []eventlog.Draft{{Type: forge.EventMessageCreated, ID: "msg_1", Data: map[string]int{}}},
+			func(ctx context.Context, evs []forge.Event) error {
+				return f.store.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: f.sess.ID, TurnID: turn.ID, Events: evs})
+			})
+		return err
+	}
+	if err := write(); err != nil {
+		t.Fatalf("with Redis up: %v", err)
+	}
+	before, _ := f.store.ListEvents(f.ctx, forge.DefaultTenant, forge.EventQuery{SessionID: f.sess.ID})
+	kill()
+	err = write()
+	if !errors.Is(err, forge.ErrStore) {
+		t.Fatalf("with Redis down: %v, want ErrStore", err)
+	}
+	after, _ := f.store.ListEvents(f.ctx, forge.DefaultTenant, forge.EventQuery{SessionID: f.sess.ID})
+	if len(after) != len(before) {
+		t.Fatalf("events before %d, after %d: the failed write committed", len(before), len(after))
+	}
 }

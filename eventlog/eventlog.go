@@ -332,7 +332,8 @@ func (l *Log) acquireLocked(ctx context.Context, sq *sequencer) (string, error) 
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("hold session %s: %w", sq.session, err)
+		// The bus is down: nothing can be written safely (503, store_error).
+		return "", fmt.Errorf("hold session %s: %w: %w", sq.session, forge.ErrStore, err)
 	}
 	if !fresh {
 		sq.next, sq.reserved = 0, 0

@@ -36,11 +36,12 @@ import goredis "github.com/redis/go-redis/v9"
 var publishScript = goredis.NewScript(`
 local stream, open, meta, hold = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local mode = ARGV[1]
+local m = redis.call('HMGET', meta, 'wr', 'last', 'turn', 'ended')
 if mode == 'release' then
   if redis.call('GET', hold) ~= ARGV[2] then return {'lost'} end
 elseif mode == 'unheld' then
   if redis.call('EXISTS', hold) == 1 then return {'busy'} end
-  if redis.call('HGET', meta, 'wr') ~= ARGV[2] then return {'stale'} end
+  if m[1] ~= ARGV[2] then return {'stale'} end
 end
 local function done(r)
   if mode == 'release' then redis.call('DEL', hold) end
@@ -48,9 +49,11 @@ local function done(r)
 end
 local n = (#ARGV - 6) / 8
 if n == 0 then return done({'ok'}) end
-local lastStr = redis.call('HGET', meta, 'last') or '0'
-local running = redis.call('HGET', meta, 'turn') or ''
-local ended = redis.call('HGET', meta, 'ended') or ''
+local lastStr = m[2] or '0'
+local running = m[3] or ''
+local ended = m[4] or ''
+local wasRunning = running
+local deltasOnly = true
 local prev = tonumber(lastStr)
 for k = 0, n - 1 do
   local i = 7 + k * 8
@@ -60,6 +63,7 @@ for k = 0, n - 1 do
   if kind == 'd' and turn ~= '' and (turn == ended or (running ~= '' and running ~= turn)) then
     return done({'ended', turn})
   end
+  if kind ~= 'd' then deltasOnly = false end
   prev = seq
 end
 for k = 0, n - 1 do
@@ -125,11 +129,15 @@ if len > maxlen then
   local lastTrimmed = string.sub(old[#old][1], 1, -3)
   redis.call('XTRIM', stream, 'MINID', tostring(tonumber(lastTrimmed) + 1) .. '-0')
 end
-local ttl = ARGV[4]
-if running ~= '' then ttl = ARGV[5] end
-redis.call('PEXPIRE', stream, ttl)
-redis.call('PEXPIRE', open, ttl)
-redis.call('PEXPIRE', meta, ttl)
+-- The keys of a running turn got its TTL when it began (and with each
+-- stored event since): its deltas, the bulk of the traffic, leave it be.
+if not (deltasOnly and running ~= '' and wasRunning ~= '' and m[2]) then
+  local ttl = ARGV[4]
+  if running ~= '' then ttl = ARGV[5] end
+  redis.call('PEXPIRE', stream, ttl)
+  redis.call('PEXPIRE', open, ttl)
+  redis.call('PEXPIRE', meta, ttl)
+end
 return done({'ok'})
 `)
 
