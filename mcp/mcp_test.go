@@ -8,27 +8,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	forge "github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/testenv"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// everything returns the declaration of the npm server-everything installed
-// in testdata/npm; the test fails when it is missing.
+// everything returns the declaration of the npm server-everything pinned in
+// testdata/npm (scripts/test installs it; without it the test is skipped,
+// or fails under FORGE_TEST_REQUIRE_SERVICES=1).
 func everything(t *testing.T) forge.MCPServer {
 	t.Helper()
-	bin, err := filepath.Abs(filepath.Join("testdata", "npm", "node_modules", ".bin", "mcp-server-everything"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run `npm ci --prefix mcp/testdata/npm` from the repository root (%v)", bin, err)
-	}
-	return forge.MCPServer{Name: "everything", Command: []string{bin, "stdio"}}
+	return forge.MCPServer{Name: "everything", Command: []string{testenv.MCPServer(t, "mcp-server-everything"), "stdio"}}
 }
 
 func newManager(t *testing.T, opts Options) *Manager {
@@ -87,6 +81,7 @@ func ctx30(t *testing.T) context.Context {
 }
 
 func TestToolName(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][3]string{
 		{"everything", "get-sum", "everything_get-sum"},
 		{"crm", "orders.find", "crm_orders_find"},
@@ -166,6 +161,7 @@ func TestStdioEverything(t *testing.T) {
 }
 
 func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{})
 	start := time.Now()
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "everything", Command: []string{"nope-forge-mcp-missing"}}})
@@ -182,6 +178,7 @@ func TestCommandNotFound(t *testing.T) {
 }
 
 func TestStartHangs(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{InitTimeout: time.Second})
 	start := time.Now()
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "mute", Command: []string{"sleep", "60"}}})
@@ -194,6 +191,7 @@ func TestStartHangs(t *testing.T) {
 }
 
 func TestPartialFailure(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{})
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{
 		everything(t),
@@ -210,6 +208,7 @@ func TestPartialFailure(t *testing.T) {
 // A server killed during a call gives a clear error at once; the next call
 // restarts it.
 func TestKillMidCallThenRestart(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
@@ -257,14 +256,19 @@ func TestKillMidCallThenRestart(t *testing.T) {
 
 // Killed between calls: the next call restarts the server.
 func TestKillBetweenCalls(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := os.FindProcess(m.ServerPID("ses_1", "everything"))
+	pid := m.ServerPID("ses_1", "everything")
+	p, _ := os.FindProcess(pid)
 	_ = p.Kill()
-	time.Sleep(300 * time.Millisecond)
+	// The manager reaps the process when it notices the death.
+	for deadline := time.Now().Add(10 * time.Second); processAlive(pid) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	res := call(t, find(t, tools, "everything_echo"), `{"message":"back"}`)
 	if res.Output != "Echo: back" {
 		t.Errorf("%+v", res)
@@ -277,6 +281,7 @@ func TestKillBetweenCalls(t *testing.T) {
 
 // A call hung past CallTimeout fails clearly; the server is restarted.
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{CallTimeout: time.Second})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
@@ -298,6 +303,7 @@ func TestCallTimeout(t *testing.T) {
 }
 
 func TestCloseStopsServers(t *testing.T) {
+	t.Parallel()
 	m := NewManager(Options{})
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
@@ -356,6 +362,7 @@ func httpServer(t *testing.T, token string) *httptest.Server {
 }
 
 func TestStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	ts := httpServer(t, "")
 	m := newManager(t, Options{})
 	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
@@ -380,6 +387,7 @@ func TestStreamableHTTP(t *testing.T) {
 }
 
 func TestStreamableHTTPAuth(t *testing.T) {
+	t.Parallel()
 	ts := httpServer(t, "s3cret")
 	m := newManager(t, Options{})
 	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
@@ -421,6 +429,7 @@ func TestStreamableHTTPAuth(t *testing.T) {
 }
 
 func TestHTTPUnreachable(t *testing.T) {
+	t.Parallel()
 	ts := httptest.NewServer(http.NotFoundHandler())
 	url := ts.URL
 	ts.Close()
@@ -436,6 +445,7 @@ func TestHTTPUnreachable(t *testing.T) {
 }
 
 func TestAuthURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][2]string{
 		{`Bearer resource_metadata="https://x/.well-known/oauth-protected-resource"`, "https://x/.well-known/oauth-protected-resource"},
 		{`Bearer realm="api", error="invalid_token", authorization_uri="https://auth.example/authorize"`, "https://auth.example/authorize"},
@@ -449,6 +459,7 @@ func TestAuthURL(t *testing.T) {
 }
 
 func TestFlatten(t *testing.T) {
+	t.Parallel()
 	got := flatten([]sdk.Content{
 		&sdk.TextContent{Text: "a"},
 		&sdk.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)},
