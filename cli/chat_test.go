@@ -515,8 +515,9 @@ func TestChatServerDown(t *testing.T) {
 // ---- end to end: the real server (forge serve) in-process ----
 
 // startServer runs forge serve in-process on a free loopback port with a
-// fresh SQLite database and returns its URL once /healthz answers.
-func startServer(t *testing.T) string {
+// fresh SQLite database and returns its URL once /healthz answers. opts
+// change the server's options.
+func startServer(t *testing.T, opts ...func(*serveOptions)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -527,9 +528,11 @@ func startServer(t *testing.T) string {
 	db := filepath.Join(t.TempDir(), "forge.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveOptions{addr: addr, db: db, turnTimeout: time.Minute, shutdownGrace: time.Second, logLevel: "error"})
-	}()
+	so := serveOptions{addr: addr, db: db, turnTimeout: time.Minute, shutdownGrace: time.Second, logLevel: "error"}
+	for _, o := range opts {
+		o(&so)
+	}
+	go func() { done <- serve(ctx, so) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -203,7 +203,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("forge listening", "addr", ln.Addr().String(), "db", o.db, "version", Version)
+	log.Info("forge listening", "addr", ln.Addr().String(), "db", o.db, "version", version())
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 
 	select {
