@@ -270,7 +270,7 @@ func (p *printer) session(s *forge.Session, turns int) {
 	if s.Title != "" {
 		p.line(0, "title: %s", safe(s.Title, maxLineRunes))
 	}
-	p.line(0, "created %s, updated %s; %d turns; usage %s", when(s.CreatedAt), when(s.UpdatedAt), turns, usage(s.Usage))
+	p.line(0, "created %s, updated %s; %s; usage %s", when(s.CreatedAt), when(s.UpdatedAt), plural(turns, "turn"), usage(s.Usage))
 }
 
 func (p *printer) turn(t *forge.Turn, msgs []forge.Message) {

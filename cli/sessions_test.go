@@ -134,7 +134,7 @@ func TestShowAndSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := `session ses_ID  agent shower  (direct)
-created TIME, updated TIME; 1 turns; usage 250 in / 15 out tokens
+created TIME, updated TIME; 1 turn; usage 250 in / 15 out tokens
 
 turn turn_ID  TIME  (done, 2 model calls, 250 in / 15 out tokens, DUR)
   user:
