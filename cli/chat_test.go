@@ -260,6 +260,7 @@ func waitExit(t *testing.T, errc <-chan error, out *syncBuffer) {
 }
 
 func TestChatStreamsAndAnswersActions(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		switch n {
 		case 0:
@@ -342,6 +343,7 @@ error: a turn is already running (turn_in_progress)
 }
 
 func TestChatCtrlCCancelsTurnThenExitsAtPrompt(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, nil)
 	api.script = func(n int, ft *fakeTurn) {
 		ft.text(forge.PartText, "Sure.")
@@ -384,6 +386,7 @@ working
 }
 
 func TestChatSecondCtrlCStopsWaiting(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		ft.text(forge.PartText, "stuck")
@@ -409,6 +412,7 @@ func TestChatSecondCtrlCStopsWaiting(t *testing.T) {
 }
 
 func TestChatCommandsAndSigterm(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		ft.text(forge.PartText, "echo: /etc")
 		ft.done(forge.TurnDone, nil)
@@ -432,6 +436,7 @@ func TestChatCommandsAndSigterm(t *testing.T) {
 }
 
 func TestChatPendingActionsRecovery(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		switch n {
 		case 0:
@@ -472,6 +477,7 @@ func TestChatPendingActionsRecovery(t *testing.T) {
 }
 
 func TestChatAgentFlag(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, nil)
 	api.agents = []forge.Agent{{Name: "a", Model: "scripted/echo"}, {Name: "b", Model: "openai/gpt-4.1-mini"}}
 	c := testClient(t, api.srv.URL)
@@ -501,6 +507,7 @@ func TestChatAgentFlag(t *testing.T) {
 }
 
 func TestChatServerDown(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
@@ -692,6 +699,7 @@ func count(s, sub string) int { return strings.Count(s, sub) }
 // TestChatEndToEnd drives the chat loop against the real stack (httpapi,
 // engine, sqlite, the scripted provider) served in-process.
 func TestChatEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -79,6 +79,7 @@ func writeHost(t *testing.T, path, content string) {
 }
 
 func TestToolDefs(t *testing.T) {
+	t.Parallel()
 	_, sb := newBox(t, Options{UseBwrap: BwrapOff})
 	var names []string
 	for _, tl := range sb.Tools() {
@@ -106,6 +107,7 @@ func TestToolDefs(t *testing.T) {
 }
 
 func TestEscapesRefused(t *testing.T) {
+	t.Parallel()
 	_, sb := newBox(t, Options{UseBwrap: BwrapOff})
 	outside := t.TempDir()
 	writeHost(t, filepath.Join(outside, "secret.txt"), "secret\n")
@@ -167,6 +169,7 @@ func TestEscapesRefused(t *testing.T) {
 }
 
 func TestFileTools(t *testing.T) {
+	t.Parallel()
 	_, sb := newBox(t, Options{UseBwrap: BwrapOff})
 	mustCall(t, sb, "write_file", map[string]any{"path": "src/a.go", "content": "package a\n\nfunc A() int { return 1 }\n"})
 	mustCall(t, sb, "write_file", map[string]any{"path": "src/b.txt", "content": "foo\nbar\nfoo\n"})
@@ -292,6 +295,7 @@ func markerLine(s string) string {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestStopKillsCommand(t *testing.T) {
+	t.Parallel()
 	m, sb := newBox(t, Options{UseBwrap: BwrapOff})
 	done := make(chan forge.ToolResult, 1)
 	go func() {
@@ -356,6 +360,7 @@ func waitRunning(t *testing.T, sb *Sandbox) {
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	_, sb := newBox(t, Options{UseBwrap: BwrapOff, LineCountMaxSize: 1000})
 	d := sb.Dir()
 	writeHost(t, filepath.Join(d, "keep.txt"), "same\n")
@@ -407,6 +412,7 @@ func mustSnap(t *testing.T, sb *Sandbox) *Snapshot {
 }
 
 func TestEditCounts(t *testing.T) {
+	t.Parallel()
 	h := func(s string) []uint64 { return lineHashes([]byte(s)) }
 	for _, c := range []struct {
 		a, b       string
@@ -427,6 +433,7 @@ func TestEditCounts(t *testing.T) {
 }
 
 func TestBubblewrap(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
 		t.Skip("bubblewrap not installed (/usr/bin/bwrap missing): isolation not exercised; install the bubblewrap package")
 	}

@@ -133,6 +133,7 @@ func (f *turnFixture) seqs(t *testing.T) []int64 {
 // land, commits fenced by a terminal write queued just before them, and
 // commits that fail after writing rows (a reused seq).
 func TestGroupCommitFailuresWriteNothing(t *testing.T) {
+	t.Parallel()
 	s := openT(t)
 	const sessions = 12
 	fs := make([]*turnFixture, sessions)
@@ -222,6 +223,7 @@ func queueOrdered(t *testing.T, s *Store, fns []func() error) []error {
 // TestGroupCommitSalvage: a call that loses the group's transaction (here
 // by ending it itself) fails alone; the calls of its group still land.
 func TestGroupCommitSalvage(t *testing.T) {
+	t.Parallel()
 	s := openT(t)
 	f := running(t, s)
 	var fns []func() error
@@ -258,6 +260,7 @@ func TestGroupCommitSalvage(t *testing.T) {
 // TestGroupCommitPanic: a panicking call panics in its caller and fails
 // alone.
 func TestGroupCommitPanic(t *testing.T) {
+	t.Parallel()
 	s := openT(t)
 	f := running(t, s)
 	m1, ok1 := f.reply(2, "before")
@@ -288,6 +291,7 @@ func TestGroupCommitPanic(t *testing.T) {
 // TestQueuedCallAbandoned: a call whose context ends while it is queued
 // returns the context's error and is never run.
 func TestQueuedCallAbandoned(t *testing.T) {
+	t.Parallel()
 	s := openT(t)
 	f := running(t, s)
 	release := hold(t, s)
@@ -317,6 +321,7 @@ func TestQueuedCallAbandoned(t *testing.T) {
 // TestCloseWithQueuedCalls: Close waits for the group being written; calls
 // still queued fail, and later calls fail at once.
 func TestCloseWithQueuedCalls(t *testing.T) {
+	t.Parallel()
 	s := openT(t)
 	f := running(t, s)
 	release := hold(t, s)

@@ -79,6 +79,7 @@ func modelError(t *testing.T, err error) *forge.ModelError {
 }
 
 func TestFixtures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		file    string
 		want    []string
@@ -146,6 +147,7 @@ func TestFixtures(t *testing.T) {
 }
 
 func TestBuilders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		resp openaitest.Response
@@ -189,6 +191,7 @@ func TestBuilders(t *testing.T) {
 }
 
 func TestHTTPErrors(t *testing.T) {
+	t.Parallel()
 	const (
 		quota = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
 		// The type alone, as some proxies pass it on.
@@ -255,6 +258,7 @@ func TestHTTPErrors(t *testing.T) {
 
 // A quota error keeps the provider's message and says why it is final.
 func TestQuotaErrorMessage(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Status(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`))
 	_, err := collect(t.Context(), m, hello())
@@ -267,6 +271,7 @@ func TestQuotaErrorMessage(t *testing.T) {
 }
 
 func TestRetryAfterDate(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Status(503, "").Header("Retry-After", time.Now().Add(30*time.Second).UTC().Format(http.TimeFormat)))
 	_, err := collect(t.Context(), m, hello())
@@ -278,6 +283,7 @@ func TestRetryAfterDate(t *testing.T) {
 // Error events mid-stream: a quota error is final, a context overflow is
 // marked.
 func TestErrorEventClassified(t *testing.T) {
+	t.Parallel()
 	const first = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
 	tests := []struct {
 		name     string
@@ -304,6 +310,7 @@ func TestErrorEventClassified(t *testing.T) {
 }
 
 func TestRequestRefusedByValidation(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	req := hello()
 	req.Messages = append(req.Messages, forge.ModelMessage{Role: forge.RoleAssistant, Parts: []forge.ModelPart{
@@ -317,6 +324,7 @@ func TestRequestRefusedByValidation(t *testing.T) {
 }
 
 func TestMidStreamFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		resp      openaitest.Response
@@ -347,6 +355,7 @@ func TestMidStreamFailures(t *testing.T) {
 
 // A cut after the finish_reason only loses the usage chunk.
 func TestCutAfterFinish(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a").CutAfter(3))
 	got, err := collect(t.Context(), m, hello())
@@ -359,6 +368,7 @@ func TestCutAfterFinish(t *testing.T) {
 }
 
 func TestStallCancelledByContext(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").HangAfter(2))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -389,6 +399,7 @@ func TestStallCancelledByContext(t *testing.T) {
 }
 
 func TestCancelledBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a").HangAfter(0))
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -404,6 +415,7 @@ func TestCancelledBeforeHeaders(t *testing.T) {
 }
 
 func TestConsumerBreak(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").DelayBetweenChunks(10 * time.Millisecond))
 	n := 0
@@ -427,6 +439,7 @@ func TestConsumerBreak(t *testing.T) {
 }
 
 func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -474,6 +487,7 @@ func TestConfigWinsOverEnvironment(t *testing.T) {
 }
 
 func TestProviderName(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Status(500, ""))
 	p := openai.New(openai.Config{Name: "vllm", BaseURL: srv.URL()})
@@ -496,6 +510,7 @@ func TestProviderName(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		req  forge.ModelRequest
@@ -521,6 +536,7 @@ func TestBadRequests(t *testing.T) {
 
 // TestWireRequest asserts exactly what is sent.
 func TestWireRequest(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	maxTokens, temp := int64(512), 0.2
 	req := &forge.ModelRequest{
@@ -614,6 +630,7 @@ func TestWireRequest(t *testing.T) {
 }
 
 func TestNoParamsSent(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	if _, err := collect(t.Context(), m, hello()); err != nil {
 		t.Fatal(err)
@@ -631,6 +648,7 @@ func TestNoParamsSent(t *testing.T) {
 }
 
 func TestConcurrentStreams(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.RecordRequests(false)
 	srv.SetDefault(openaitest.Text("a", "b", "c"))
@@ -654,11 +672,16 @@ func TestConcurrentStreams(t *testing.T) {
 // TestConnectionReused checks that a finished stream leaves its connection
 // to the next request (no new TCP, or TLS, handshake per model call).
 func TestConnectionReused(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	var reused []bool
+	// A transport of its own: parallel tests closing their servers close
+	// the idle connections of http.DefaultTransport.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
 		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) }}
-		return http.DefaultTransport.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
+		return tr.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 	})}
 	m := openai.New(openai.Config{BaseURL: srv.URL(), HTTPClient: client}).Model("gpt")
 	for range 3 {
