@@ -237,10 +237,13 @@ func TestBashTimeoutAndTruncation(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("bg: %v %+v", err, res)
 	}
-	time.Sleep(100 * time.Millisecond)
 	pid, _ := os.ReadFile(filepath.Join(sb.Dir(), "bg.pid"))
-	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err == nil {
-		if st, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); !bytes.Contains(st, []byte(") Z")) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+		if err != nil || bytes.Contains(st, []byte(") Z")) {
+			break // gone, or a zombie
+		}
+		if time.Now().After(deadline) {
 			t.Fatalf("background process %s still running", pid)
 		}
 	}

@@ -311,17 +311,19 @@ func TestHangReleasedOnClose(t *testing.T) {
 	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.Enqueue(anthropictest.Text("a").HangAfter(2))
-	done := make(chan struct{})
+	done, streaming := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		req, _ := http.NewRequest("POST", srv.URL()+"/v1/messages", strings.NewReader(hi))
 		req.Header.Set("anthropic-version", "2026-10-21")
-		if res, err := http.DefaultClient.Do(req); err == nil {
+		res, err := http.DefaultClient.Do(req)
+		close(streaming) // the server has sent its first events and hangs
+		if err == nil {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-streaming
 	srv.Close()
 	select {
 	case <-done:
