@@ -88,8 +88,11 @@ func TestDataSurvivesCloseAndOpen(t *testing.T) {
 // TestKilledOwnerReleasesTheFile runs an owner in another process, checks
 // that it excludes us, kills it with SIGKILL and checks that its commits
 // survived and the file can be owned again.
+//
+// It does not run in parallel: until the child execs, it holds a copy of
+// every descriptor of this process, lock files included, so a parallel test
+// that closes and reopens its database would find its own lock still held.
 func TestKilledOwnerReleasesTheFile(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns a process")
 	}
