@@ -241,7 +241,11 @@ func TestScriptSweepsAfterKill9(t *testing.T) {
 	if !running(pg) || !running(redis) {
 		t.Fatalf("the services died with the script (pg %v, redis %v): the sweep is not tested", running(pg), running(redis))
 	}
-	again := startScript(t, tmp, nil, "true")
+	// The sweep comes before anything starts: given services, the second
+	// run starts none of its own.
+	again := startScript(t, tmp, []string{
+		"FORGE_TEST_POSTGRES_URL=postgres://given/db", "FORGE_TEST_REDIS_URL=redis://given/0", "FORGE_TEST_CHROMIUM=/given/chromium",
+	}, "true")
 	if code := again.wait(t); code != 0 {
 		t.Fatalf("second run: exit code %d; output:\n%s", code, again.output())
 	}
