@@ -234,6 +234,12 @@ created TIME, updated TIME; 2 turns; usage `
 		if err == nil || !strings.Contains(err.Error(), "not_found") {
 			t.Errorf("err = %v", err)
 		}
+		// An id is one path segment, whatever it holds.
+		for _, id := range []string{"../agents", "ses_1/turns", "ses_1?limit=1", "%2e%2e"} {
+			if _, err := runCLI(t, "show", id, "--server", f.url); err == nil || !strings.Contains(err.Error(), "not_found") {
+				t.Errorf("show %q: err = %v", id, err)
+			}
+		}
 		if _, err := runCLI(t, "show", "--server", f.url); err == nil || !strings.Contains(err.Error(), "accepts 1 arg") {
 			t.Errorf("show without a session: err = %v", err)
 		}
@@ -369,5 +375,34 @@ func TestVersionOf(t *testing.T) {
 	bi, _ := debug.ReadBuildInfo()
 	if err != nil || out != "forge "+versionOf(bi)+"\n" {
 		t.Errorf("forge version printed %q (%v)", out, err)
+	}
+}
+
+func TestPrinterClips(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 1000)
+	huge := strings.Repeat("x\n", 10000)
+	for _, full := range []bool{false, true} {
+		var b strings.Builder
+		p := &printer{w: &b, full: full}
+		p.part(&forge.Part{Type: forge.PartTool, Tool: "t", Arguments: json.RawMessage(`{"a":"` + long + `"}`), Output: &huge})
+		p.part(&forge.Part{Type: forge.PartText, Text: long})
+		out := b.String()
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if full {
+			if len(lines) != 1+10000+1 || !strings.Contains(out, long) {
+				t.Errorf("--full: %d lines", len(lines))
+			}
+			continue
+		}
+		want := []string{
+			`    [tool t {"a":"` + strings.Repeat("é", maxArgRunes-6) + `...]`,
+			"      -> x",
+		}
+		if lines[0] != want[0] || lines[1] != want[1] || len(lines) != 1+maxOutputLines+1+1 ||
+			lines[maxOutputLines+1] != "         ... (9992 more lines; --full shows all)" ||
+			lines[len(lines)-1] != "    "+strings.Repeat("é", maxLineRunes)+"..." {
+			t.Errorf("clipped output:\n%s", out)
+		}
 	}
 }
