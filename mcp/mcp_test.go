@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -209,8 +211,13 @@ func TestPartialFailure(t *testing.T) {
 // restarts it.
 func TestKillMidCallThenRestart(t *testing.T) {
 	t.Parallel()
+	// The server runs behind tee, which logs what the client sends, so that
+	// the test kills it once the call has reached it.
+	log := filepath.Join(t.TempDir(), "requests.log")
+	spec := everything(t)
+	spec.Command = []string{"sh", "-c", `tee "$0" | "$1" stdio`, log, spec.Command[0]}
 	m := newManager(t, Options{})
-	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +227,12 @@ func TestKillMidCallThenRestart(t *testing.T) {
 		t.Fatal("no pid")
 	}
 	go func() {
-		time.Sleep(700 * time.Millisecond)
-		p, err := os.FindProcess(pid)
-		if err == nil {
-			_ = p.Kill()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if b, _ := os.ReadFile(log); bytes.Contains(b, []byte("trigger-long-running-operation")) {
+				break
+			}
 		}
+		killGroup(pid) // sh, tee and the server
 	}()
 	start := time.Now()
 	_, err = long.Call(ctx30(t), json.RawMessage(`{"duration": 20, "steps": 2}`))
@@ -248,7 +256,7 @@ func TestKillMidCallThenRestart(t *testing.T) {
 	}
 	// Tools after a restart reports the server as initialized again only
 	// when it started it; it is running now.
-	_, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	_, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil || len(inits) != 0 {
 		t.Errorf("inits %+v err %v", inits, err)
 	}
