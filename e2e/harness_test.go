@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,22 +29,38 @@ import (
 var forgeBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "forge-e2e")
-	if err != nil {
-		panic(err)
-	}
 	http.DefaultClient.Timeout = 60 * time.Second // a hung request fails the test, with logs
-	forgeBin = filepath.Join(dir, "forge")
-	build := exec.Command("go", "build", "-o", forgeBin, "./cmd/forge")
-	build.Dir = ".."
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	bin, err := buildForge()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "building forge:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	forgeBin = bin
+	os.Exit(m.Run())
+}
+
+// buildForge builds cmd/forge into a directory of the user's cache kept
+// for this checkout: go build skips the link when the binary there is up
+// to date, which saves seconds on every run.
+func buildForge() (string, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "forge-e2e", hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "forge")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/forge")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	return bin, build.Run()
 }
 
 // server is a running `forge serve` process.
