@@ -225,7 +225,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	// httpapi.Serve also turns net/http's own plain-text refusals (headers
 	// above MaxHeaderBytes, malformed requests) into JSON errors.
 	go func() { serveErr <- httpapi.Serve(srv, ln) }()
-	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "version", Version)
+	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "version", version())
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 
 	select {
