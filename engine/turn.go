@@ -10,7 +10,7 @@ import (
 )
 
 // ErrShuttingDown refuses new turns while the engine closes.
-var ErrShuttingDown = errors.New("server is shutting down")
+var ErrShuttingDown = forge.Errorf(forge.ErrUnavailable, "the server is shutting down: retry the request (on another replica, or once it has restarted)")
 
 // StartTurn validates req against the session, creates the turn atomically
 // (turn row, input message, tip move, turn.created) and starts running it.

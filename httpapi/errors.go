@@ -43,6 +43,7 @@ var codeStatus = map[string]struct {
 	"unsupported_media_type": {http.StatusUnsupportedMediaType, "a request body must be sent with Content-Type: application/json"},
 	"idempotency_mismatch":   {http.StatusUnprocessableEntity, "this Idempotency-Key was first used with another request"},
 	"store_error":            {http.StatusServiceUnavailable, "the store failed; retry later"},
+	"unavailable":            {http.StatusServiceUnavailable, "the server cannot take this request now; retry later"},
 	// The HTTP layer's own codes (httpKinds).
 	"method_not_allowed": {http.StatusMethodNotAllowed, "method not allowed"},
 	"header_too_large":   {http.StatusRequestHeaderFieldsTooLarge, "the request's header fields exceed 64 KiB"},
