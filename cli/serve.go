@@ -35,6 +35,7 @@ type serveOptions struct {
 	sandboxRoot   string
 	subagentDepth int
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
+	pprofAddr     string    // loopback address of the profiling listener ("": none)
 	logOut        io.Writer // where the log goes (nil: stderr)
 }
 
@@ -70,6 +71,7 @@ server runs single-tenant and only listens on loopback addresses.`,
 	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes)")
 	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
+	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
 	return cmd
 }
 
@@ -152,6 +154,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	if len(keys) == 0 && !isLoopback(o.addr) {
 		return fmt.Errorf("refusing to listen on %s without API keys: set FORGE_API_KEYS or use a loopback address", o.addr)
 	}
+	if o.pprofAddr != "" && !isLoopback(o.pprofAddr) {
+		return fmt.Errorf("--pprof-addr %s: profiles expose the server's internals and have no authentication; use a loopback address", o.pprofAddr)
+	}
 	models, err := loadModels(o.config, log)
 	if err != nil {
 		return err
@@ -192,6 +197,14 @@ func serve(ctx context.Context, o serveOptions) error {
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
+	}
+	if o.pprofAddr != "" {
+		pln, err := net.Listen("tcp", o.pprofAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
+		defer serveProfiles(pln, log)()
 	}
 	// Streams are tied to baseCtx so they end when the engine has stopped.
 	baseCtx, cancelStreams := context.WithCancel(context.Background())

@@ -54,6 +54,14 @@ type Server struct {
 
 // New starts a fake on 127.0.0.1, closed by t.Cleanup.
 func New(t testing.TB) *Server {
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake on 127.0.0.1 outside a test (a load command's model
+// server, say); the caller must Close it.
+func Start() *Server {
 	s := &Server{
 		done:    make(chan struct{}),
 		def:     Text("ok"),
@@ -61,7 +69,6 @@ func New(t testing.TB) *Server {
 		created: time.Now().Unix(),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
 	return s
 }
 

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/forge-runtime/forge/provider/openai/openaitest"
+)
+
+// spawned is a `forge serve` process this command started, on a fresh
+// database in a temporary directory, with openai/<model> pointing at a fake
+// model server (openaitest, in this process) that answers every request
+// with the instant reply "ok".
+type spawned struct {
+	url      string // forge's base URL
+	modelURL string // the fake's base URL, ending in /v1
+	pid      int
+
+	model *openaitest.Server
+	cmd   *exec.Cmd
+	dir   string
+	logs  *lockedBuffer
+	exit  chan error
+}
+
+// spawnKey is the API key forge sends the fake (which accepts any).
+const spawnKey = "sk-forge-load"
+
+// findForge returns the forge binary to run: bin when given, else a forge
+// next to this executable, else one on $PATH.
+func findForge(bin string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "forge")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("forge")
+	if err != nil {
+		return "", errors.New("no forge binary next to forge-load nor on $PATH: build one (go build -o forge ./cmd/forge) or pass --forge-bin")
+	}
+	return p, nil
+}
+
+// spawn starts the fake model server and `forge serve` on loopback ports
+// of their choosing; extra are more flags for forge serve (--pprof-addr,
+// say). The caller must stop it.
+func spawn(ctx context.Context, forgeBin string, extra []string) (*spawned, error) {
+	dir, err := os.MkdirTemp("", "forge-load-")
+	if err != nil {
+		return nil, err
+	}
+	model := openaitest.Start()
+	model.RecordRequests(false)
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "forge.db"), "--log-level", "warn"}, extra...)
+	cmd := exec.Command(forgeBin, args...)
+	// The server reads OPENAI_* and FORGE_* from its environment: only ours
+	// may reach it.
+	env := []string{"OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=" + spawnKey, "FORGE_API_KEYS="}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OPENAI_") && !strings.HasPrefix(kv, "FORGE_") && !strings.HasPrefix(kv, "ANTHROPIC_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	s := &spawned{modelURL: model.URL(), model: model, cmd: cmd, dir: dir, logs: &lockedBuffer{}, exit: make(chan error, 1)}
+	cmd.Stderr = s.logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("starting %s: %w", forgeBin, err)
+	}
+	s.pid = cmd.Process.Pid
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if u, ok := strings.CutPrefix(line, "forge listening on "); ok {
+				select {
+				case listening <- u:
+				default:
+				}
+				continue
+			}
+			fmt.Fprintln(s.logs, line) // the pprof address, say
+		}
+	}()
+	go func() { s.exit <- cmd.Wait() }()
+	timer := time.NewTimer(60 * time.Second)
+	defer timer.Stop()
+	select {
+	case s.url = <-listening:
+		return s, nil
+	case err := <-s.exit:
+		s.exit <- err
+		logs := s.logs.String()
+		s.stop()
+		return nil, fmt.Errorf("forge serve exited before listening: %v\n%s", err, logs)
+	case <-timer.C:
+		logs := s.logs.String()
+		s.stop()
+		return nil, fmt.Errorf("forge serve did not listen within 60 s:\n%s", logs)
+	case <-ctx.Done():
+		s.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// stop ends forge serve (SIGTERM, then SIGKILL after 20 s), closes the fake
+// and removes the temporary directory. It returns the server's log when
+// the server did not exit cleanly.
+func (s *spawned) stop() error {
+	var err error
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.NewTimer(20 * time.Second)
+		select {
+		case err = <-s.exit:
+		case <-timer.C:
+			_ = s.cmd.Process.Kill()
+			err = fmt.Errorf("forge serve did not stop within 20 s of SIGTERM: %v", <-s.exit)
+		}
+		timer.Stop()
+	}
+	s.cleanup()
+	if err != nil {
+		return fmt.Errorf("forge serve: %w\n%s", err, s.logs.String())
+	}
+	return nil
+}
+
+func (s *spawned) cleanup() {
+	s.model.Close()
+	_ = os.RemoveAll(s.dir)
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
