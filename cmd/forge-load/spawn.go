@@ -19,18 +19,57 @@ import (
 
 // spawned is a `forge serve` process this command started, on a fresh
 // database in a temporary directory, with openai/<model> pointing at a fake
-// model server (openaitest, in this process) that answers every request
-// with the instant reply "ok".
+// model server in this process that answers every request with the
+// instant reply "ok" and records the requests' bodies.
 type spawned struct {
 	url      string // forge's base URL
 	modelURL string // the fake's base URL, ending in /v1
 	pid      int
 
-	model *openaitest.Server
+	model fakeModel
 	cmd   *exec.Cmd
 	dir   string
 	logs  *lockedBuffer
 	exit  chan error
+}
+
+// fakeModel is a model server of this process: the instant one, or
+// openaitest.
+type fakeModel interface {
+	URL() string
+	Close()
+	RecordRequests(on bool)
+	// takeBodies returns the bodies of the requests recorded since the
+	// last call.
+	takeBodies() [][]byte
+}
+
+// openaitestModel is openaitest as a fakeModel.
+type openaitestModel struct {
+	*openaitest.Server
+	taken int // requests already returned by takeBodies
+}
+
+func (o *openaitestModel) takeBodies() [][]byte {
+	reqs := o.Requests()
+	out := make([][]byte, 0, len(reqs)-o.taken)
+	for _, r := range reqs[o.taken:] {
+		out = append(out, r.Body)
+	}
+	o.taken = len(reqs)
+	return out
+}
+
+// startFake starts the fake model server named kind: "instant" or
+// "openaitest".
+func startFake(kind string) (fakeModel, error) {
+	switch kind {
+	case "instant":
+		return startInstantModel(), nil
+	case "openaitest":
+		return &openaitestModel{Server: openaitest.Start()}, nil
+	}
+	return nil, fmt.Errorf("unknown fake model server %q: want instant or openaitest", kind)
 }
 
 // spawnKey is the API key forge sends the fake (which accepts any).
@@ -55,16 +94,19 @@ func findForge(bin string) (string, error) {
 	return p, nil
 }
 
-// spawn starts the fake model server and `forge serve` on loopback ports
-// of their choosing; extra are more flags for forge serve (--pprof-addr,
-// say). The caller must stop it.
-func spawn(ctx context.Context, forgeBin string, extra []string) (*spawned, error) {
-	dir, err := os.MkdirTemp("", "forge-load-")
+// spawn starts the fake model server (see startFake) and `forge serve` on
+// loopback ports of their choosing; extra are more flags for forge serve
+// (--pprof-addr, say). The caller must stop it.
+func spawn(ctx context.Context, forgeBin, fake string, extra []string) (*spawned, error) {
+	model, err := startFake(fake)
 	if err != nil {
 		return nil, err
 	}
-	model := openaitest.Start()
-	model.RecordRequests(false)
+	dir, err := os.MkdirTemp("", "forge-load-")
+	if err != nil {
+		model.Close()
+		return nil, err
+	}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "forge.db"), "--log-level", "warn"}, extra...)
 	cmd := exec.Command(forgeBin, args...)
 	// The server reads OPENAI_* and FORGE_* from its environment: only ours

@@ -147,7 +147,8 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 	turns := fs.Int("turns", 100, "timed turns per session (1..100000)")
 	warmup := fs.Int("warmup", 5, "untimed turns at the start of each session (0..1000)")
 	repeat := fs.Int("repeat", 1, "sessions to run one after the other, each with its warm-ups and timed turns (1..10000); the figures pool them")
-	doSpawn := fs.Bool("spawn", false, "start a forge serve (on a fresh database in a temporary directory) and a fake OpenAI server (openaitest, in this process), and stop them at the end; --server and --model-url are then ignored")
+	doSpawn := fs.Bool("spawn", false, "start a forge serve (on a fresh database in a temporary directory) and a fake OpenAI server (--fake, in this process), and stop them at the end; --server and --model-url are then ignored")
+	fake := fs.String("fake", "instant", "the model server --spawn starts: instant (writes openaitest's SSE bytes without decoding the request) or openaitest (decodes and validates it)")
 	forgeBin := fs.String("forge-bin", "", "the forge binary --spawn runs (default: forge next to forge-load, else on $PATH)")
 	var serveArgs stringList
 	fs.Var(&serveArgs, "serve-arg", "a flag for the spawned forge serve, e.g. --serve-arg=--pprof-addr=127.0.0.1:6060 (repeatable)")
@@ -163,6 +164,8 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 		return fmt.Errorf("--warmup must be 0..1000")
 	case *repeat < 1 || *repeat > 10_000:
 		return fmt.Errorf("--repeat must be 1..10000")
+	case *fake != "instant" && *fake != "openaitest":
+		return fmt.Errorf("--fake must be instant or openaitest")
 	case *model == "" || strings.ContainsAny(*model, "/ "):
 		return fmt.Errorf("--model must be a model id without '/' or spaces")
 	case !*doSpawn && *provider == "openai" && *modelURL == "":
@@ -174,12 +177,13 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 	}
 
+	var sp *spawned
 	if *doSpawn {
 		bin, err := findForge(*forgeBin)
 		if err != nil {
 			return err
 		}
-		sp, err := spawn(ctx, bin, serveArgs)
+		sp, err = spawn(ctx, bin, *fake, serveArgs)
 		if err != nil {
 			return err
 		}
@@ -189,7 +193,7 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 			}
 		}()
 		c.server, c.apiKey, *modelURL = sp.url, "", sp.modelURL
-		fmt.Fprintf(out, "spawned    forge serve pid %d on %s; fake model server %s\n", sp.pid, sp.url, sp.modelURL)
+		fmt.Fprintf(out, "spawned    forge serve pid %d on %s; fake model server (%s) %s\n", sp.pid, sp.url, *fake, sp.modelURL)
 		if l := strings.TrimSpace(sp.logs.String()); l != "" {
 			fmt.Fprintln(out, l)
 		}
@@ -226,6 +230,18 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 		lat = append(lat, l...)
 	}
 	elapsed := time.Since(start)
+	var replay [][]byte // the timed turns' model requests
+	if sp != nil {
+		sp.model.RecordRequests(false)
+		if *provider == "openai" {
+			all := sp.model.takeBodies()
+			for i, b := range all {
+				if i%(*warmup+*turns) >= *warmup {
+					replay = append(replay, b)
+				}
+			}
+		}
+	}
 	fmt.Fprintf(out, "turn           %s  (%d turns, %.1f turns/s)\n", quantiles(lat), len(lat), float64(len(lat)+*repeat**warmup)/elapsed.Seconds())
 
 	if *modelURL == "" {
@@ -250,5 +266,16 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 		return fmt.Errorf("provider floor request: %w", err)
 	}
 	fmt.Fprintf(out, "provider floor %s  (the same call through provider/openai, in this process)\n", quantiles(pfloor))
+	if len(replay) > 0 {
+		i := 0
+		rfloor, err := series(reqCtx, 0, len(replay), func(ctx context.Context) (time.Duration, error) {
+			i++
+			return floorRequest(ctx, hc, *modelURL, replay[i-1])
+		})
+		if err != nil {
+			return fmt.Errorf("replayed request: %w", err)
+		}
+		fmt.Fprintf(out, "replay floor   %s  (the %d model requests of the turns, replayed to the model server, raw HTTP)\n", quantiles(rfloor), len(rfloor))
+	}
 	return nil
 }

@@ -60,7 +60,7 @@ func buildForge(tb testing.TB) string {
 func spawnForTest(tb testing.TB, extra ...string) *spawned {
 	tb.Helper()
 	bin := buildForge(tb)
-	sp, err := spawn(context.Background(), bin, extra)
+	sp, err := spawn(context.Background(), bin, "instant", extra)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -53,5 +53,16 @@ func TestTrivialSpawn(t *testing.T) {
 	bin := buildForge(t)
 	out := runMode(t, "trivial", "--spawn", "--forge-bin", bin, "--turns", "3", "--warmup", "1",
 		"--serve-arg=--pprof-addr=127.0.0.1:0")
-	wantLines(t, out, "spawned    forge serve pid ", "pprof listening on http://127.0.0.1:", "turn           p50 ", "model floor    p50 ", "provider floor p50 ")
+	wantLines(t, out, "spawned    forge serve pid ", "pprof listening on http://127.0.0.1:", "turn           p50 ", "model floor    p50 ",
+		"provider floor p50 ", "replay floor   p50 ")
+	if !strings.Contains(out, "(the 3 model requests of the turns") {
+		t.Errorf("want the 3 timed turns' requests replayed:\n%s", out)
+	}
+	out = runMode(t, "trivial", "--spawn", "--forge-bin", bin, "--fake", "openaitest", "--turns", "2", "--warmup", "0")
+	wantLines(t, out, "spawned    forge serve pid ", "turn           p50 ", "replay floor   p50 ")
+	out = runMode(t, "trivial", "--spawn", "--forge-bin", bin, "--provider", "scripted", "--turns", "2", "--warmup", "0")
+	wantLines(t, out, "turn           p50 ", "model floor    p50 ")
+	if strings.Contains(out, "replay floor") {
+		t.Errorf("scripted turns make no model request to replay:\n%s", out)
+	}
 }
