@@ -67,22 +67,27 @@ type writer struct {
 	group []*writeReq
 	tx    tx
 
+	// committed is called after each successful commit (the checkpointer's
+	// kick: it never blocks).
+	committed func()
+
 	// Counters for tests: transactions committed, calls they held.
-	commits, committed atomic.Int64
+	commits, committedCalls atomic.Int64
 }
 
 // newWriter starts the writer on conn. It runs statements on the driver
 // connection directly (inside conn.Raw, for as long as it runs): the
 // database/sql layer would cost more than some of the statements.
-func newWriter(conn *sql.Conn) *writer {
+func newWriter(conn *sql.Conn, committed func()) *writer {
 	w := &writer{
-		conn:  conn,
-		ctx:   context.Background(),
-		stmts: map[string]wstmt{},
-		reqs:  make(chan *writeReq),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
-		group: make([]*writeReq, 0, maxGroup),
+		committed: committed,
+		conn:      conn,
+		ctx:       context.Background(),
+		stmts:     map[string]wstmt{},
+		reqs:      make(chan *writeReq),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		group:     make([]*writeReq, 0, maxGroup),
 	}
 	w.tx = tx{ctx: w.ctx, w: w}
 	go func() {
@@ -289,7 +294,8 @@ func (w *writer) commit(live []*writeReq) {
 		return
 	}
 	w.commits.Add(1)
-	w.committed.Add(int64(len(live)))
+	w.committedCalls.Add(int64(len(live)))
+	w.committed()
 	for _, r := range live {
 		r.reply(r.err)
 	}
@@ -328,7 +334,8 @@ func (w *writer) runAlone(r *writeReq) {
 		return
 	}
 	w.commits.Add(1)
-	w.committed.Add(1)
+	w.committedCalls.Add(1)
+	w.committed()
 	r.reply(nil)
 }
 

@@ -215,6 +215,10 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 	defer cancel()
 	body := turnBody("hi", false)
 	var lat []time.Duration
+	var cpu0 time.Duration
+	if sp != nil {
+		cpu0, _ = cpuTime(sp.pid)
+	}
 	start := time.Now()
 	for range *repeat {
 		ids, err := t.createSessions(reqCtx, agent, 1)
@@ -243,6 +247,13 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 	}
 	fmt.Fprintf(out, "turn           %s  (%d turns, %.1f turns/s)\n", quantiles(lat), len(lat), float64(len(lat)+*repeat**warmup)/elapsed.Seconds())
+	if sp != nil {
+		// Warm-ups and session creation included: all the server did.
+		if cpu1, err := cpuTime(sp.pid); err == nil {
+			all := len(lat) + *repeat**warmup
+			fmt.Fprintf(out, "server CPU     %s per turn  (user+system of forge serve over the %d turns, from /proc; 10 ms ticks)\n", ms((cpu1-cpu0)/time.Duration(all)), all)
+		}
+	}
 
 	if *modelURL == "" {
 		fmt.Fprintln(out, "model floor    (no --model-url: not measured)")
