@@ -24,16 +24,20 @@ func openWith(t *testing.T, configure func(*Store)) *Store {
 }
 
 // walFrames returns the frames in the store's log, from a connection of
-// the test's own (a PASSIVE checkpoint that finds nothing to wait for).
-func walFrames(t *testing.T, s *Store) int64 {
+// the test's own, with a checkpoint of the given mode (default PASSIVE).
+func walFrames(t testing.TB, s *Store, mode ...string) int64 {
 	t.Helper()
+	m := "PASSIVE"
+	if len(mode) > 0 {
+		m = mode[0]
+	}
 	db, err := sql.Open("sqlite", s.path+"?_pragma=busy_timeout(10000)&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var busy, frames, copied int64
-	if err := db.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+	if err := db.QueryRow("PRAGMA wal_checkpoint("+m+")").Scan(&busy, &frames, &copied); err != nil {
 		t.Fatal(err)
 	}
 	return frames

@@ -33,6 +33,7 @@ type Store struct {
 	lock *os.File
 	wdb  *sql.DB
 	w    *writer       // owns the single write connection
+	rc   *rowCache     // rows of the lookups every turn makes (cache.go)
 	cp   *checkpointer // checkpoints the WAL on its own connection
 	r    *pool         // readers
 	ids  forge.IDGen
@@ -82,6 +83,7 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 		now:                func() time.Time { return time.Now().UTC() },
 		checkpointInterval: checkpointInterval,
 		truncateFrames:     truncateFrames,
+		rc:                 newRowCache(),
 	}
 	if configure != nil {
 		configure(s)
@@ -266,6 +268,15 @@ func (t *tx) stmt(query string) (*sql.Stmt, error) {
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
 	return st, nil
+}
+
+// after asks, in a write, for f to run once the write has committed (and
+// not at all if it does not). Cache updates go there.
+func (t *tx) after(f func()) {
+	if t.w == nil || t.w.cur == nil {
+		panic("sqlite: tx.after outside a write")
+	}
+	t.w.cur.effects = append(t.w.cur.effects, f)
 }
 
 func (t *tx) exec(query string, args ...any) (sql.Result, error) {

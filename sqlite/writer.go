@@ -51,6 +51,10 @@ type writeReq struct {
 	// Set by the writer before done is closed.
 	err      error
 	panicked any
+	// effects are what the call's last run asked to do once its writes
+	// are committed (tx.after): run before done is closed, never for a
+	// call whose writes did not land.
+	effects []func()
 }
 
 type writer struct {
@@ -66,6 +70,7 @@ type writer struct {
 
 	group []*writeReq
 	tx    tx
+	cur   *writeReq // the call whose fn is running
 
 	// committed is called after each successful commit (the checkpointer's
 	// kick: it never blocks).
@@ -296,6 +301,13 @@ func (w *writer) commit(live []*writeReq) {
 	w.commits.Add(1)
 	w.committedCalls.Add(int64(len(live)))
 	w.committed()
+	// Every effect before any reply: no caller may learn of a write before
+	// the cache shows all of its group.
+	for _, r := range live {
+		if r.err == nil {
+			r.runEffects()
+		}
+	}
 	for _, r := range live {
 		r.reply(r.err)
 	}
@@ -336,6 +348,7 @@ func (w *writer) runAlone(r *writeReq) {
 	w.commits.Add(1)
 	w.committedCalls.Add(1)
 	w.committed()
+	r.runEffects()
 	r.reply(nil)
 }
 
@@ -346,12 +359,23 @@ var errPanicked = errors.New("sqlite: write panicked")
 // for r's caller.
 func (w *writer) call(r *writeReq) (err error) {
 	defer func() {
+		w.cur = nil
 		if p := recover(); p != nil {
 			r.panicked = p
 			err = errPanicked
 		}
 	}()
+	w.cur = r
+	clear(r.effects)
+	r.effects = r.effects[:0] // a rerun starts over
 	return r.fn(&w.tx)
+}
+
+// runEffects runs a committed call's effects.
+func (r *writeReq) runEffects() {
+	for _, f := range r.effects {
+		f()
+	}
 }
 
 func (r *writeReq) reply(err error) {

@@ -6,6 +6,7 @@
 //	forge-load idle-sse [--server URL] [--subscribers N] [--duration D] [--pid P]
 //	forge-load trivial  [--provider openai|scripted] [--turns N] [--warmup N] [--repeat N]
 //	                    (--spawn [--forge-bin PATH] [--serve-arg FLAG]... | --server URL [--model-url URL])
+//	forge-load fake-model [--fake instant|openaitest] [--duration D]
 //
 // turns creates an agent on scripted/echo (an instant model) and N sessions;
 // a worker per session runs wait-mode turns back to back until --duration or
@@ -60,6 +61,7 @@ modes:
   deltas    one streamed turn of N small deltas: deltas/s received over SSE
   idle-sse  N idle SSE subscribers held open: server RSS before and while open
   trivial   sequential trivial turns on one session, beside the model-call floor
+  fake-model  a fake OpenAI Chat Completions server answering "ok" at once
 
 "forge-load MODE -h" lists the flags of a mode.
 `
@@ -80,6 +82,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		mode = runIdleSSE
 	case "trivial":
 		mode = runTrivial
+	case "fake-model":
+		mode = runFakeModel
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -95,13 +95,28 @@ func findForge(bin string) (string, error) {
 	return p, nil
 }
 
-// spawn starts the fake model server (see startFake) and `forge serve` on
-// loopback ports of their choosing; extra are more flags for forge serve
-// (--pprof-addr, say). The caller must stop it.
-func spawn(ctx context.Context, forgeBin, fake string, extra []string) (*spawned, error) {
-	model, err := startFake(fake)
-	if err != nil {
-		return nil, err
+// spawn starts the fake model server (see startFake; in a process of its
+// own unless inProcess) and `forge serve` on loopback ports of their
+// choosing; extra are more flags for forge serve (--pprof-addr, say). The
+// caller must stop it.
+func spawn(ctx context.Context, forgeBin, fake string, inProcess bool, extra []string) (*spawned, error) {
+	var model fakeModel
+	if inProcess {
+		m, err := startFake(fake)
+		if err != nil {
+			return nil, err
+		}
+		model = m
+	} else {
+		command, env, err := fakeCommand([]string{"--fake", fake, "--until-stdin-closes"})
+		if err != nil {
+			return nil, err
+		}
+		m, err := startRemoteFake(ctx, command, env)
+		if err != nil {
+			return nil, err
+		}
+		model = m
 	}
 	dir, err := os.MkdirTemp("", "forge-load-")
 	if err != nil {

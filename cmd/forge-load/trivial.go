@@ -149,6 +149,7 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 	repeat := fs.Int("repeat", 1, "sessions to run one after the other, each with its warm-ups and timed turns (1..10000); the figures pool them")
 	doSpawn := fs.Bool("spawn", false, "start a forge serve (on a fresh database in a temporary directory) and a fake OpenAI server (--fake, in this process), and stop them at the end; --server and --model-url are then ignored")
 	fake := fs.String("fake", "instant", "the model server --spawn starts: instant (writes openaitest's SSE bytes without decoding the request) or openaitest (decodes and validates it)")
+	inProcess := fs.Bool("fake-in-process", false, "run the fake model server in this process rather than in a process of its own (forge's model calls and the floor then cross different process boundaries)")
 	forgeBin := fs.String("forge-bin", "", "the forge binary --spawn runs (default: forge next to forge-load, else on $PATH)")
 	var serveArgs stringList
 	fs.Var(&serveArgs, "serve-arg", "a flag for the spawned forge serve, e.g. --serve-arg=--pprof-addr=127.0.0.1:6060 (repeatable)")
@@ -183,7 +184,7 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 		if err != nil {
 			return err
 		}
-		sp, err = spawn(ctx, bin, *fake, serveArgs)
+		sp, err = spawn(ctx, bin, *fake, *inProcess, serveArgs)
 		if err != nil {
 			return err
 		}
@@ -193,7 +194,11 @@ func runTrivial(ctx context.Context, args []string, out, errOut io.Writer) error
 			}
 		}()
 		c.server, c.apiKey, *modelURL = sp.url, "", sp.modelURL
-		fmt.Fprintf(out, "spawned    forge serve pid %d on %s; fake model server (%s) %s\n", sp.pid, sp.url, *fake, sp.modelURL)
+		where := "its own process"
+		if *inProcess {
+			where = "this process"
+		}
+		fmt.Fprintf(out, "spawned    forge serve pid %d on %s; fake model server (%s, in %s) %s\n", sp.pid, sp.url, *fake, where, sp.modelURL)
 		if l := strings.TrimSpace(sp.logs.String()); l != "" {
 			fmt.Fprintln(out, l)
 		}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,10 +17,26 @@ import (
 	"github.com/forge-runtime/forge/provider/openai"
 )
 
+// fakeModelArgsEnv carries the fake-model flags to this test binary when
+// it runs as spawn's fake model process.
+const fakeModelArgsEnv = "FORGE_LOAD_TEST_FAKE_MODEL"
+
 // forgeDir holds the forge binary built for the tests; TestMain removes it.
 var forgeDir string
 
 func TestMain(m *testing.M) {
+	if args := os.Getenv(fakeModelArgsEnv); args != "" {
+		// This test binary, started by spawn as the fake model process.
+		err := run(context.Background(), append([]string{"fake-model"}, strings.Fields(args)...), os.Stdout, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	fakeCommand = func(args []string) ([]string, []string, error) {
+		return []string{os.Args[0], "-test.run=^$"}, append(os.Environ(), fakeModelArgsEnv+"="+strings.Join(args, " ")), nil
+	}
 	code := m.Run()
 	if forgeDir != "" {
 		os.RemoveAll(forgeDir)
@@ -60,7 +78,7 @@ func buildForge(tb testing.TB) string {
 func spawnForTest(tb testing.TB, extra ...string) *spawned {
 	tb.Helper()
 	bin := buildForge(tb)
-	sp, err := spawn(context.Background(), bin, "instant", extra)
+	sp, err := spawn(context.Background(), bin, "instant", false, extra)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -60,6 +60,11 @@ func TestTrivialSpawn(t *testing.T) {
 	}
 	out = runMode(t, "trivial", "--spawn", "--forge-bin", bin, "--fake", "openaitest", "--turns", "2", "--warmup", "0")
 	wantLines(t, out, "spawned    forge serve pid ", "turn           p50 ", "replay floor   p50 ")
+	out = runMode(t, "trivial", "--spawn", "--forge-bin", bin, "--fake-in-process", "--turns", "2", "--warmup", "0")
+	wantLines(t, out, "spawned    forge serve pid ", "turn           p50 ", "replay floor   p50 ")
+	if !strings.Contains(out, "in this process") {
+		t.Errorf("--fake-in-process: the fake is not said to run in this process:\n%s", out)
+	}
 	out = runMode(t, "trivial", "--spawn", "--forge-bin", bin, "--provider", "scripted", "--turns", "2", "--warmup", "0")
 	wantLines(t, out, "turn           p50 ", "model floor    p50 ")
 	if strings.Contains(out, "replay floor") {
