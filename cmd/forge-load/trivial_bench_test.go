@@ -95,8 +95,11 @@ func spawnForTest(tb testing.TB, extra ...string) *spawned {
 // HTTP, the agent on openai/<model> behind the openaitest fake (or on
 // scripted/echo), wait mode, b.N turns one after the other in one session
 // after 5 warm-ups. Beside the turn it reports the floor: as many streamed
-// requests to the same fake, made from this process, raw (floor-*) and
-// through provider/openai (provider-floor-*). Run it as the issue does:
+// requests to the same fake (the instant one, in a process of its own),
+// made from this process, raw (floor-*) and through provider/openai
+// (provider-floor-*); the turns' own model requests replayed raw
+// (replay-floor-*); and the CPU time forge serve used per turn (from
+// /proc, in 10 ms ticks). Run it as the issue does:
 //
 //	go test -run '^$' -bench TrivialTurnLive -benchtime 100x -count 3 ./cmd/forge-load/
 func BenchmarkTrivialTurnLive(b *testing.B) {
@@ -126,6 +129,10 @@ func BenchmarkTrivialTurnLive(b *testing.B) {
 				}
 			}
 			var lat []time.Duration
+			cpu0, err := cpuTime(sp.pid)
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.ResetTimer()
 			for b.Loop() {
 				d, err := t.waitTurn(ctx, ids[0], body)
@@ -135,6 +142,15 @@ func BenchmarkTrivialTurnLive(b *testing.B) {
 				lat = append(lat, d)
 			}
 			b.StopTimer()
+			cpu1, err := cpuTime(sp.pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sp.model.RecordRequests(false)
+			var replay [][]byte
+			if provider == "openai" {
+				replay = sp.model.takeBodies()[5:] // the warm-ups' first
+			}
 
 			hc := floorClient()
 			defer hc.CloseIdleConnections()
@@ -155,6 +171,18 @@ func BenchmarkTrivialTurnLive(b *testing.B) {
 			reportQuantiles(b, "", lat, 0.50, 0.90, 0.99)
 			reportQuantiles(b, "floor-", floor, 0.50, 0.99)
 			reportQuantiles(b, "provider-floor-", pfloor, 0.50)
+			if len(replay) > 0 {
+				i := 0
+				rfloor, err := series(ctx, 0, len(replay), func(ctx context.Context) (time.Duration, error) {
+					i++
+					return floorRequest(ctx, hc, sp.modelURL, replay[i-1])
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				reportQuantiles(b, "replay-floor-", rfloor, 0.50)
+			}
+			b.ReportMetric(float64(cpu1-cpu0)/float64(len(lat))/float64(time.Microsecond), "server-cpu-µs/turn")
 		})
 	}
 }
