@@ -21,13 +21,18 @@ import (
 //   - after the writer has committed, at most once per interval, a PASSIVE
 //     checkpoint: it copies what it can without waiting for anyone, and
 //     neither readers nor the writer wait for it. When it has copied
-//     everything and no reader still needs the log, the writer's next
-//     transaction starts the log over from its beginning.
-//   - when the log has grown past truncateFrames anyway (readers kept
-//     old snapshots in use, or the writer outran the copies), a TRUNCATE
-//     checkpoint, which makes new writes wait while it waits for readers
-//     (at most busyTimeout, then it gives up until the next round) and
-//     empties the log.
+//     everything, no reader still needs the log and the writer did not
+//     write meanwhile, the writer's next transaction starts the log over.
+//   - under a steady stream of writes that last condition seldom holds and
+//     the log keeps growing. Past restartFrames the checkpointer catches
+//     up with a few more PASSIVE passes, each copying what was written
+//     during the one before, then runs a RESTART checkpoint: new writes
+//     wait while it copies the last few frames, syncs, and waits for
+//     readers of the old log (at most its busy timeout, then it gives up
+//     until the next round); the next write starts the log over. The
+//     writer thus waits for a checkpoint once per restartFrames of log
+//     (64 MiB: several seconds of turns), for a sync and a few pages, not
+//     once per thousand pages for the copy of all of them.
 //
 // journal_size_limit bounds the file a reset log leaves on disk.
 
@@ -35,7 +40,11 @@ import (
 const (
 	checkpointInterval = 250 * time.Millisecond
 	// 16,384 pages of 4 KiB: 64 MiB of log.
-	truncateFrames      = 16384
+	restartFrames = 16384
+	// A catch-up pass that found fewer new frames than this is close
+	// enough: the RESTART copies the rest while writes wait.
+	catchUpFrames       = 512
+	maxCatchUpPasses    = 4
 	walSizeLimit        = 64 << 20
 	checkpointerTimeout = 200 * time.Millisecond // busy_timeout of its connection
 )
@@ -43,25 +52,26 @@ const (
 type checkpointer struct {
 	db             *sql.DB
 	interval       time.Duration
-	truncateFrames int64
+	restartFrames  int64
 	kick           chan struct{} // capacity 1: the writer committed since the last round
 	quit           chan struct{}
 	done           chan struct{}
 	afterRound     func() // nil, or called after each round (tests)
 
-	// For tests: rounds run, TRUNCATE checkpoints completed, last error.
-	passives, truncates atomic.Int64
+	// For tests: PASSIVE passes run, RESTART checkpoints completed, last
+	// error.
+	passives, restarts atomic.Int64
 	lastErr             atomic.Pointer[error]
 }
 
 // newCheckpointer starts a checkpointer on db (a pool of one connection to
 // the database, which it owns).
-func newCheckpointer(db *sql.DB, interval time.Duration, truncateFrames int64, afterRound func()) *checkpointer {
+func newCheckpointer(db *sql.DB, interval time.Duration, restartFrames int64, afterRound func()) *checkpointer {
 	c := &checkpointer{
 		db:             db,
 		afterRound:     afterRound,
 		interval:       interval,
-		truncateFrames: truncateFrames,
+		restartFrames:  restartFrames,
 		kick:           make(chan struct{}, 1),
 		quit:           make(chan struct{}),
 		done:           make(chan struct{}),
@@ -122,8 +132,8 @@ func (c *checkpointer) run() {
 	}
 }
 
-// round runs one PASSIVE checkpoint, and a TRUNCATE one when the log is
-// too long.
+// round runs a PASSIVE checkpoint and, when the log is too long, the
+// catch-up passes and the RESTART checkpoint.
 func (c *checkpointer) round() error {
 	// Nothing here observes the Store's callers: a round only ends early
 	// with the checkpointer's own busy timeout.
@@ -133,15 +143,27 @@ func (c *checkpointer) round() error {
 		return err
 	}
 	c.passives.Add(1)
-	if frames < c.truncateFrames {
+	if frames < c.restartFrames {
 		return nil
 	}
-	busy, _, err := c.checkpoint(ctx, "TRUNCATE")
+	for range maxCatchUpPasses {
+		_, now, err := c.checkpoint(ctx, "PASSIVE")
+		if err != nil {
+			return err
+		}
+		c.passives.Add(1)
+		grown := now - frames
+		frames = now
+		if grown < catchUpFrames {
+			break
+		}
+	}
+	busy, _, err := c.checkpoint(ctx, "RESTART")
 	if err != nil {
 		return err
 	}
 	if !busy {
-		c.truncates.Add(1)
+		c.restarts.Add(1)
 	}
 	return nil
 }

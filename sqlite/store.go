@@ -41,8 +41,12 @@ type Store struct {
 
 	// Checkpointer settings (tests change them).
 	checkpointInterval time.Duration
-	truncateFrames     int64
+	restartFrames      int64
 	afterCheckpoint    func() // called after each round of the checkpointer
+	// writerAutocheckpoint > 0 restores, for benchmarks, the arrangement
+	// this package had before the checkpointer: the writer checkpoints
+	// inside the commit that takes the log past that many pages.
+	writerAutocheckpoint int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -82,7 +86,7 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 		ids:                forge.NewULIDGen(nil),
 		now:                func() time.Time { return time.Now().UTC() },
 		checkpointInterval: checkpointInterval,
-		truncateFrames:     truncateFrames,
+		restartFrames:      restartFrames,
 		rc:                 newRowCache(),
 	}
 	if configure != nil {
@@ -104,7 +108,13 @@ func (s *Store) open(ctx context.Context) error {
 	// connection checkpoints by itself (wal_autocheckpoint=0): the
 	// checkpointer does, off the writer's path (checkpoint.go).
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)"
-	wdb, err := sql.Open("sqlite", s.path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=cache_size(-16000)"+
+	writerDSN := s.path + "?" + common
+	if s.writerAutocheckpoint > 0 {
+		// The old arrangement, for benchmarks: the writer checkpoints in
+		// its commits (a later pragma wins).
+		writerDSN += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", s.writerAutocheckpoint)
+	}
+	wdb, err := sql.Open("sqlite", writerDSN+"&_pragma=journal_mode(WAL)&_pragma=cache_size(-16000)"+
 		"&_pragma=temp_store(memory)"+fmt.Sprintf("&_pragma=journal_size_limit(%d)", walSizeLimit)+"&_txlock=immediate")
 	if err != nil {
 		return fmt.Errorf("sqlite: open: %w", err)
@@ -133,8 +143,12 @@ func (s *Store) open(ctx context.Context) error {
 	cdb.SetMaxIdleConns(1)
 	cdb.SetConnMaxLifetime(0)
 	cdb.SetConnMaxIdleTime(0)
-	s.cp = newCheckpointer(cdb, s.checkpointInterval, s.truncateFrames, s.afterCheckpoint)
-	s.w = newWriter(conn, s.cp.committed)
+	s.cp = newCheckpointer(cdb, s.checkpointInterval, s.restartFrames, s.afterCheckpoint)
+	committed := s.cp.committed
+	if s.writerAutocheckpoint > 0 {
+		committed = func() {}
+	}
+	s.w = newWriter(conn, committed)
 	// Readers open after the migrations so they never see a partial schema;
 	// query_only guards against a write slipping onto the read pool.
 	rdb, err := sql.Open("sqlite", s.path+"?"+common+"&_pragma=query_only(1)")

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -19,14 +21,38 @@ import (
 
 // BenchmarkEngineTurn measures the store's share of a trivial turn: the
 // engine runs wait-mode scripted/echo turns on this Store, 100 to a
-// session, and the benchmark reports what one turn writes: transactions
-// and WAL frames (pages the writer wrote to the log, each with two pwrite
-// calls).
+// session, and the benchmark reports their latency (p50, p99, maximum,
+// and how many took over 5 ms) and what one turn writes: transactions and
+// WAL frames (pages the writer wrote to the log, each with two pwrite
+// calls). It compares the WAL checkpoints made by the checkpointer with
+// those the writer made inside its commits before, and with none at all
+// (the log then grows without bound: a reference for the tail, not a
+// setting).
 //
-//	go test -run '^$' -bench EngineTurn -benchtime 1000x ./sqlite/
+//	go test -run '^$' -bench EngineTurn -benchtime 3000x -count 3 ./sqlite/
 func BenchmarkEngineTurn(b *testing.B) {
+	for _, v := range checkpointVariants {
+		b.Run(v.name, func(b *testing.B) { benchEngineTurn(b, v.configure) })
+	}
+}
+
+// checkpointVariants are the WAL checkpoint arrangements the benchmarks
+// compare.
+var checkpointVariants = []struct {
+	name      string
+	configure func(*Store)
+}{
+	{"checkpoints=checkpointer", func(*Store) {}},
+	// The arrangement before the checkpointer (4000: this package's
+	// setting then).
+	{"checkpoints=writer", func(s *Store) { s.writerAutocheckpoint = 4000 }},
+	// No checkpoint after the first: the log grows without bound.
+	{"checkpoints=none", func(s *Store) { s.checkpointInterval = time.Hour }},
+}
+
+func benchEngineTurn(b *testing.B, configure func(*Store)) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(b.TempDir(), "forge.db"))
+	s, err := openStore(ctx, filepath.Join(b.TempDir(), "forge.db"), configure)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +70,10 @@ func BenchmarkEngineTurn(b *testing.B) {
 		b.Fatal(err)
 	}
 	var ses *forge.Session
+	var lat []time.Duration
 	turn := func() {
+		start := time.Now()
+		defer func() { lat = append(lat, time.Since(start)) }()
 		t, err := eng.StartTurn(ctx, forge.DefaultTenant, ses.ID, engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: "hi"}}})
 		if err != nil {
 			b.Fatal(err)
@@ -65,6 +94,7 @@ func BenchmarkEngineTurn(b *testing.B) {
 	}
 	frames := pagesWritten(b, s)
 	commits := s.w.commits.Load()
+	lat = lat[:0]
 	var setupCommits int64
 	n := 0
 	for b.Loop() {
@@ -79,6 +109,7 @@ func BenchmarkEngineTurn(b *testing.B) {
 		turn()
 	}
 	b.StopTimer()
+	reportTurnLatency(b, lat)
 	b.ReportMetric(float64(pagesWritten(b, s)-frames)/float64(n), "frames/turn")
 	b.ReportMetric(float64(s.w.commits.Load()-commits-setupCommits)/float64(n), "commits/turn")
 }
@@ -101,4 +132,24 @@ func pagesWritten(tb testing.TB, s *Store) int64 {
 		tb.Fatal(err)
 	}
 	return int64(n)
+}
+
+// reportTurnLatency reports the p50, p99 and maximum of lat and how many
+// exceeded 5 ms.
+func reportTurnLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	q := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(lat)))) - 1
+		return float64(lat[max(0, min(i, len(lat)-1))]) / float64(time.Microsecond)
+	}
+	slow := 0
+	for _, d := range lat {
+		if d > 5*time.Millisecond {
+			slow++
+		}
+	}
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(q(1), "max-µs")
+	b.ReportMetric(float64(slow), "turns>5ms")
 }
