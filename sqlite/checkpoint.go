@@ -50,31 +50,31 @@ const (
 )
 
 type checkpointer struct {
-	db             *sql.DB
-	interval       time.Duration
-	restartFrames  int64
-	kick           chan struct{} // capacity 1: the writer committed since the last round
-	quit           chan struct{}
-	done           chan struct{}
-	afterRound     func() // nil, or called after each round (tests)
+	db            *sql.DB
+	interval      time.Duration
+	restartFrames int64
+	kick          chan struct{} // capacity 1: the writer committed since the last round
+	quit          chan struct{}
+	done          chan struct{}
+	afterRound    func() // nil, or called after each round (tests)
 
 	// For tests: PASSIVE passes run, RESTART checkpoints completed, last
 	// error.
 	passives, restarts atomic.Int64
-	lastErr             atomic.Pointer[error]
+	lastErr            atomic.Pointer[error]
 }
 
 // newCheckpointer starts a checkpointer on db (a pool of one connection to
 // the database, which it owns).
 func newCheckpointer(db *sql.DB, interval time.Duration, restartFrames int64, afterRound func()) *checkpointer {
 	c := &checkpointer{
-		db:             db,
-		afterRound:     afterRound,
-		interval:       interval,
-		restartFrames:  restartFrames,
-		kick:           make(chan struct{}, 1),
-		quit:           make(chan struct{}),
-		done:           make(chan struct{}),
+		db:            db,
+		afterRound:    afterRound,
+		interval:      interval,
+		restartFrames: restartFrames,
+		kick:          make(chan struct{}, 1),
+		quit:          make(chan struct{}),
+		done:          make(chan struct{}),
 	}
 	go c.run()
 	return c

@@ -3,10 +3,10 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
 	"log/slog"
+	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
