@@ -5,11 +5,13 @@ import (
 	"fmt"
 )
 
-// Sentinel errors callers branch on. The HTTP layer maps each to a status
-// and an API error code in one place (httpapi).
+// Sentinel errors callers branch on. Each has an API error code in
+// errorKinds; the HTTP layer maps each code to a status in one place
+// (httpapi).
 var (
 	ErrInvalid              = errors.New("invalid_request")
 	ErrUnauthorized         = errors.New("unauthorized")
+	ErrForbidden            = errors.New("forbidden")
 	ErrNotFound             = errors.New("not_found")
 	ErrTurnInProgress       = errors.New("turn_in_progress")
 	ErrPendingActions       = errors.New("pending_actions")
@@ -18,6 +20,14 @@ var (
 	ErrIncompleteResolution = errors.New("incomplete_resolution")
 	ErrConflict             = errors.New("conflict")
 	ErrTooLarge             = errors.New("payload_too_large")
+	ErrUnsupportedMediaType = errors.New("unsupported_media_type")
+	// ErrIdempotencyMismatch is an Idempotency-Key reused with another
+	// request than the one it was first used with.
+	ErrIdempotencyMismatch = errors.New("idempotency_mismatch")
+	// ErrStore is a failure of the store itself (the database is down,
+	// the disk full), as opposed to an answer about the data. A turn that
+	// ends because of it has the error code CodeStoreError.
+	ErrStore = errors.New("store_error")
 
 	// ErrTurnEnded is returned by a write fenced on a turn that already has
 	// its terminal status: the first terminal write won, this one lost.
@@ -25,6 +35,44 @@ var (
 	// ErrLocked means another process owns the database.
 	ErrLocked = errors.New("database is owned by another process")
 )
+
+// CodeStoreError is the error code of a turn that ended because the store
+// failed (Turn.Error.Code; see also the other Code constants), and ErrStore's
+// API code.
+const CodeStoreError = "store_error"
+
+// ErrorKind pairs a sentinel with its API error code.
+type ErrorKind struct {
+	Err  error
+	Code string
+}
+
+// errorKinds is the one table of API error codes: every sentinel above,
+// with its code. Several sentinels may share a code; the first listed is
+// the code's own sentinel (ErrorForCode).
+var errorKinds = []ErrorKind{
+	{ErrInvalid, "invalid_request"},
+	{ErrUnauthorized, "unauthorized"},
+	{ErrForbidden, "forbidden"},
+	{ErrNotFound, "not_found"},
+	{ErrTurnInProgress, "turn_in_progress"},
+	{ErrPendingActions, "pending_actions"},
+	{ErrUnknownCall, "unknown_call"},
+	{ErrDuplicateCall, "duplicate_call"},
+	{ErrIncompleteResolution, "incomplete_resolution"},
+	{ErrConflict, "conflict"},
+	{ErrTooLarge, "payload_too_large"},
+	{ErrUnsupportedMediaType, "unsupported_media_type"},
+	{ErrIdempotencyMismatch, "idempotency_mismatch"},
+	{ErrStore, CodeStoreError},
+	{ErrTurnEnded, "conflict"},
+	{ErrLocked, CodeStoreError},
+}
+
+// ErrorKinds returns the table of sentinels and their API codes.
+func ErrorKinds() []ErrorKind {
+	return append([]ErrorKind(nil), errorKinds...)
+}
 
 // codedError carries a human message and wraps a sentinel.
 type codedError struct {
@@ -45,12 +93,40 @@ func Errorf(kind error, format string, args ...any) error {
 // ErrorCode returns the API code of err ("invalid_request", ...), or
 // "internal" when err wraps no sentinel.
 func ErrorCode(err error) string {
-	for _, s := range []error{ErrInvalid, ErrUnauthorized, ErrNotFound, ErrTurnInProgress,
-		ErrPendingActions, ErrUnknownCall, ErrDuplicateCall, ErrIncompleteResolution,
-		ErrConflict, ErrTooLarge} {
-		if errors.Is(err, s) {
-			return s.Error()
+	if k, ok := errorKindOf(err); ok {
+		return k.Code
+	}
+	return CodeInternal
+}
+
+// ErrorSentinel returns the sentinel of the table that err wraps, nil when
+// it wraps none.
+func ErrorSentinel(err error) error {
+	if k, ok := errorKindOf(err); ok {
+		return k.Err
+	}
+	return nil
+}
+
+func errorKindOf(err error) (ErrorKind, bool) {
+	if err == nil {
+		return ErrorKind{}, false
+	}
+	for _, k := range errorKinds {
+		if errors.Is(err, k.Err) {
+			return k, true
 		}
 	}
-	return "internal"
+	return ErrorKind{}, false
+}
+
+// ErrorForCode returns the sentinel of an API code (ErrNotFound for
+// "not_found"), nil for a code without one.
+func ErrorForCode(code string) error {
+	for _, k := range errorKinds {
+		if k.Code == code {
+			return k.Err
+		}
+	}
+	return nil
 }

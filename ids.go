@@ -17,6 +17,7 @@ const (
 	PrefixPart        = "prt_"
 	PrefixCall        = "call_"
 	PrefixParticipant = "par_"
+	PrefixKey         = "key_"
 )
 
 // IDGen makes opaque, time-sortable ids with a type prefix.

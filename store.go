@@ -168,20 +168,42 @@ type EventStore interface {
 	ListEvents(ctx context.Context, tenant string, q EventQuery) ([]Event, error)
 }
 
-// IdempotencyRecord is the first answer to a request made with an
-// Idempotency-Key.
+// IdempotencyRecord binds an Idempotency-Key to the request first made
+// with it and, once there is one, to that request's answer.
 type IdempotencyRecord struct {
-	Key       string
-	Scope     string
+	Key   string
+	Scope string
+	// RequestHash identifies the request the key was first used with (a
+	// hash of its method, path and canonical body): a later request with
+	// the key and another hash is refused. "" for records from before
+	// hashes were kept; they match any request.
+	RequestHash string
+	// Status is the answer's HTTP status; 0 while the first request has not
+	// answered (see CompleteIdempotency).
 	Status    int
 	Body      []byte
 	CreatedAt time.Time
+	// ExpiresAt is when the record stops binding its key; the zero time
+	// means never.
+	ExpiresAt time.Time
 }
 
-// IdempotencyStore remembers answers to idempotent requests.
+// Live reports whether the record still binds its key at now.
+func (r *IdempotencyRecord) Live(now time.Time) bool {
+	return r.ExpiresAt.IsZero() || now.Before(r.ExpiresAt)
+}
+
+// IdempotencyStore remembers idempotent requests and their answers.
 type IdempotencyStore interface {
-	// PutIdempotency stores r unless a record with the same tenant, scope
-	// and key exists; it returns the stored record either way.
+	// PutIdempotency stores r unless the tenant has a record for its scope
+	// and key that is still live at r.CreatedAt (an expired one is
+	// replaced); it returns the stored record either way. Of racing puts,
+	// exactly one stores its record and all get it back.
 	PutIdempotency(ctx context.Context, tenant string, r *IdempotencyRecord) (*IdempotencyRecord, error)
 	GetIdempotency(ctx context.Context, tenant, scope, key string) (*IdempotencyRecord, error)
+	// CompleteIdempotency records the answer of the record for scope and
+	// key unless it has one already (Status != 0), and returns the stored
+	// record either way: of racing completions the first wins.
+	// ErrNotFound when there is no record.
+	CompleteIdempotency(ctx context.Context, tenant, scope, key string, status int, body []byte) (*IdempotencyRecord, error)
 }

@@ -1,4 +1,4 @@
-// Package cli is the forge command line: serve, chat, version.
+// Package cli is the forge command line: serve, chat, keys, migrate, version.
 package cli
 
 import (
@@ -35,7 +35,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand())
+	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newKeysCommand(), newMigrateCommand())
 	return root
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,6 @@ import (
 	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/sandbox"
-	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
 )
 
@@ -37,6 +35,9 @@ type serveOptions struct {
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
 	pprofAddr     string    // loopback address of the profiling listener ("": none)
 	logOut        io.Writer // where the log goes (nil: stderr)
+
+	// unsafeCommands lets sandbox commands run without bubblewrap.
+	unsafeCommands bool
 }
 
 func newServeCommand() *cobra.Command {
@@ -44,7 +45,9 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Forge server",
-		Long: `Run the Forge server on an embedded SQLite database.
+		Long: `Run the Forge server on an embedded SQLite database (--db ./forge.db), or
+on PostgreSQL (--db postgres://user@host/db; pool settings such as
+pool_max_conns=20 go in the URL).
 
 Models: set OPENAI_API_KEY (and OPENAI_BASE_URL for OpenAI-compatible
 servers) to use openai/<model>, ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL) for
@@ -55,21 +58,25 @@ headers), the settings and prices of models, and the retry policy of model
 calls. GET /v1/models lists what is configured. The scripted provider
 (scripted/echo, or a script in model_params.script) needs no key.
 
-API keys: FORGE_API_KEYS="key1=tenant1,key2=tenant2". Without keys the
-server runs single-tenant and only listens on loopback addresses.`,
+API keys: forge keys create --tenant T --db ... (kept in the database, every
+server sharing it accepts them at once), or FORGE_API_KEYS="key1=tenant1,
+key2=tenant2" for a single node. Without keys the server runs single-tenant
+and only listens on loopback addresses.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
-	f.StringVar(&o.db, "db", "./forge.db", "SQLite database file")
+	f.StringVar(&o.db, "db", defaultDB, dbFlagHelp)
 	f.StringVar(&o.apiKeys, "api-keys", os.Getenv("FORGE_API_KEYS"), "API keys as key=tenant,... (env FORGE_API_KEYS)")
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes)")
+	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes; ./forge.sandboxes with PostgreSQL)")
 	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
+	f.BoolVar(&o.unsafeCommands, "unsafe-unsandboxed-commands", false,
+		"run the bash tool's commands even when bubblewrap isolation is not available (they can then read the server's environment, keys, database and every session's sandbox); without it such commands are refused")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
 	return cmd
@@ -151,9 +158,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(keys) == 0 && !isLoopback(o.addr) {
-		return fmt.Errorf("refusing to listen on %s without API keys: set FORGE_API_KEYS or use a loopback address", o.addr)
-	}
 	if o.pprofAddr != "" && !isLoopback(o.pprofAddr) {
 		return fmt.Errorf("--pprof-addr %s: profiles expose the server's internals and have no authentication; use a loopback address", o.pprofAddr)
 	}
@@ -162,22 +166,31 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
-	store, err := sqlite.Open(ctx, o.db)
+	store, err := openStore(ctx, o.db)
 	if err != nil {
-		if errors.Is(err, forge.ErrLocked) {
-			return fmt.Errorf("%s is in use by another forge serve: %w", o.db, err)
-		}
 		return err
 	}
 	defer store.Close(context.Background())
+	if len(keys) == 0 && !isLoopback(o.addr) {
+		stored, err := store.HasKeys(ctx)
+		if err != nil {
+			return err
+		}
+		if !stored {
+			return fmt.Errorf("refusing to listen on %s without API keys: create one (forge keys create), set FORGE_API_KEYS or use a loopback address", o.addr)
+		}
+	}
 
 	clock := forge.SystemClock{}
 	ids := forge.NewULIDGen(clock)
 	sandboxRoot := o.sandboxRoot
 	if sandboxRoot == "" {
 		sandboxRoot = o.db + ".sandboxes"
+		if isPostgres(o.db) {
+			sandboxRoot = "./forge.sandboxes"
+		}
 	}
-	sandboxes, err := sandbox.NewManager(sandboxRoot, sandbox.Options{Logger: log})
+	sandboxes, err := sandbox.NewManager(sandboxRoot, sandbox.Options{Logger: log, UnsafeUnsandboxedCommands: o.unsafeCommands})
 	if err != nil {
 		return fmt.Errorf("sandboxes: %w", err)
 	}
@@ -192,7 +205,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := eng.Recover(ctx); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, Logger: log, Clock: clock, IDs: ids, Models: models})
+	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
+		Logger: log, Clock: clock, IDs: ids, Models: models})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -213,10 +227,15 @@ func serve(ctx context.Context, o serveOptions) error {
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		// Room above the API's documented header limit, so that the API
+		// answers oversized headers itself, in JSON.
+		MaxHeaderBytes: httpapi.ServerMaxHeaderBytes,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("forge listening", "addr", ln.Addr().String(), "db", o.db, "version", Version)
+	// httpapi.Serve also turns net/http's own plain-text refusals (headers
+	// above MaxHeaderBytes, malformed requests) into JSON errors.
+	go func() { serveErr <- httpapi.Serve(srv, ln) }()
+	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "version", Version)
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 
 	select {

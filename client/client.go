@@ -134,22 +134,10 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
 }
 
-var sentinels = map[string]error{
-	"invalid_request":       forge.ErrInvalid,
-	"unauthorized":          forge.ErrUnauthorized,
-	"not_found":             forge.ErrNotFound,
-	"turn_in_progress":      forge.ErrTurnInProgress,
-	"pending_actions":       forge.ErrPendingActions,
-	"unknown_call":          forge.ErrUnknownCall,
-	"duplicate_call":        forge.ErrDuplicateCall,
-	"incomplete_resolution": forge.ErrIncompleteResolution,
-	"conflict":              forge.ErrConflict,
-	"payload_too_large":     forge.ErrTooLarge,
-}
-
 // Unwrap returns the forge sentinel error of the code (forge.ErrNotFound for
-// "not_found", ...), or nil for codes without one.
-func (e *APIError) Unwrap() error { return sentinels[e.Code] }
+// "not_found", forge.ErrIdempotencyMismatch for "idempotency_mismatch", ...),
+// or nil for codes without one.
+func (e *APIError) Unwrap() error { return forge.ErrorForCode(e.Code) }
 
 // ErrorCode returns the API error code of err ("not_found", ...) when err is
 // or wraps an *APIError, and "" otherwise.

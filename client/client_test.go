@@ -57,8 +57,11 @@ type route = struct {
 
 func TestAPIError(t *testing.T) {
 	srv, _ := jsonServer(t, map[string]route{
-		"POST /v1/sessions/ses_1/turns": {409, `{"error":{"code":"pending_actions","message":"the session has open calls"}}`},
-		"GET /v1/agents/x":              {502, "<html>bad gateway</html>\nmore"},
+		"POST /v1/sessions/ses_1/turns":  {409, `{"error":{"code":"pending_actions","message":"the session has open calls"}}`},
+		"GET /v1/agents/x":               {502, "<html>bad gateway</html>\nmore"},
+		"POST /v1/sessions/ses_2/cancel": {422, `{"error":{"code":"idempotency_mismatch","message":"key reused"}}`},
+		"POST /v1/sessions":              {415, `{"error":{"code":"unsupported_media_type","message":"send JSON"}}`},
+		"GET /v1/sessions/ses_3":         {403, `{"error":{"code":"forbidden","message":"not a loopback Host"}}`},
 	})
 	c := newTestClient(t, srv.URL)
 	_, err := c.GetSession(context.Background(), "ses_nope")
@@ -75,6 +78,20 @@ func TestAPIError(t *testing.T) {
 	_, err = c.CreateTurn(context.Background(), "ses_1", TurnRequest{Input: Message("x")})
 	if !errors.Is(err, forge.ErrPendingActions) || !IsConflict(err) {
 		t.Errorf("err %v", err)
+	}
+	// The codes added with the server's request guards map to their
+	// sentinels too.
+	_, err = c.Cancel(context.Background(), "ses_2", CancelRequest{IdempotencyKey: "k"})
+	if !errors.Is(err, forge.ErrIdempotencyMismatch) || ErrorCode(err) != "idempotency_mismatch" {
+		t.Errorf("422: %v", err)
+	}
+	_, err = c.CreateSession(context.Background(), CreateSessionRequest{Agent: "a"})
+	if !errors.Is(err, forge.ErrUnsupportedMediaType) {
+		t.Errorf("415: %v", err)
+	}
+	_, err = c.GetSession(context.Background(), "ses_3")
+	if !errors.Is(err, forge.ErrForbidden) {
+		t.Errorf("403: %v", err)
 	}
 	_, err = c.GetAgent(context.Background(), "x")
 	if !errors.As(err, &ae) || ae.Status != 502 || ae.Code != "server_error" || ae.Message != "<html>bad gateway</html>" {

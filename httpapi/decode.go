@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
 )
@@ -25,13 +26,18 @@ const (
 	maxListLimit      = 10000
 	maxCursorLen      = 1024
 	maxIdemKeyLen     = 255
+	// maxJSONDepth is how deeply a body's arrays and objects may nest, the
+	// top-level object counting as 1 (API.md).
+	maxJSONDepth = 64
 )
 
 // decodeBody reads r's body as one JSON object into dst, a pointer to a
 // struct. It is strict where encoding/json is lenient: field names must
 // match exactly (not case-insensitively), a field may appear once, types must
-// match, and nothing may follow the value. With required false an empty
-// body leaves dst untouched.
+// match, nothing may follow the value, strings must be valid Unicode (not
+// replaced with U+FFFD) and nesting may not exceed maxJSONDepth, also in
+// free-form fields (json.RawMessage). With required false an empty body
+// leaves dst untouched.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
@@ -46,6 +52,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) 
 			return invalid("a JSON object body is required")
 		}
 		return nil
+	}
+	if err := checkText(body); err != nil {
+		return err
 	}
 	if err := checkJSON(body, reflect.TypeOf(dst).Elem()); err != nil {
 		return err
@@ -64,9 +73,80 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) 
 	return nil
 }
 
+// checkText reports a string of body that is not valid Unicode: bytes
+// that are not UTF-8, or a \u escape of a lone UTF-16 surrogate.
+// encoding/json would silently turn either into U+FFFD. Bytes outside
+// strings that are not UTF-8 are malformed JSON anyway: one check covers
+// both. It allocates nothing.
+func checkText(body []byte) error {
+	if !utf8.Valid(body) {
+		off := 0
+		for off < len(body) {
+			r, n := utf8.DecodeRune(body[off:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			off += n
+		}
+		return invalid("the request body is not valid UTF-8 (offset %d): strings must be valid UTF-8", off)
+	}
+	inString := false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			r, ok := unicodeEscape(body, i)
+			if !ok {
+				i++ // a one-character escape, or a malformed one the parser reports
+				continue
+			}
+			i += 5 // the escape's last hex digit
+			if !utf16.IsSurrogate(r) {
+				continue
+			}
+			if low, ok := unicodeEscape(body, i+1); r < 0xdc00 && ok && low >= 0xdc00 && low <= 0xdfff {
+				i += 6 // a valid pair
+				continue
+			}
+			return invalid("the request body escapes a lone UTF-16 surrogate (offset %d): strings must be valid UTF-8", i-5)
+		}
+	}
+	return nil
+}
+
+// unicodeEscape decodes the \uXXXX escape at body[i:], ok false when
+// there is none.
+func unicodeEscape(body []byte, i int) (rune, bool) {
+	if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range body[i+2 : i+6] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
 // checkJSON walks body's tokens against the Go type t and reports the first
-// syntax error, unknown or duplicate field, or type mismatch, naming the
-// field by its JSON path.
+// syntax error, unknown or duplicate field, type mismatch or nesting deeper
+// than maxJSONDepth, naming the field by its JSON path. What it allocates
+// does not grow with the nesting: it stops at maxJSONDepth, and builds a
+// field's path only to report an error.
 func checkJSON(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -78,7 +158,8 @@ func checkJSON(body []byte, t reflect.Type) error {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return invalid("the request body must be a JSON object")
 	}
-	if err := c.object(t, ""); err != nil {
+	c.depth = 1
+	if err := c.object(t); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -88,7 +169,36 @@ func checkJSON(body []byte, t reflect.Type) error {
 }
 
 type checker struct {
-	dec *json.Decoder
+	dec   *json.Decoder
+	depth int       // of the innermost open array or object
+	path  []pathSeg // to the value being checked
+}
+
+// pathSeg is one step of a field path: an object key, or an array index.
+type pathSeg struct {
+	key   string
+	index int // when key is ""
+	isKey bool
+}
+
+// field returns the JSON path of the value being checked, such as
+// "tools[0].input_schema".
+func (c *checker) field() string {
+	var b strings.Builder
+	for i, s := range c.path {
+		switch {
+		case !s.isKey:
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+		default:
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.key)
+		}
+	}
+	return b.String()
 }
 
 func (c *checker) syntax(err error) error {
@@ -107,15 +217,8 @@ var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 )
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
 // value checks the next JSON value against t (nil: anything goes).
-func (c *checker) value(t reflect.Type, path string) error {
+func (c *checker) value(t reflect.Type) error {
 	tok, err := c.dec.Token()
 	if err != nil {
 		return c.syntax(err)
@@ -133,19 +236,29 @@ func (c *checker) value(t reflect.Type, path string) error {
 		return nil
 	}
 	if d, ok := tok.(json.Delim); ok {
+		var err error
 		switch {
 		case d == '{' && (t == nil || t.Kind() == reflect.Struct || t.Kind() == reflect.Map):
-			return c.object(t, path)
+			if err = c.enter(); err == nil {
+				err = c.object(t)
+			}
 		case d == '[' && (t == nil || t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
 			var elem reflect.Type
 			if t != nil {
 				elem = t.Elem()
 			}
-			return c.array(elem, path)
+			if err = c.enter(); err == nil {
+				err = c.array(elem)
+			}
 		case d == '[' && custom:
-			return c.array(nil, path)
+			if err = c.enter(); err == nil {
+				err = c.array(nil)
+			}
+		default:
+			return c.typeError(t, map[json.Delim]string{'{': "an object", '[': "an array"}[d])
 		}
-		return typeError(path, t, map[json.Delim]string{'{': "an object", '[': "an array"}[d])
+		c.depth--
+		return err
 	}
 	if t == nil {
 		return nil
@@ -155,42 +268,54 @@ func (c *checker) value(t reflect.Type, path string) error {
 		if t.Kind() == reflect.String || custom {
 			return nil
 		}
-		return typeError(path, t, "a string")
+		return c.typeError(t, "a string")
 	case bool:
 		if t.Kind() == reflect.Bool {
 			return nil
 		}
-		return typeError(path, t, "a boolean")
+		return c.typeError(t, "a boolean")
 	case json.Number:
 		switch t.Kind() {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			if _, err := strconv.ParseInt(string(v), 10, t.Bits()); err != nil {
-				return invalid("field %q must be an integer in range, got %s", path, v)
+				return invalid("field %q must be an integer in range, got %s", c.field(), v)
 			}
 			return nil
 		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			if _, err := strconv.ParseUint(string(v), 10, t.Bits()); err != nil {
-				return invalid("field %q must be a non-negative integer in range, got %s", path, v)
+				return invalid("field %q must be a non-negative integer in range, got %s", c.field(), v)
 			}
 			return nil
 		case reflect.Float32, reflect.Float64:
 			f, err := strconv.ParseFloat(string(v), t.Bits())
 			if err != nil || math.IsInf(f, 0) {
-				return invalid("field %q must be a number in range, got %s", path, v)
+				return invalid("field %q must be a number in range, got %s", c.field(), v)
 			}
 			return nil
 		}
-		return typeError(path, t, "a number")
+		return c.typeError(t, "a number")
 	}
 	return nil
 }
 
-func (c *checker) array(elem reflect.Type, path string) error {
+// enter counts the array or object just opened, refusing it beyond
+// maxJSONDepth.
+func (c *checker) enter() error {
+	if c.depth++; c.depth > maxJSONDepth {
+		return invalid("field %q nests arrays and objects deeper than %d levels (offset %d)", c.field(), maxJSONDepth, c.dec.InputOffset())
+	}
+	return nil
+}
+
+func (c *checker) array(elem reflect.Type) error {
+	c.path = append(c.path, pathSeg{})
 	for i := 0; c.dec.More(); i++ {
-		if err := c.value(elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+		c.path[len(c.path)-1].index = i
+		if err := c.value(elem); err != nil {
 			return err
 		}
 	}
+	c.path = c.path[:len(c.path)-1]
 	_, err := c.dec.Token() // ]
 	if err != nil {
 		return c.syntax(err)
@@ -198,21 +323,25 @@ func (c *checker) array(elem reflect.Type, path string) error {
 	return nil
 }
 
-func (c *checker) object(t reflect.Type, path string) error {
+func (c *checker) object(t reflect.Type) error {
 	var fields map[string]reflect.Type
 	if t != nil && t.Kind() == reflect.Struct {
 		fields = jsonFields(t)
 	}
-	seen := map[string]bool{}
+	var seen map[string]bool
+	c.path = append(c.path, pathSeg{isKey: true})
 	for c.dec.More() {
 		tok, err := c.dec.Token()
 		if err != nil {
 			return c.syntax(err)
 		}
 		key, _ := tok.(string)
-		p := join(path, key)
+		c.path[len(c.path)-1].key = key
+		if seen == nil {
+			seen = map[string]bool{}
+		}
 		if seen[key] {
-			return invalid("field %q appears more than once", p)
+			return invalid("field %q appears more than once", c.field())
 		}
 		seen[key] = true
 		var ft reflect.Type
@@ -223,13 +352,14 @@ func (c *checker) object(t reflect.Type, path string) error {
 		default:
 			var ok bool
 			if ft, ok = fields[key]; !ok {
-				return unknownField(p, key, fields)
+				return unknownField(c.field(), key, fields)
 			}
 		}
-		if err := c.value(ft, p); err != nil {
+		if err := c.value(ft); err != nil {
 			return err
 		}
 	}
+	c.path = c.path[:len(c.path)-1]
 	if _, err := c.dec.Token(); err != nil { // }
 		return c.syntax(err)
 	}
@@ -245,7 +375,8 @@ func unknownField(path, key string, fields map[string]reflect.Type) error {
 	return invalid("unknown field %q", path)
 }
 
-func typeError(path string, t reflect.Type, got string) error {
+func (c *checker) typeError(t reflect.Type, got string) error {
+	path := c.field()
 	want := "a value of another type"
 	switch {
 	case t == nil:

@@ -21,48 +21,82 @@ type errorBody struct {
 	Error apiError `json:"error"`
 }
 
-// errorKinds maps each sentinel to its status, API code and the message
-// used when the error carries no sentence of its own. This table is the one
-// place errors become HTTP answers.
-var errorKinds = []struct {
-	err     error
+// codeStatus maps each API error code to its HTTP status and the message
+// used when an error carries no sentence of its own. forge.ErrorKinds maps
+// sentinels to codes; with httpKinds below, these are the one place errors
+// become HTTP answers.
+var codeStatus = map[string]struct {
 	status  int
-	code    string
 	message string
 }{
-	{forge.ErrInvalid, http.StatusBadRequest, "invalid_request", "the request is invalid"},
-	{forge.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "a valid API key is required"},
-	{forge.ErrNotFound, http.StatusNotFound, "not_found", "not found"},
-	{forge.ErrTurnInProgress, http.StatusConflict, "turn_in_progress", "another turn is running in this session; wait for it, cancel it, or send \"supersede\": true"},
-	{forge.ErrPendingActions, http.StatusConflict, "pending_actions", "the session has open calls: resolve them before sending a message"},
-	{forge.ErrUnknownCall, http.StatusBadRequest, "unknown_call", "a resolution names a call that is not open"},
-	{forge.ErrDuplicateCall, http.StatusBadRequest, "duplicate_call", "a call is resolved more than once"},
-	{forge.ErrIncompleteResolution, http.StatusBadRequest, "incomplete_resolution", "every open call of a thread must be resolved in the same request"},
-	{forge.ErrConflict, http.StatusConflict, "conflict", "the request conflicts with the current state"},
-	{forge.ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "the request body exceeds 4 MiB"},
-	{forge.ErrTurnEnded, http.StatusConflict, "conflict", "the turn has already ended"},
-	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed"},
-	{errNotImplemented, http.StatusNotImplemented, "not_implemented", "not implemented yet"},
+	"invalid_request":        {http.StatusBadRequest, "the request is invalid"},
+	"unauthorized":           {http.StatusUnauthorized, "a valid API key is required"},
+	"forbidden":              {http.StatusForbidden, "this request is not allowed"},
+	"not_found":              {http.StatusNotFound, "not found"},
+	"turn_in_progress":       {http.StatusConflict, "another turn is running in this session; wait for it, cancel it, or send \"supersede\": true"},
+	"pending_actions":        {http.StatusConflict, "the session has open calls: resolve them before sending a message"},
+	"unknown_call":           {http.StatusBadRequest, "a resolution names a call that is not open"},
+	"duplicate_call":         {http.StatusBadRequest, "a call is resolved more than once"},
+	"incomplete_resolution":  {http.StatusBadRequest, "every open call of a thread must be resolved in the same request"},
+	"conflict":               {http.StatusConflict, "the request conflicts with the current state"},
+	"payload_too_large":      {http.StatusRequestEntityTooLarge, "the request body exceeds 4 MiB"},
+	"unsupported_media_type": {http.StatusUnsupportedMediaType, "a request body must be sent with Content-Type: application/json"},
+	"idempotency_mismatch":   {http.StatusUnprocessableEntity, "this Idempotency-Key was first used with another request"},
+	"store_error":            {http.StatusServiceUnavailable, "the store failed; retry later"},
+	// The HTTP layer's own codes (httpKinds).
+	"method_not_allowed": {http.StatusMethodNotAllowed, "method not allowed"},
+	"header_too_large":   {http.StatusRequestHeaderFieldsTooLarge, "the request's header fields exceed 64 KiB"},
+	"not_implemented":    {http.StatusNotImplemented, "not implemented yet"},
+	"internal":           {http.StatusInternalServerError, "internal error"},
+}
+
+// httpKinds are the HTTP layer's own sentinels: answers about the
+// transport rather than the domain.
+var httpKinds = []forge.ErrorKind{
+	{Err: errMethodNotAllowed, Code: "method_not_allowed"},
+	{Err: errHeaderTooLarge, Code: "header_too_large"},
+	{Err: errNotImplemented, Code: "not_implemented"},
+}
+
+var (
+	// errMethodNotAllowed is the 405 of a known path asked with another method.
+	errMethodNotAllowed = errors.New("method_not_allowed")
+	// errHeaderTooLarge is a request whose header section exceeds MaxHeaderBytes.
+	errHeaderTooLarge = errors.New("header_too_large")
+	// errNotImplemented marks an endpoint that exists but does not work yet.
+	errNotImplemented = errors.New("not_implemented")
+)
+
+// errorCode returns the API code of err and the sentinel it wraps (nil
+// for "internal").
+func errorCode(err error) (string, error) {
+	for _, k := range httpKinds {
+		if errors.Is(err, k.Err) {
+			return k.Code, k.Err
+		}
+	}
+	return forge.ErrorCode(err), forge.ErrorSentinel(err)
 }
 
 // classify returns the status, code and client-facing message of err.
-// Anything that wraps no known sentinel is a 500 with a generic message.
+// Anything that wraps no known sentinel is a 500 with a generic message;
+// a 5xx never shows the error's own text (it goes to the log).
 func classify(err error) (status int, code, message string) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge, "payload_too_large",
 			"the request body exceeds " + strconv.FormatInt(mbe.Limit, 10) + " bytes"
 	}
-	for _, k := range errorKinds {
-		if errors.Is(err, k.err) {
-			msg := err.Error()
-			if msg == "" || bare(err, k.err) {
-				msg = k.message
-			}
-			return k.status, k.code, msg
-		}
+	code, sentinel := errorCode(err)
+	st, ok := codeStatus[code]
+	if !ok { // a code the table lacks (TestEveryErrorCodeHasAStatus)
+		code, st = forge.CodeInternal, codeStatus[forge.CodeInternal]
 	}
-	return http.StatusInternalServerError, "internal", "internal error"
+	msg := err.Error()
+	if sentinel == nil || st.status >= 500 || msg == "" || bare(err, sentinel) {
+		msg = st.message
+	}
+	return st.status, code, msg
 }
 
 // writeError answers err. The detail of an internal error goes to the log

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,15 +33,26 @@ type stack struct {
 	store forge.Store
 	eng   *engine.Engine
 	srv   *httptest.Server
-	key   string // bearer key sent by default
+	// handler is the API handler srv serves, for in-process calls.
+	handler http.Handler
+	key     string // bearer key sent by default
+	// close stops the server, the engine and the store (once).
+	close func()
 }
 
 type stackOption func(*httpapi.Config)
 
 func newStack(t *testing.T, opts ...stackOption) *stack {
 	t.Helper()
+	return newStackAt(t, t.TempDir()+"/forge.db", opts...)
+}
+
+// newStackAt is newStack on the database file db; close (or the test's
+// end) stops it, and another stack may then open the same file.
+func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir()+"/forge.db")
+	st, err := sqlite.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,16 +73,21 @@ func newStack(t *testing.T, opts ...stackOption) *stack {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := httptest.NewServer(httpapi.New(cfg).Handler())
-	s := &stack{t: t, store: st, eng: eng, srv: srv}
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = eng.Close(ctx)
-		_ = st.Close(ctx)
-	})
+	h := httpapi.New(cfg).Handler()
+	srv := httptest.NewServer(h)
+	s := &stack{t: t, store: st, eng: eng, srv: srv, handler: h}
+	var once sync.Once
+	s.close = func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = eng.Close(ctx)
+			_ = st.Close(ctx)
+		})
+	}
+	t.Cleanup(s.close)
 	return s
 }
 
@@ -125,9 +142,12 @@ func (s *stack) newRequest(r req) *http.Request {
 		hr.Header.Set("Authorization", "Bearer "+s.key)
 	}
 	for k, v := range r.header {
-		if v == "" {
+		switch {
+		case k == "Host":
+			hr.Host = v // net/http sends Request.Host, not a Host header
+		case v == "":
 			hr.Header.Del(k)
-		} else {
+		default:
 			hr.Header.Set(k, v)
 		}
 	}

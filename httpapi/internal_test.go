@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -110,7 +111,12 @@ func TestCheckJSON(t *testing.T) {
 		{`[]`, "JSON object"},
 		{`"x"`, "JSON object"},
 		{`{"l":[` + strings.Repeat("[", 10100) + `]}`, `"l[0]" must be an object`},
-		{`{"raw":` + strings.Repeat("[", 10100) + `}`, "malformed JSON"},
+		{`{"raw":` + strings.Repeat("[", 10100) + `}`, `"raw[0][0]`},
+		{`{"raw":` + strings.Repeat("[", 10100) + `}`, "deeper than 64"},
+		{`{"raw":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`, ""},
+		{`{"raw":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`, "deeper than 64"},
+		{`{"raw":{"a":[{"b":` + strings.Repeat(`{"c":`, 70) + `}`, `field "raw.a[0].b.c.c.c`},
+		{`{"l":[{},{"n":1}],"raw":[[],[{"k":` + strings.Repeat("[", 70) + `}]]}`, `field "raw[1][0].k[0][0]`},
 	} {
 		err := checkJSON([]byte(c.in), typ)
 		in := c.in
@@ -260,7 +266,14 @@ func TestClassify(t *testing.T) {
 		{forge.ErrTooLarge, 413, "payload_too_large", "4 MiB"},
 		{&http.MaxBytesError{Limit: 10}, 413, "payload_too_large", "10 bytes"},
 		{context.DeadlineExceeded, 500, "internal", "internal error"},
-		{forge.ErrLocked, 500, "internal", "internal error"},
+		{forge.ErrLocked, 503, "store_error", "the store failed; retry later"},
+		{fmt.Errorf("insert: %w", forge.Errorf(forge.ErrStore, "disk I/O error at /var/lib/forge.db")), 503, "store_error", "the store failed; retry later"},
+		{forge.Errorf(forge.ErrForbidden, "Host %q is not a loopback name", "x"), 403, "forbidden", "loopback"},
+		{forge.ErrUnsupportedMediaType, 415, "unsupported_media_type", "application/json"},
+		{forge.ErrIdempotencyMismatch, 422, "idempotency_mismatch", "another request"},
+		{fmt.Errorf("write: %w", forge.ErrTurnEnded), 409, "conflict", "conflicts"},
+		{errHeaderTooLarge, 431, "header_too_large", "64 KiB"},
+		{fmt.Errorf("x: %w", errMethodNotAllowed), 405, "method_not_allowed", "not allowed"},
 	} {
 		status, code, msg := classify(c.err)
 		if status != c.status || code != c.code || !strings.Contains(msg, c.msg) {

@@ -9,6 +9,9 @@ import (
 	"github.com/forge-runtime/forge/provider"
 )
 
+// The registry is the catalog forge serve gives the API.
+var _ httpapi.ModelCatalog = (*provider.Registry)(nil)
+
 func TestListModels(t *testing.T) {
 	const key = "sk-live-DO-NOT-SHOW-42"
 	cfg, err := provider.ParseConfig("forge.yaml", []byte(`

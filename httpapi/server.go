@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/subtle"
 	_ "embed"
-	"errors"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -14,10 +13,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/web"
 )
 
 // Runtime is the part of the engine the HTTP layer calls: exactly these
@@ -40,12 +41,15 @@ type Config struct {
 	Store forge.Store
 	// Engine is normally an *engine.Engine.
 	Engine Runtime
-	// Keys maps API key to tenant. Empty: single tenant
-	// (forge.DefaultTenant), no authentication.
-	Keys   map[string]string
-	Logger *slog.Logger
-	Clock  forge.Clock
-	IDs    forge.IDGen
+	// Keys maps API key to tenant. With no keys here nor through
+	// KeyResolver: single tenant (forge.DefaultTenant), no authentication.
+	Keys map[string]string
+	// KeyResolver, when set, resolves keys Keys does not hold (keys in the
+	// store: StoredKeys).
+	KeyResolver KeyResolver
+	Logger      *slog.Logger
+	Clock       forge.Clock
+	IDs         forge.IDGen
 	// KeepAlive is the interval of SSE ping comments on an idle stream;
 	// 0 means 15 s.
 	KeepAlive time.Duration
@@ -68,6 +72,11 @@ type Server struct {
 	models    ModelCatalog
 
 	locks keyedMutex // serializes idempotent requests sharing a key
+
+	resolver KeyResolver
+	keyed    atomic.Bool // keys are configured (see keysConfigured)
+	// keylessAt is when the store last said it holds no key (unix ns).
+	keylessAt atomic.Int64
 }
 
 // New returns a Server for cfg.
@@ -86,6 +95,8 @@ func New(cfg Config) *Server {
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
 	}
+	s.resolver = cfg.KeyResolver
+	s.keyed.Store(len(s.keys) > 0)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -98,7 +109,7 @@ func New(cfg Config) *Server {
 	if s.keepAlive <= 0 {
 		s.keepAlive = 15 * time.Second
 	}
-	s.handler = s.logRequests(s.routes())
+	s.handler = s.logRequests(s.guard(s.routes()))
 	return s
 }
 
@@ -175,6 +186,10 @@ func (s *Server) routes() http.Handler {
 			return forge.Errorf(errMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, list)
 		}))
 	}
+	// The web inspector: static pages (public) that call this API from the
+	// browser with the user's key. The root sends a browser there.
+	mux.Handle(web.Prefix, web.New())
+	mux.Handle("GET /{$}", http.RedirectHandler(web.Prefix, http.StatusFound))
 	mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return forge.Errorf(forge.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))
@@ -214,7 +229,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 func (s *Server) tenantFor(r *http.Request) (string, error) {
-	if len(s.keys) == 0 {
+	keyed, err := s.keysConfigured(r.Context())
+	if err != nil {
+		return "", err
+	}
+	if !keyed {
 		return forge.DefaultTenant, nil
 	}
 	h := r.Header.Get("Authorization")
@@ -233,6 +252,13 @@ func (s *Server) tenantFor(r *http.Request) (string, error) {
 		if subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1 {
 			tenant = t
 		}
+	}
+	if tenant == "" {
+		t, err := s.resolveKey(r.Context(), token)
+		if err != nil {
+			return "", err
+		}
+		tenant = t
 	}
 	if tenant == "" {
 		return "", forge.Errorf(forge.ErrUnauthorized, "invalid API key")
@@ -365,9 +391,3 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		k.mu.Unlock()
 	}
 }
-
-// errMethodNotAllowed is the 405 of a known path asked with another method.
-var errMethodNotAllowed = errors.New("method_not_allowed")
-
-// errNotImplemented marks an endpoint that exists but does not work yet.
-var errNotImplemented = errors.New("not_implemented")

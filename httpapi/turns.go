@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"net/http"
 	"net/url"
@@ -14,9 +15,6 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
 )
-
-// idempotencyTTL is how long a stored answer is replayed (API.md: 24 h).
-const idempotencyTTL = 24 * time.Hour
 
 // turnBody is the body of POST /v1/sessions/{sid}/turns.
 type turnBody struct {
@@ -176,11 +174,15 @@ func turnPath(sid, tid string) string {
 	return "/v1/sessions/" + url.PathEscape(sid) + "/turns/" + url.PathEscape(tid)
 }
 
+// turnScope is where the Idempotency-Keys of a session's turns live (POST
+// /turns and /compact share it, as the engine keeps one key per turn).
+func turnScope(sid string) string { return "turns:" + sid }
+
 // createTurn starts a turn and answers in the requested mode. A request
-// repeating an Idempotency-Key gets the first turn, answered in the mode
-// this request asks for.
+// repeating an Idempotency-Key gets the turn the key's first request
+// started, answered in the mode this request asks for (the mode its body
+// asks for is the first request's: another body is idempotency_mismatch).
 func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
-	tenant := tenantOf(r)
 	ses, err := s.session(r)
 	if err != nil {
 		return err
@@ -193,46 +195,150 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
+	q, err := s.newIdemRequest(r, turnScope(ses.ID), &body, 0)
+	if err != nil {
 		return err
 	}
-	var turn *forge.Turn
-	var events iter.Seq2[forge.Event, error]
+	if q != nil {
+		req.IdempotencyKey = q.key
+	}
 	streamCtx, cancelStream := context.WithCancel(r.Context())
 	defer cancelStream()
-	if mode == modeStream {
-		// Subscribed before the turn begins: no delta is missed however
-		// fast the turn runs.
-		turn, events, err = s.rt.StreamTurn(streamCtx, tenant, ses.ID, req)
-	} else {
-		turn, err = s.rt.StartTurn(detach(r), tenant, ses.ID, req)
-	}
+	st, err := s.startTurn(streamCtx, r, ses.ID, req, mode == modeStream, q)
 	if err != nil {
 		if req.PreviousTurnID != nil && bare(err, forge.ErrNotFound) {
 			return forge.Errorf(forge.ErrNotFound, "previous turn %q not found in session %q", *req.PreviousTurnID, ses.ID)
 		}
 		return notFound(err, "session", ses.ID)
 	}
-	w.Header().Set("Location", turnPath(ses.ID, turn.ID))
-	switch mode {
-	case modeBackground:
-		writeJSON(w, http.StatusAccepted, turn)
-	case modeStream:
-		w.Header().Set("Forge-Turn-Id", turn.ID)
-		s.streamEvents(streamCtx, cancelStream, w, r, ses.ID, turn.ID, events)
-	default:
-		// A turn may outlast the server's WriteTimeout: no deadline while
-		// waiting, a fresh one for the answer.
-		rc := http.NewResponseController(w)
-		_ = rc.SetWriteDeadline(time.Time{})
-		done, err := s.rt.WaitTurn(r.Context(), tenant, ses.ID, turn.ID)
-		if err != nil {
-			return err
+	if mode == modeStream {
+		w.Header().Set("Location", turnPath(ses.ID, st.id))
+		w.Header().Set("Forge-Turn-Id", st.id)
+		if st.replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(s.writeWait))
-		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-		writeJSON(w, http.StatusOK, done)
+		s.streamEvents(streamCtx, cancelStream, w, r, ses.ID, st.id, st.events)
+		return nil
 	}
+	return s.answerTurn(w, r, ses.ID, st, mode == modeBackground)
+}
+
+// startedTurn is the turn a request started, or the one its
+// Idempotency-Key's first request started.
+type startedTurn struct {
+	id string
+	// created is the turn as created, as JSON: the 202 answer. For a
+	// repeated key, the first request's bytes.
+	created  []byte
+	events   iter.Seq2[forge.Event, error] // when streaming: from turn.created on
+	replayed bool
+}
+
+// startTurn starts the turn req asks for; with an Idempotency-Key (q not
+// nil) only the key's first request does, and the others find its turn.
+// ctx bounds the event stream (when stream is set).
+func (s *Server) startTurn(ctx context.Context, r *http.Request, sid string, req engine.TurnRequest, stream bool, q *idemRequest) (*startedTurn, error) {
+	tenant := tenantOf(r)
+	if q == nil {
+		return s.newTurn(ctx, r, tenant, sid, req, stream)
+	}
+	rec, unlock, err := s.begin(detach(r), q)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if rec.Status != 0 {
+		return s.knownTurn(ctx, tenant, sid, rec.Body, stream)
+	}
+	// The first request, or a retry of one that ended before recording its
+	// turn (a crash, a refusal): the engine starts at most one turn per key
+	// and returns that one to a repeat.
+	st, err := s.newTurn(ctx, r, tenant, sid, req, stream)
+	if errors.Is(err, forge.ErrTurnInProgress) || errors.Is(err, forge.ErrConflict) {
+		// Another process may have just started the key's turn.
+		if t, kerr := s.store.TurnByIdempotencyKey(detach(r), tenant, sid, q.key); kerr == nil {
+			created, merr := json.Marshal(t)
+			if merr != nil {
+				return nil, merr
+			}
+			st, err = s.knownTurn(ctx, tenant, sid, created, stream)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err = s.complete(detach(r), q, http.StatusAccepted, st.created)
+	switch {
+	case err != nil:
+		s.log.Warn("recording a turn's idempotency key failed", "session", sid, "turn", st.id, "err", err)
+	case !bytes.Equal(rec.Body, st.created):
+		st.created, st.replayed = rec.Body, true // another process recorded the key's turn first
+	}
+	return st, nil
+}
+
+// newTurn asks the engine for the turn.
+func (s *Server) newTurn(ctx context.Context, r *http.Request, tenant, sid string, req engine.TurnRequest, stream bool) (*startedTurn, error) {
+	var (
+		turn   *forge.Turn
+		events iter.Seq2[forge.Event, error]
+		err    error
+	)
+	if stream {
+		// Subscribed before the turn begins: no delta is missed however
+		// fast the turn runs.
+		turn, events, err = s.rt.StreamTurn(ctx, tenant, sid, req)
+	} else {
+		turn, err = s.rt.StartTurn(detach(r), tenant, sid, req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	created, err := json.Marshal(turn)
+	if err != nil {
+		return nil, err
+	}
+	return &startedTurn{id: turn.ID, created: created, events: events}, nil
+}
+
+// knownTurn is the turn an earlier request started, created its JSON as
+// recorded.
+func (s *Server) knownTurn(ctx context.Context, tenant, sid string, created []byte, stream bool) (*startedTurn, error) {
+	var t struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(created, &t); err != nil || t.ID == "" {
+		return nil, fmt.Errorf("the idempotency record of a turn holds no turn: %.100q", created)
+	}
+	st := &startedTurn{id: t.ID, created: created, replayed: true}
+	if stream {
+		st.events = s.rt.Events(ctx, tenant, sid, engine.EventsQuery{TurnID: t.ID})
+	}
+	return st, nil
+}
+
+// answerTurn answers a started turn: 202 with it as created, or 200 with
+// it once ended.
+func (s *Server) answerTurn(w http.ResponseWriter, r *http.Request, sid string, st *startedTurn, background bool) error {
+	w.Header().Set("Location", turnPath(sid, st.id))
+	if st.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if background {
+		writeRaw(w, http.StatusAccepted, st.created)
+		return nil
+	}
+	// A turn may outlast the server's WriteTimeout: no deadline while
+	// waiting, a fresh one for the answer.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	done, err := s.rt.WaitTurn(r.Context(), tenantOf(r), sid, st.id)
+	if err != nil {
+		return err
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(s.writeWait))
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	writeJSON(w, http.StatusOK, done)
 	return nil
 }
 
@@ -273,15 +379,11 @@ type cancelBody struct {
 
 // cancel cancels the session's running turn. With an Idempotency-Key the
 // first answer (the cancelled turn, or the conflict of an idle session) is
-// stored and replayed to retries for 24 h.
+// recorded and replayed to retries for 24 h.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	tenant := tenantOf(r)
 	var body cancelBody
 	if err := decodeBody(w, r, &body, false); err != nil {
-		return err
-	}
-	key, err := idempotencyKey(r)
-	if err != nil {
 		return err
 	}
 	ses, err := s.session(r)
@@ -292,66 +394,31 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	if body.Reason != nil {
 		reason = *body.Reason
 	}
-	ctx := detach(r)
-	if key == "" {
-		turn, err := s.rt.Cancel(ctx, tenant, ses.ID, reason)
+	q, err := s.newIdemRequest(r, "cancel:"+ses.ID, &body, idempotencyTTL)
+	if err != nil {
+		return err
+	}
+	if q == nil {
+		turn, err := s.rt.Cancel(detach(r), tenant, ses.ID, reason)
 		if err != nil {
 			return cancelError(err, ses.ID)
 		}
 		writeJSON(w, http.StatusOK, turn)
 		return nil
 	}
-
-	scope := "cancel:" + ses.ID
-	unlock := s.locks.lock(tenant + "\x00" + scope + "\x00" + key)
-	defer unlock()
-	rec, err := s.store.GetIdempotency(ctx, tenant, scope, key)
-	switch {
-	case err == nil && s.clock.Now().Sub(rec.CreatedAt) < idempotencyTTL:
-		replay(w, rec)
-		return nil
-	case err != nil && !errors.Is(err, forge.ErrNotFound):
-		return err
-	}
-	var (
-		status int
-		answer []byte
-	)
-	turn, err := s.rt.Cancel(ctx, tenant, ses.ID, reason)
-	switch {
-	case err == nil:
-		status = http.StatusOK
-		if answer, err = json.Marshal(turn); err != nil {
-			return err
+	return s.idempotent(w, r, q, func(ctx context.Context) (int, []byte, error) {
+		turn, err := s.rt.Cancel(ctx, tenant, ses.ID, reason)
+		switch {
+		case err == nil:
+			b, err := json.Marshal(turn)
+			return http.StatusOK, b, err
+		case errors.Is(err, forge.ErrConflict) || errors.Is(err, forge.ErrTurnEnded):
+			status, b := errorJSON(cancelError(err, ses.ID))
+			return status, b, nil
 		}
-	case errors.Is(err, forge.ErrConflict):
-		status, answer = errorJSON(cancelError(err, ses.ID))
-	default:
 		// Not an answer to remember: the request may be retried.
-		return cancelError(err, ses.ID)
-	}
-	rec, err = s.store.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{
-		Key: key, Scope: scope, Status: status, Body: answer, CreatedAt: s.clock.Now(),
+		return 0, nil, cancelError(err, ses.ID)
 	})
-	if err != nil {
-		s.log.Warn("storing the cancel answer for its idempotency key failed", "session", ses.ID, "err", err)
-		writeRaw(w, status, answer)
-		return nil
-	}
-	if !bytes.Equal(rec.Body, answer) && s.clock.Now().Sub(rec.CreatedAt) < idempotencyTTL {
-		// Another request with this key answered first (in another
-		// process): its answer is the one.
-		replay(w, rec)
-		return nil
-	}
-	writeRaw(w, status, answer)
-	return nil
-}
-
-// replay answers a stored idempotent answer.
-func replay(w http.ResponseWriter, rec *forge.IdempotencyRecord) {
-	w.Header().Set("Idempotent-Replayed", "true")
-	writeRaw(w, rec.Status, rec.Body)
 }
 
 func cancelError(err error, sid string) error {
@@ -377,28 +444,17 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tenant := tenantOf(r)
 	req := engine.TurnRequest{Compact: true}
-	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
+	q, err := s.newIdemRequest(r, turnScope(ses.ID), &body, 0)
+	if err != nil {
 		return err
 	}
-	turn, err := s.rt.StartTurn(detach(r), tenant, ses.ID, req)
+	if q != nil {
+		req.IdempotencyKey = q.key
+	}
+	st, err := s.startTurn(r.Context(), r, ses.ID, req, false, q)
 	if err != nil {
 		return notFound(err, "session", ses.ID)
 	}
-	w.Header().Set("Location", turnPath(ses.ID, turn.ID))
-	if body.Background != nil && *body.Background {
-		writeJSON(w, http.StatusAccepted, turn)
-		return nil
-	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	done, err := s.rt.WaitTurn(r.Context(), tenant, ses.ID, turn.ID)
-	if err != nil {
-		return err
-	}
-	_ = rc.SetWriteDeadline(time.Now().Add(s.writeWait))
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	writeJSON(w, http.StatusOK, done)
-	return nil
+	return s.answerTurn(w, r, ses.ID, st, body.Background != nil && *body.Background)
 }

@@ -182,7 +182,7 @@ func (m *Manager) server(sessionID string, spec forge.MCPServer) (*server, error
 		}
 		m.closeAsync(s)
 	}
-	s := &server{m: m, session: sessionID, spec: spec}
+	s := &server{m: m, session: sessionID, spec: spec, redact: newRedactor(spec.Env)}
 	ss[spec.Name] = s
 	return s, nil
 }
@@ -257,6 +257,7 @@ type server struct {
 	m       *Manager
 	session string
 	spec    forge.MCPServer
+	redact  *redactor // for what the server says (stderr, error texts)
 
 	startMu sync.Mutex // serializes starts
 
@@ -270,7 +271,7 @@ type state struct {
 	cs      *sdk.ClientSession
 	tools   []*sdk.Tool
 	rt      *httpRoundTripper // HTTP only
-	stderr  *tailBuffer       // stdio only
+	stderr  *stderrLog        // stdio only
 	cmd     *exec.Cmd         // stdio only
 	dead    chan struct{}     // closed when the connection ended
 	closing sync.Once
@@ -347,7 +348,7 @@ func (s *server) start(ctx context.Context) (*state, error) {
 	if len(s.spec.Command) > 0 {
 		cmd := exec.Command(s.spec.Command[0], s.spec.Command[1:]...) // no context: a cancelled ctx would kill the server
 		cmd.Env = stdioEnv(s.spec.Env)
-		st.stderr = &tailBuffer{max: 4096}
+		st.stderr = newStderrLog(s.m.log.With("session", s.session, "server", s.spec.Name), s.redact)
 		st.cmd = cmd
 		cmd.Stderr = st.stderr
 		setProcessGroup(cmd)
@@ -402,7 +403,7 @@ func (s *server) startError(st *state, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("it did not finish starting within %s", s.m.opts.InitTimeout)
 	}
-	msg := fmt.Sprintf("MCP server %q is not running: %v", s.spec.Name, err)
+	msg := s.redact.apply(fmt.Sprintf("MCP server %q is not running: %v", s.spec.Name, err))
 	if st.stderr != nil {
 		if tail := st.stderr.lastLines(3); tail != "" {
 			msg += "; its stderr ended with: " + tail
@@ -443,6 +444,9 @@ func (st *state) close() {
 		if st.cs != nil {
 			_ = st.cs.Close()
 			<-st.dead
+		}
+		if st.stderr != nil {
+			st.stderr.flush()
 		}
 	})
 }
@@ -517,15 +521,15 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 		return forge.ToolResult{}, fmt.Errorf("MCP tool %s was cancelled: %w", t.def.Name, ctx.Err())
 	case errors.As(err, &wire):
 		// The server answered with an error: it is alive.
-		return forge.ToolResult{}, fmt.Errorf("MCP server %q rejected the call of %q: %s", name, t.mcp, wire.Message)
+		return forge.ToolResult{}, fmt.Errorf("MCP server %q rejected the call of %q: %s", name, t.mcp, s.redact.apply(wire.Message))
 	case cctx.Err() != nil:
 		s.m.log.Warn("mcp: tool call timed out; stopping server", "session", s.session, "server", name, "tool", t.mcp)
 		s.markDead(st)
 		return forge.ToolResult{}, fmt.Errorf("MCP server %q did not answer %q within %s; it was stopped and will be restarted on next use", name, t.mcp, s.m.opts.CallTimeout)
 	default:
-		s.m.log.Warn("mcp: tool call failed; server marked dead", "session", s.session, "server", name, "tool", t.mcp, "err", err)
+		msg := s.redact.apply(fmt.Sprintf("MCP server %q is not running: the call of %q failed (%v); it will be restarted on next use", name, t.mcp, err))
+		s.m.log.Warn("mcp: tool call failed; server marked dead", "session", s.session, "server", name, "tool", t.mcp, "err", msg)
 		s.markDead(st)
-		msg := fmt.Sprintf("MCP server %q is not running: the call of %q failed (%v); it will be restarted on next use", name, t.mcp, err)
 		if st.stderr != nil {
 			if tail := st.stderr.lastLines(3); tail != "" {
 				msg += "; its stderr ended with: " + tail
@@ -587,33 +591,6 @@ func stdioEnv(extra map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) lastLines(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.b)), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.TrimSpace(strings.Join(lines, " | "))
 }
 
 // ServerPID is the process id of a running stdio server, or 0 (for tests

@@ -243,3 +243,38 @@ func TestKeysNeverShown(t *testing.T) {
 		t.Errorf("%d requests, want 5", n)
 	}
 }
+
+// TestMaxTokensFieldFromConfig: a compatible server (any base_url but
+// OpenAI's) receives model_params.max_tokens as max_tokens, which it reads;
+// max_tokens_field overrides; OPENAI_BASE_URL alone picks the same default.
+func TestMaxTokensFieldFromConfig(t *testing.T) {
+	srv := openaitest.New(t)
+	r := mustBuild(t, fmt.Sprintf(`
+providers:
+  - {name: ollama, kind: openai, base_url: %q}
+  - {name: strict, kind: openai, base_url: %q, max_tokens_field: max_completion_tokens}
+`, srv.URL(), srv.URL()), provider.Options{Getenv: env(map[string]string{"OPENAI_BASE_URL": srv.URL()})})
+	limit := int64(12)
+	for name, want := range map[string]string{"ollama/m": "max_tokens", "strict/m": "max_completion_tokens", "openai/m": "max_tokens"} {
+		m, id, err := r.Resolve(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := userRequest("hello")
+		req.Model, req.Params.MaxTokens = id, &limit
+		for _, err := range m.Stream(t.Context(), req) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		last, _ := srv.LastRequest()
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(last.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		other := map[string]string{"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}[want]
+		if string(body[want]) != "12" || body[other] != nil {
+			t.Errorf("%s: body %s, want %s=12 only", name, last.Body, want)
+		}
+	}
+}

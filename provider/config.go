@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/openai"
 )
 
 // Provider kinds: which wire protocol a provider speaks.
@@ -56,6 +57,7 @@ func ConfigPath(flag string, getenv func(string) string) string {
 //	  - name: local
 //	    kind: openai
 //	    base_url: http://127.0.0.1:11434/v1
+//	    max_tokens_field: max_tokens  # the default for any base_url but OpenAI's
 //	  - name: claude
 //	    kind: anthropic
 //	    api_key_env: WORK_ANTHROPIC_KEY
@@ -109,6 +111,12 @@ type ProviderConfig struct {
 	APIKeyEnv string            `yaml:"api_key_env"`
 	Headers   map[string]string `yaml:"headers"`
 	Retry     *RetryConfig      `yaml:"retry"`
+	// MaxTokensField (kind openai only) is the Chat Completions field
+	// model_params.max_tokens is sent in: max_completion_tokens (what
+	// OpenAI reads) or max_tokens (what compatible servers such as Ollama
+	// read; they ignore the other). Default: max_completion_tokens for
+	// OpenAI's own API, max_tokens for any other base_url.
+	MaxTokensField string `yaml:"max_tokens_field"`
 }
 
 // ModelConfig gives the settings of one provider/model id. Absent fields
@@ -255,7 +263,7 @@ func yamlError(file string, err error) error {
 			case "Config":
 				return " at the top level (known: providers, models, retry)"
 			case "ProviderConfig":
-				return " in a provider (known: name, kind, base_url, api_key_env, headers, retry)"
+				return " in a provider (known: name, kind, base_url, api_key_env, headers, retry, max_tokens_field)"
 			case "ModelConfig":
 				return " in a model (known: id, context_window, max_output, prices)"
 			case "PricesConfig":
@@ -375,6 +383,14 @@ func (v *validator) config(c *Config) {
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				v.at("providers", i, "base_url", "%q is not an http(s) URL", p.BaseURL)
 			}
+		}
+		p.MaxTokensField = strings.TrimSpace(p.MaxTokensField)
+		switch {
+		case p.MaxTokensField == "":
+		case p.Kind != KindOpenAI:
+			v.at("providers", i, "max_tokens_field", "only a provider of kind %s (Chat Completions) takes max_tokens_field", KindOpenAI)
+		case p.MaxTokensField != openai.MaxTokens && p.MaxTokensField != openai.MaxCompletionTokens:
+			v.at("providers", i, "max_tokens_field", "%q is not %s or %s", p.MaxTokensField, openai.MaxCompletionTokens, openai.MaxTokens)
 		}
 		if p.APIKeyEnv != "" && !envNameRE.MatchString(p.APIKeyEnv) {
 			// The value is not repeated: it may be the key itself.

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"math"
 	"regexp"
 
 	"github.com/forge-runtime/forge"
@@ -20,53 +19,14 @@ const (
 	SourceDefault = "default" // nothing known: DefaultContextWindow, DefaultMaxOutput, no prices
 )
 
-// ModelInfo is what the server knows about one "provider/model".
-type ModelInfo struct {
-	ID            string  `json:"id"` // provider/model
-	Provider      string  `json:"provider"`
-	Model         string  `json:"model"` // the id sent to the provider
-	ContextWindow int64   `json:"context_window"`
-	MaxOutput     int64   `json:"max_output"`
-	Prices        *Prices `json:"prices"` // nil (null): unknown, cost is not computed
-	Source        string  `json:"source"`
-}
-
-// Prices are in US dollars per million tokens.
-type Prices struct {
-	Input       float64 `json:"input" yaml:"input"`
-	Output      float64 `json:"output" yaml:"output"`
-	CachedInput float64 `json:"cached_input" yaml:"cached_input"`
-	// CacheWrite is what writing a prompt cache entry costs (Anthropic);
-	// 0 charges cache writes at the input price.
-	CacheWrite float64 `json:"cache_write,omitempty" yaml:"cache_write"`
-}
-
-// Cost is the dollar cost of u, read with the convention every provider
-// reports Usage in: InputTokens is the whole prompt, cache reads and cache
-// writes included (provider/anthropic adds the API's cache figures to its
-// input_tokens); OutputTokens is the whole completion, reasoning included.
-// So: uncached input at the input price, cache reads at the cached-input
-// price, cache writes at the cache-write price (the input price when none),
-// output at the output price. ReasoningTokens is a breakdown of
-// OutputTokens and is not charged twice.
-func (p *Prices) Cost(u forge.Usage) float64 {
-	if p == nil {
-		return 0
-	}
-	cacheRead := max(u.CacheReadTokens, 0)
-	cacheWrite := max(u.CacheWriteTokens, 0)
-	uncached := max(u.InputTokens-cacheRead-cacheWrite, 0)
-	writePrice := p.CacheWrite
-	if writePrice == 0 {
-		writePrice = p.Input
-	}
-	c := float64(uncached)*p.Input +
-		float64(cacheRead)*p.CachedInput +
-		float64(cacheWrite)*writePrice +
-		float64(max(u.OutputTokens, 0))*p.Output
-	// Per million, rounded to a millionth of a dollar so sums stay tidy.
-	return math.Round(c) / 1e6
-}
+// ModelInfo, ProviderInfo and Prices live in the root package (so that
+// packages listing models, such as httpapi, need not link the provider
+// SDKs); these aliases keep the provider.X spellings working.
+type (
+	ModelInfo    = forge.ModelInfo
+	ProviderInfo = forge.ProviderInfo
+	Prices       = forge.Prices
+)
 
 type builtinModel struct {
 	contextWindow, maxOutput int64

@@ -21,6 +21,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/provider/anthropic"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 	"github.com/forge-runtime/forge/provider/openai"
 	"github.com/forge-runtime/forge/provider/scripted"
 )
@@ -164,24 +165,6 @@ func (r *Registry) Info(name string) (ModelInfo, bool) {
 	return e.info(id), true
 }
 
-// ProviderInfo describes a configured provider. It never holds a key.
-type ProviderInfo struct {
-	Name    string `json:"name"`
-	Kind    string `json:"kind"`
-	BaseURL string `json:"base_url,omitempty"`
-	// APIKeyEnv names the environment variable the key is read from.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
-	// APIKeySet tells whether that variable held a key.
-	APIKeySet bool `json:"api_key_set"`
-	// Headers are the names of the configured extra headers.
-	Headers []string `json:"headers,omitempty"`
-	// Source is where the provider comes from: config (the file), env (the
-	// conventional variables), builtin (scripted) or custom (Register).
-	Source string `json:"source"`
-	// Problem tells why the provider cannot be used ("" when it can).
-	Problem string `json:"problem,omitempty"`
-}
-
 // Providers describes the registered providers, sorted by name.
 func (r *Registry) Providers() []ProviderInfo {
 	r.mu.RLock()
@@ -243,18 +226,6 @@ type Options struct {
 	Rand  func() float64
 }
 
-var defaultTransport = sync.OnceValue(func() http.RoundTripper {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.MaxIdleConnsPerHost = 64
-		// The first-byte timeout of the wrapper is the real bound; this
-		// one only catches a wrapper-less use.
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		return t
-	}
-	return http.DefaultTransport
-})
-
 // FromEnv builds the registry of a server from its environment alone
 // (getenv is os.Getenv in production): "scripted" always; "openai" when
 // OPENAI_API_KEY or OPENAI_BASE_URL is set (a base URL alone serves keyless
@@ -285,7 +256,7 @@ func Build(cfg *Config, o Options) (*Registry, error) {
 	}
 	base := o.Transport
 	if base == nil {
-		base = defaultTransport()
+		base = wire.DefaultTransport()
 	}
 	globalPolicy := DefaultRetryPolicy()
 	cfg.Retry.apply(&globalPolicy)
@@ -338,7 +309,7 @@ func Build(cfg *Config, o Options) (*Registry, error) {
 		e.keySet = key != ""
 		e.listBuiltins = isOfficial(pc.Kind, pc.BaseURL)
 		client := &http.Client{Transport: newTransport(base, header)}
-		f, err := newFactory(pc.Kind, pc.Name, key, pc.BaseURL, client)
+		f, err := newFactory(pc.Kind, pc.Name, key, pc.BaseURL, pc.MaxTokensField, client)
 		if err != nil && e.problem == "" {
 			e.problem = err.Error()
 		}
@@ -363,7 +334,7 @@ func Build(cfg *Config, o Options) (*Registry, error) {
 		}
 		e.listBuiltins = isOfficial(kind, baseURL)
 		client := &http.Client{Transport: newTransport(base, nil)}
-		f, err := newFactory(kind, kind, key, baseURL, client)
+		f, err := newFactory(kind, kind, key, baseURL, "", client)
 		if err != nil {
 			e.problem = err.Error()
 		}
@@ -414,13 +385,14 @@ func displayURL(baseURL string) string {
 
 func scriptedFactory(model string) (forge.Model, error) { return scripted.New(model), nil }
 
-// newFactory makes the model factory of a real provider. An error means
-// the kind cannot be served by this build; the factory then reports it too.
-func newFactory(kind, name, key, baseURL string, client *http.Client) (Factory, error) {
+// newFactory makes the model factory of a real provider. maxTokensField
+// applies to KindOpenAI ("": by base URL). An error means the kind cannot
+// be served by this build; the factory then reports it too.
+func newFactory(kind, name, key, baseURL, maxTokensField string, client *http.Client) (Factory, error) {
 	var f Factory
 	switch kind {
 	case KindOpenAI:
-		p := openai.New(openai.Config{Name: name, APIKey: key, BaseURL: baseURL, HTTPClient: client})
+		p := openai.New(openai.Config{Name: name, APIKey: key, BaseURL: baseURL, HTTPClient: client, MaxTokensField: maxTokensField})
 		f = func(model string) (forge.Model, error) { return p.Model(model), nil }
 	case KindOpenAIResponses:
 		p := openai.NewResponses(openai.Config{Name: name, APIKey: key, BaseURL: baseURL, HTTPClient: client})

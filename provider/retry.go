@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 )
 
 // RetryPolicy is how a model call is retried and timed out. Zero fields
@@ -451,7 +451,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	st.wd.touch()
 	if c := res.StatusCode; c == http.StatusTooManyRequests || c == http.StatusRequestTimeout || c >= 500 {
-		if d := parseRetryAfter(res.Header, time.Now()); d > 0 {
+		if d := wire.RetryAfter(res.Header, time.Now()); d > 0 {
 			st.setHint(d)
 		}
 	}
@@ -472,28 +472,4 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.wd.touch()
 	}
 	return n, err
-}
-
-// parseRetryAfter reads retry-after-ms (OpenAI) or Retry-After (seconds or
-// an HTTP date); 0 when absent or unreadable.
-func parseRetryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e9 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 && s < 1e6 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }

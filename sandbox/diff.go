@@ -90,7 +90,7 @@ func (s *Sandbox) Snapshot() (*Snapshot, error) {
 			}
 			snap.files[rel] = &fileState{mode: fs.ModeSymlink, hash: sha256.Sum256([]byte(t)), binary: true}
 		case d.Type().IsRegular():
-			if st := hashFile(p, limit); st != nil {
+			if st := s.hashFile(p, limit); st != nil {
 				snap.files[rel] = st
 			}
 		}
@@ -102,8 +102,8 @@ func (s *Sandbox) Snapshot() (*Snapshot, error) {
 	return snap, nil
 }
 
-func hashFile(p string, limit int64) *fileState {
-	f, err := openNoFollow(p, os.O_RDONLY, 0)
+func (s *Sandbox) hashFile(p string, limit int64) *fileState {
+	f, err := s.openInside(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}

@@ -90,14 +90,18 @@ func (s *Sandbox) FullOutput(id string) (io.ReadCloser, error) {
 	if !validOutputID.MatchString(id) {
 		return nil, fmt.Errorf("sandbox: invalid output id %q", id)
 	}
-	return os.Open(filepath.Join(s.base, "outputs", id+".log"))
+	return os.OpenFile(filepath.Join(s.base, "outputs", id+".log"), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 }
 
 // Run runs command with bash -c in the work directory. timeout <= 0 means
 // the default; it is capped at MaxCommandTimeout. The error is non-nil only
-// when the command could not be started.
+// when the command could not be started; it is ErrUnsandboxed when commands
+// are disabled (no isolation, and UnsafeUnsandboxedCommands not set).
 func (s *Sandbox) Run(ctx context.Context, command string, timeout time.Duration) (*RunResult, error) {
 	opts := s.m.opts
+	if !s.m.CommandsAllowed() {
+		return nil, ErrUnsandboxed
+	}
 	if timeout <= 0 {
 		timeout = opts.CommandTimeout
 	}
@@ -299,7 +303,7 @@ func (c *capture) openFile() {
 	s.seq++
 	id := fmt.Sprintf("out-%06d", s.seq)
 	s.mu.Unlock()
-	f, err := os.OpenFile(filepath.Join(s.base, "outputs", id+".log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(filepath.Join(s.base, "outputs", id+".log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		c.fileErr = true
 		return

@@ -10,12 +10,17 @@
 //	outputs/  full outputs of commands whose result was truncated
 //
 // File tools confine every path to work/: absolute paths outside it, ".."
-// escapes and symlinks that resolve outside it are refused, and files are
-// opened with O_NOFOLLOW on their resolved path. Commands run with bash in
-// work/, inside bubblewrap when it is available (work/ and home/ read-write,
-// system directories read-only, no network, own PID namespace), in their own
-// process group, with a timeout and an output limit. Without bubblewrap
-// commands are not isolated from the host: the Manager logs this once.
+// escapes and symlinks that resolve outside it are refused; files are then
+// opened with openat2 and RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, so a symlink
+// swapped in after the check is refused by the kernel; a file with more than
+// one hard link is never written to. Commands run with bash in work/, inside
+// bubblewrap (work/ and home/ read-write, system directories read-only, no
+// network, own PID namespace, so no other process's /proc), in their own
+// process group, with a timeout and an output limit. Without bubblewrap a
+// command could read the server's environment (/proc/<pid>/environ holds
+// every provider key), its database and the other sessions' sandboxes, so
+// commands are refused unless Options.UnsafeUnsandboxedCommands says
+// otherwise; the Manager logs which it is at start.
 package sandbox
 
 import (
@@ -66,6 +71,13 @@ type Options struct {
 	// LineCountMaxSize: files larger than this are not line-counted in
 	// patches (1 MiB).
 	LineCountMaxSize int64
+	// UnsafeUnsandboxedCommands lets commands (the bash tool, Run) run
+	// without bubblewrap isolation, as the server's own user, able to read
+	// whatever the server can: its environment (provider keys, API keys),
+	// its database and every session's sandbox. Without it, commands are
+	// refused with ErrUnsandboxed when isolation is not active. File tools
+	// are confined either way. (forge serve --unsafe-unsandboxed-commands.)
+	UnsafeUnsandboxedCommands bool
 }
 
 // Manager provisions and tracks the sandboxes of sessions.
@@ -85,6 +97,12 @@ var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // ErrClosed is returned by Get after Close.
 var ErrClosed = errors.New("sandbox: manager closed")
+
+// ErrUnsandboxed is returned by Run (and so by the bash tool) when
+// bubblewrap isolation is not active and Options.UnsafeUnsandboxedCommands
+// is not set.
+var ErrUnsandboxed = errors.New("commands are disabled on this server: bubblewrap process isolation is not available " +
+	"(install the bubblewrap package), and the operator did not allow commands without it (forge serve --unsafe-unsandboxed-commands)")
 
 // NewManager returns a Manager keeping sandboxes under root, which it
 // creates. It checks once whether bubblewrap isolation is available and logs
@@ -126,12 +144,21 @@ func NewManager(root string, opts Options) (*Manager, error) {
 	if err := m.setupBwrap(); err != nil {
 		return nil, err
 	}
+	switch {
+	case m.bwrap != "":
+	case opts.UnsafeUnsandboxedCommands:
+		m.log.Warn("sandbox: UNSAFE: commands run without process isolation (--unsafe-unsandboxed-commands): " +
+			"a command can read the server's environment (provider and API keys), its database and every session's sandbox")
+	default:
+		m.log.Warn("sandbox: commands are disabled (the bash tool answers with an error): bubblewrap isolation is not available; " +
+			"install bubblewrap, or pass --unsafe-unsandboxed-commands to run commands without isolation. File tools work.")
+	}
 	return m, nil
 }
 
 func (m *Manager) setupBwrap() error {
 	if m.opts.UseBwrap == BwrapOff {
-		m.log.Warn("sandbox: bubblewrap disabled: commands run without process isolation")
+		m.log.Warn("sandbox: bubblewrap disabled: no process isolation")
 		return nil
 	}
 	path := m.opts.BwrapPath
@@ -141,7 +168,7 @@ func (m *Manager) setupBwrap() error {
 			if m.opts.UseBwrap == BwrapOn {
 				return errors.New("sandbox: bubblewrap required but not found (install the bubblewrap package)")
 			}
-			m.log.Warn("sandbox: bubblewrap not found: commands run without process isolation")
+			m.log.Warn("sandbox: bubblewrap not found: no process isolation")
 			return nil
 		}
 		path = p
@@ -160,7 +187,7 @@ func (m *Manager) setupBwrap() error {
 		if m.opts.UseBwrap == BwrapOn {
 			return fmt.Errorf("sandbox: bubblewrap required but not usable: %v: %s", err, out)
 		}
-		m.log.Warn("sandbox: bubblewrap not usable: commands run without process isolation",
+		m.log.Warn("sandbox: bubblewrap not usable: no process isolation",
 			"bwrap", path, "err", err, "output", string(out))
 		return nil
 	}
@@ -171,6 +198,10 @@ func (m *Manager) setupBwrap() error {
 
 // Isolated reports whether commands run inside bubblewrap.
 func (m *Manager) Isolated() bool { return m.bwrap != "" }
+
+// CommandsAllowed reports whether commands run at all: inside bubblewrap,
+// or without isolation because Options.UnsafeUnsandboxedCommands is set.
+func (m *Manager) CommandsAllowed() bool { return m.bwrap != "" || m.opts.UnsafeUnsandboxedCommands }
 
 // Root is the directory holding all sandboxes.
 func (m *Manager) Root() string { return m.root }

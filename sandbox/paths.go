@@ -88,14 +88,31 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// openNoFollow opens a resolved path without following a symlink in its
-// last component (one swapped in after Resolve) and without blocking on a
-// FIFO; it refuses anything but a regular file.
-func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
+// openInside opens abs, a path inside the work directory as Resolve
+// returned it (symlink-free). The kernel resolves it beneath the work
+// directory refusing every symlink (openat2 with RESOLVE_BENEATH and
+// RESOLVE_NO_SYMLINKS), which closes the window between Resolve and the
+// open in which a component could be swapped for a symlink leading out.
+// Without openat2 it falls back to the path with O_NOFOLLOW, which only
+// guards the last component. Only regular files are opened, without
+// blocking on a FIFO. A file opened for writing must have a single link: a
+// hard link's other name may be outside the sandbox, and writing through it
+// would change that file too.
+func (s *Sandbox) openInside(abs string, flag int, perm os.FileMode) (*os.File, error) {
+	if !within(s.dir, abs) {
+		return nil, ErrOutside
+	}
+	rel, err := filepath.Rel(s.dir, abs)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, errors.New("is a symlink: refused")
+		return nil, err
+	}
+	f, ok, err := openAt(s.dir, rel, flag, perm)
+	if !ok {
+		f, err = openNoFollow(abs, flag, perm)
+	}
+	if err != nil {
+		if isEscape(err) {
+			return nil, fmt.Errorf("a symlink appeared in the path after it was checked: refused: %w", ErrOutside)
 		}
 		return nil, unwrapPathErr(err)
 	}
@@ -111,5 +128,52 @@ func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 		}
 		return nil, errors.New("not a regular file")
 	}
+	if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+		if n := linkCount(fi); n > 1 {
+			f.Close()
+			return nil, fmt.Errorf("the file has %d hard links; writing through it would also change its other names, which may be outside the sandbox: refused (write a new file instead)", n)
+		}
+	}
 	return f, nil
+}
+
+// linkCount is the number of hard links of a file (1 when unknown).
+func linkCount(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
+// openNoFollow opens a path without following a symlink in its last
+// component and without blocking on a FIFO (the fallback of openInside).
+func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, perm)
+	if err != nil {
+		return nil, unwrapPathErr(err)
+	}
+	return f, nil
+}
+
+// mkdirInside creates the directory abs inside the work directory and its
+// missing parents, refusing to follow a symlink on the way (see mkdirAt).
+func (s *Sandbox) mkdirInside(abs string) error {
+	if !within(s.dir, abs) {
+		return ErrOutside
+	}
+	rel, err := filepath.Rel(s.dir, abs)
+	if err != nil {
+		return err
+	}
+	ok, err := mkdirAt(s.dir, rel)
+	if !ok {
+		err = os.MkdirAll(abs, 0o755)
+	}
+	if err != nil {
+		if isEscape(err) {
+			return fmt.Errorf("a symlink appeared in the path after it was checked: refused: %w", ErrOutside)
+		}
+		return unwrapPathErr(err)
+	}
+	return nil
 }

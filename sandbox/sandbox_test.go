@@ -39,6 +39,40 @@ func newBox(t *testing.T, opts Options) (*Manager, *Sandbox) {
 	return m, sb
 }
 
+// commandModes are the two ways commands may run: inside bubblewrap (skipped
+// when it is not installed), and without isolation as an operator allows
+// with --unsafe-unsandboxed-commands.
+var commandModes = []struct {
+	name string
+	opts Options
+}{
+	{"bwrap", Options{UseBwrap: BwrapOn}},
+	{"unsandboxed", Options{UseBwrap: BwrapOff, UnsafeUnsandboxedCommands: true}},
+}
+
+// forEachCommandMode runs f as a subtest per command mode, with base's
+// settings plus the mode's.
+func forEachCommandMode(t *testing.T, base Options, f func(t *testing.T, isolated bool, m *Manager, sb *Sandbox)) {
+	for _, mode := range commandModes {
+		t.Run(mode.name, func(t *testing.T) {
+			if mode.opts.UseBwrap == BwrapOn {
+				requireBwrap(t)
+			}
+			o := base
+			o.UseBwrap, o.UnsafeUnsandboxedCommands = mode.opts.UseBwrap, mode.opts.UnsafeUnsandboxedCommands
+			m, sb := newBox(t, o)
+			f(t, m.Isolated(), m, sb)
+		})
+	}
+}
+
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap not installed (/usr/bin/bwrap missing): isolation not exercised; install the bubblewrap package")
+	}
+}
+
 func tool(t *testing.T, sb *Sandbox, name string) forge.Tool {
 	t.Helper()
 	for _, tl := range sb.Tools() {
@@ -217,7 +251,10 @@ func TestFileTools(t *testing.T) {
 }
 
 func TestBashTimeoutAndTruncation(t *testing.T) {
-	_, sb := newBox(t, Options{UseBwrap: BwrapOff, MaxOutput: 1000})
+	forEachCommandMode(t, Options{MaxOutput: 1000}, testBashTimeoutAndTruncation)
+}
+
+func testBashTimeoutAndTruncation(t *testing.T, isolated bool, _ *Manager, sb *Sandbox) {
 	start := time.Now()
 	res, err := call(t, sb, "bash", map[string]any{"command": "echo started; sleep 30", "timeout_ms": 300})
 	if err != nil {
@@ -229,16 +266,19 @@ func TestBashTimeoutAndTruncation(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Output, "timed out") || !strings.Contains(res.Output, "started") {
 		t.Fatalf("timeout result: %+v", res)
 	}
-	// Background children die with the command's process group.
-	res, err = call(t, sb, "bash", map[string]any{"command": "(sleep 30; touch late) & echo $! > bg.pid"})
-	if err != nil || res.IsError {
-		t.Fatalf("bg: %v %+v", err, res)
-	}
-	time.Sleep(100 * time.Millisecond)
-	pid, _ := os.ReadFile(filepath.Join(sb.Dir(), "bg.pid"))
-	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err == nil {
-		if st, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); !bytes.Contains(st, []byte(") Z")) {
-			t.Fatalf("background process %s still running", pid)
+	// Background children die with the command's process group (inside
+	// bubblewrap, with its PID namespace: TestBubblewrap).
+	if !isolated {
+		res, err = call(t, sb, "bash", map[string]any{"command": "(sleep 30; touch late) & echo $! > bg.pid"})
+		if err != nil || res.IsError {
+			t.Fatalf("bg: %v %+v", err, res)
+		}
+		time.Sleep(100 * time.Millisecond)
+		pid, _ := os.ReadFile(filepath.Join(sb.Dir(), "bg.pid"))
+		if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err == nil {
+			if st, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); !bytes.Contains(st, []byte(") Z")) {
+				t.Fatalf("background process %s still running", pid)
+			}
 		}
 	}
 
@@ -292,7 +332,10 @@ func markerLine(s string) string {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestStopKillsCommand(t *testing.T) {
-	m, sb := newBox(t, Options{UseBwrap: BwrapOff})
+	forEachCommandMode(t, Options{}, func(t *testing.T, _ bool, m *Manager, sb *Sandbox) { testStopKillsCommand(t, m, sb) })
+}
+
+func testStopKillsCommand(t *testing.T, m *Manager, sb *Sandbox) {
 	done := make(chan forge.ToolResult, 1)
 	go func() {
 		res, _ := tool(t, sb, "bash").Call(context.Background(), json.RawMessage(`{"command":"sleep 30"}`))
@@ -356,7 +399,10 @@ func waitRunning(t *testing.T, sb *Sandbox) {
 }
 
 func TestDiff(t *testing.T) {
-	_, sb := newBox(t, Options{UseBwrap: BwrapOff, LineCountMaxSize: 1000})
+	forEachCommandMode(t, Options{LineCountMaxSize: 1000}, func(t *testing.T, _ bool, _ *Manager, sb *Sandbox) { testDiff(t, sb) })
+}
+
+func testDiff(t *testing.T, sb *Sandbox) {
 	d := sb.Dir()
 	writeHost(t, filepath.Join(d, "keep.txt"), "same\n")
 	writeHost(t, filepath.Join(d, "mod.txt"), "a\nb\nc\nd\n")
@@ -491,7 +537,8 @@ func TestNoBwrapLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m2.Close(context.Background())
-	if m2.Isolated() || !strings.Contains(logs2.String(), "bubblewrap not found: commands run without process isolation") {
+	if m2.Isolated() || m2.CommandsAllowed() || !strings.Contains(logs2.String(), "bubblewrap not found: no process isolation") ||
+		!strings.Contains(logs2.String(), "commands are disabled") {
 		t.Fatalf("log: %s", logs2.String())
 	}
 	if _, err := NewManager(t.TempDir(), Options{UseBwrap: BwrapOn, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {

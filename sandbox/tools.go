@@ -65,12 +65,16 @@ func limitText(s string, max int) string {
 type bashTool struct{ s *Sandbox }
 
 func (t bashTool) Def() forge.ToolDef {
+	desc := fmt.Sprintf("Runs a command with bash -c in the session's working directory and returns its combined stdout and stderr "+
+		"(at most %d bytes; longer output keeps its head and tail). The command is killed after timeout_ms (default %d, at most %d). "+
+		"Processes started in the background end with the command.",
+		t.s.m.opts.MaxOutput, t.s.m.opts.CommandTimeout.Milliseconds(), t.s.m.opts.MaxCommandTimeout.Milliseconds())
+	if !t.s.m.CommandsAllowed() {
+		desc = "Disabled on this server (commands cannot be isolated here): every call fails. Use the file tools instead."
+	}
 	return forge.ToolDef{
-		Name: "bash",
-		Description: fmt.Sprintf("Runs a command with bash -c in the session's working directory and returns its combined stdout and stderr "+
-			"(at most %d bytes; longer output keeps its head and tail). The command is killed after timeout_ms (default %d, at most %d). "+
-			"Processes started in the background end with the command.",
-			t.s.m.opts.MaxOutput, t.s.m.opts.CommandTimeout.Milliseconds(), t.s.m.opts.MaxCommandTimeout.Milliseconds()),
+		Name:        "bash",
+		Description: desc,
 		InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"command":{"type":"string","description":"The bash command line."},`+
 			`"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Timeout in milliseconds."}},`+
@@ -171,7 +175,7 @@ func (t readTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResul
 	if err != nil {
 		return forge.ToolResult{}, toolErr("read_file", "", err)
 	}
-	f, err := openNoFollow(p, os.O_RDONLY, 0)
+	f, err := t.s.openInside(p, os.O_RDONLY, 0)
 	if err != nil {
 		return forge.ToolResult{}, toolErr("read_file", in.Path, err)
 	}
@@ -271,8 +275,8 @@ func (t writeTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResu
 	if p == t.s.dir {
 		return forge.ToolResult{}, fmt.Errorf("write_file %s: is a directory", in.Path)
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return forge.ToolResult{}, toolErr("write_file", in.Path, unwrapPathErr(err))
+	if err := t.s.mkdirInside(filepath.Dir(p)); err != nil {
+		return forge.ToolResult{}, toolErr("write_file", in.Path, err)
 	}
 	// The parent may have been created just now: check again that it is
 	// still inside (a racing symlink swap would show here).
@@ -281,7 +285,7 @@ func (t writeTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResu
 	}
 	_, statErr := os.Lstat(p)
 	existed := statErr == nil
-	f, err := openNoFollow(p, os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := t.s.openInside(p, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return forge.ToolResult{}, toolErr("write_file", in.Path, err)
 	}
@@ -344,7 +348,7 @@ func (t editTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResul
 	if err != nil {
 		return forge.ToolResult{}, toolErr("edit_file", "", err)
 	}
-	f, err := openNoFollow(p, os.O_RDWR, 0)
+	f, err := t.s.openInside(p, os.O_RDWR, 0)
 	if err != nil {
 		return forge.ToolResult{}, toolErr("edit_file", in.Path, err)
 	}
@@ -552,7 +556,7 @@ func (t grepTool) Call(ctx context.Context, args json.RawMessage) (forge.ToolRes
 	matches := 0
 	more := false
 	search := func(p string) error {
-		f, err := openNoFollow(p, os.O_RDONLY, 0)
+		f, err := t.s.openInside(p, os.O_RDONLY, 0)
 		if err != nil {
 			return nil
 		}

@@ -105,7 +105,7 @@ func (c *checkpointer) run() {
 	defer close(c.done)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var last time.Time
+	last := time.Now() // no round before one interval has passed
 	for {
 		select {
 		case <-c.kick:

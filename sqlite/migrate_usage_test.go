@@ -26,8 +26,8 @@ func TestMigrationSessionUsageBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ms[0].version != 1 {
-		t.Fatalf("first migration is %s", ms[0].name)
+	if ms[0].Version != 1 {
+		t.Fatalf("first migration is %s", ms[0].Name)
 	}
 	now := func() time.Time { return time.Unix(1, 0) }
 	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,

@@ -127,7 +127,7 @@ func (s *Store) open(ctx context.Context) error {
 	if err := wdb.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
 	}
-	if err := migrate(ctx, wdb, s.now); err != nil {
+	if err := migrateDB(ctx, wdb, s.now); err != nil {
 		return err
 	}
 	conn, err := wdb.Conn(ctx)

@@ -30,6 +30,7 @@ import (
 // Harness opens stores for the suite.
 type Harness struct {
 	// Open returns a fresh, empty store. The harness closes it when t ends.
+	// The suite's cases run in parallel, each on a store of its own.
 	Open func(t *testing.T) forge.Store
 	// Reopen closes s and opens the same database again (durability tests).
 	// Optional: those tests are skipped without it. The cleanup Open
@@ -58,15 +59,19 @@ func Run(t *testing.T, h Harness) {
 		{"Idempotency", idempotencyTests},
 		{"Tenancy", tenancyTests},
 		{"Durability", durabilityTests},
+		{"Content", contentTests},
+		{"Keys", keyTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
-					f := newFixture(t, h)
 					if tc.reopen && h.Reopen == nil {
 						t.Skip("harness has no Reopen")
 					}
+					// Every test has a store of its own.
+					t.Parallel()
+					f := newFixture(t, h)
 					tc.run(f)
 				})
 			}

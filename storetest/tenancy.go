@@ -4,33 +4,6 @@ import (
 	"github.com/forge-runtime/forge"
 )
 
-var idempotencyTests = []test{
-	{name: "FirstRecordWins", run: func(f *fixture) {
-		scope := "POST /v1/sessions/ses_1/turns"
-		first := &forge.IdempotencyRecord{Key: "k", Scope: scope, Status: 200, Body: []byte(`{"id":"turn_1"}`), CreatedAt: f.now()}
-		got, err := f.s.PutIdempotency(f.ctx, tenantA, first)
-		f.ok(err, "PutIdempotency")
-		f.sameJSON(got, first, "stored record")
-		second := &forge.IdempotencyRecord{Key: "k", Scope: scope, Status: 409, Body: []byte(`{"error":{}}`), CreatedAt: f.now()}
-		got, err = f.s.PutIdempotency(f.ctx, tenantA, second)
-		f.ok(err, "second PutIdempotency")
-		f.sameJSON(got, first, "record after a second put")
-		got, err = f.s.GetIdempotency(f.ctx, tenantA, scope, "k")
-		f.ok(err, "GetIdempotency")
-		f.sameJSON(got, first, "read record")
-
-		_, err = f.s.GetIdempotency(f.ctx, tenantA, scope, "other")
-		f.is(err, forge.ErrNotFound, "unknown key")
-		_, err = f.s.GetIdempotency(f.ctx, tenantA, "POST /v1/sessions/ses_1/cancel", "k")
-		f.is(err, forge.ErrNotFound, "same key, other scope")
-		// Scopes are independent.
-		cancel := &forge.IdempotencyRecord{Key: "k", Scope: "POST /v1/sessions/ses_1/cancel", Status: 200, Body: []byte(`{}`), CreatedAt: f.now()}
-		got, err = f.s.PutIdempotency(f.ctx, tenantA, cancel)
-		f.ok(err, "PutIdempotency other scope")
-		f.sameJSON(got, cancel, "record in the other scope")
-	}},
-}
-
 var tenancyTests = []test{
 	{name: "OtherTenantSeesNothing", run: func(f *fixture) {
 		// Everything below belongs to tenant A; tenant B asks for it by id.

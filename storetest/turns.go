@@ -409,6 +409,25 @@ var commitTests = []test{
 		f.sameJSON(ms, []*forge.Message{st.msg, m}, "messages")
 		f.sameJSON(f.events(ses, forge.EventQuery{}), append(st.events, b.Events...), "events")
 	}},
+	{name: "RepeatedRowsInOneBatchLastWins", run: func(f *fixture) {
+		// A batch may carry a part (or envelope) twice, say a checkpoint
+		// and its end: written in order, the last one wins.
+		ses := f.newSession(tenantA)
+		st := f.start(ses, nil, "hi")
+		t := st.turn
+		reply := f.message(t, ses.MainThreadID, forge.RoleAssistant, "partial")
+		reply.Parts[0].State = forge.StateStreaming
+		first := *reply
+		final := reply.Parts[0].Clone()
+		final.Text, final.State = "whole answer", forge.StateCompleted
+		reply.Finish = forge.FinishStop
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+			Messages: []*forge.Message{&first, reply}, Parts: []*forge.Part{reply.Parts[0], final}}), "Commit")
+		reply.Parts = []*forge.Part{final}
+		ms, err := f.s.TurnMessages(f.ctx, tenantA, t.ID)
+		f.ok(err, "TurnMessages")
+		f.sameJSON(ms, []*forge.Message{st.msg, reply}, "messages")
+	}},
 	{name: "UnknownTurnIsNotFound", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		t := f.start(ses, nil, "hi").turn

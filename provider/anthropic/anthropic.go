@@ -48,9 +48,7 @@ import (
 	"iter"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -59,6 +57,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 )
 
 // DefaultBaseURL is used when Config.BaseURL is empty.
@@ -87,21 +86,11 @@ type Config struct {
 
 // Provider makes Messages API calls for any model id.
 type Provider struct {
-	name  string
-	cache bool
-	msgs  sdk.MessageService
+	name    string
+	baseURL string // for error messages, without a password
+	cache   bool
+	msgs    sdk.MessageService
 }
-
-var defaultHTTPClient = sync.OnceValue(func() *http.Client {
-	var rt http.RoundTripper = http.DefaultTransport
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.MaxIdleConnsPerHost = 64
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		rt = t
-	}
-	return &http.Client{Transport: rt}
-})
 
 // New returns a provider for cfg.
 func New(cfg Config) *Provider {
@@ -114,7 +103,7 @@ func New(cfg Config) *Provider {
 		base = DefaultBaseURL
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = defaultHTTPClient()
+		cfg.HTTPClient = wire.DefaultClient()
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(base + "/"),
@@ -126,7 +115,7 @@ func New(cfg Config) *Provider {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey), option.WithHeader("x-api-key", cfg.APIKey))
 	}
 	// NewMessageService, unlike NewClient, reads no environment.
-	return &Provider{name: cfg.Name, cache: !cfg.DisablePromptCache, msgs: sdk.NewMessageService(opts...)}
+	return &Provider{name: cfg.Name, baseURL: wire.DisplayURL(base), cache: !cfg.DisablePromptCache, msgs: sdk.NewMessageService(opts...)}
 }
 
 // Name is the provider's name.
@@ -210,10 +199,7 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 		if s.stopReason == "" {
 			// (A failure after message_delta only loses message_stop: the
 			// reply itself is complete.)
-			msg := "stream ended before the response was complete"
-			if err := dec.Err(); err != nil {
-				msg = "stream interrupted: " + err.Error()
-			}
+			msg := wire.StreamCut(p.baseURL, id, dec.Err(), []string{"message_delta with a stop_reason"})
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: msg, Retryable: true})
 			return
 		}
@@ -265,7 +251,7 @@ func (p *Provider) requestError(ctx context.Context, res *http.Response, err err
 func (p *Provider) statusError(status int, typ, msg string, h http.Header) *forge.ModelError {
 	e := &forge.ModelError{Provider: p.name, StatusCode: status, Message: msg,
 		Retryable:       retryableStatus(status),
-		RetryAfter:      retryAfter(h),
+		RetryAfter:      wire.RetryAfter(h, time.Now()),
 		ContextOverflow: contextOverflow(status, typ, msg)}
 	// The API says itself whether a retry may succeed.
 	switch strings.ToLower(h.Get("x-should-retry")) {
@@ -351,34 +337,6 @@ func errorMessage(b []byte) string {
 func retryableStatus(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusConflict ||
 		code == http.StatusTooManyRequests || code >= 500
-}
-
-// retryAfter reads retry-after-ms, then Retry-After (seconds or a date).
-func retryAfter(h http.Header) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 // contextOverflow tells whether an error means the prompt does not fit the

@@ -22,8 +22,9 @@ import (
 // this body says exactly what the SDK would have sent.
 
 // appendChatBody appends the streaming Chat Completions request for req,
-// addressed to model, to b.
-func appendChatBody(b []byte, model string, req *forge.ModelRequest) ([]byte, error) {
+// addressed to model, to b; maxTokens sends the token limit as
+// max_tokens rather than max_completion_tokens (see Config.MaxTokensField).
+func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens bool) ([]byte, error) {
 	b = append(b, `{"model":`...)
 	b = appendString(b, model)
 	b = append(b, `,"stream":true,"stream_options":{"include_usage":true},"messages":[`...)
@@ -164,7 +165,11 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest) ([]byte, er
 	}
 	mp := &req.Params
 	if mp.MaxTokens != nil {
-		b = append(b, `,"max_completion_tokens":`...)
+		if maxTokens {
+			b = append(b, `,"max_tokens":`...)
+		} else {
+			b = append(b, `,"max_completion_tokens":`...)
+		}
 		b = strconv.AppendInt(b, *mp.MaxTokens, 10)
 	}
 	if mp.Temperature != nil {

@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/forge-runtime/forge"
@@ -127,12 +128,16 @@ func (c *capture) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // sdkRequest sends req the way the provider did before body.go, through
-// the SDK's params, and returns the body and headers the SDK sent.
-func sdkRequest(t *testing.T, model string, req *forge.ModelRequest) ([]byte, http.Header, error) {
+// the SDK's params (the token limit moved to max_tokens when maxTokens),
+// and returns the body and headers the SDK sent.
+func sdkRequest(t *testing.T, model string, req *forge.ModelRequest, maxTokens bool) ([]byte, http.Header, error) {
 	t.Helper()
 	params, err := sdkParams(model, req)
 	if err != nil {
 		return nil, nil, err
+	}
+	if maxTokens && params.MaxCompletionTokens.Valid() {
+		params.MaxTokens, params.MaxCompletionTokens = params.MaxCompletionTokens, param.Opt[int64]{}
 	}
 	c := &capture{}
 	_, opts := Config{BaseURL: "http://model.invalid/v1", APIKey: "sk-test", HTTPClient: &http.Client{Transport: c}}.requestOptions()
@@ -149,10 +154,15 @@ func sdkRequest(t *testing.T, model string, req *forge.ModelRequest) ([]byte, ht
 
 // providerRequest sends req through the provider and returns the body and
 // headers it sent; err is the stream's first error.
-func providerRequest(t *testing.T, model string, req *forge.ModelRequest) ([]byte, http.Header, error) {
+func providerRequest(t *testing.T, model string, req *forge.ModelRequest, maxTokens bool) ([]byte, http.Header, error) {
 	t.Helper()
 	c := &capture{}
-	m := New(Config{BaseURL: "http://model.invalid/v1", APIKey: "sk-test", HTTPClient: &http.Client{Transport: c}}).Model(model)
+	field := MaxCompletionTokens
+	if maxTokens {
+		field = MaxTokens
+	}
+	m := New(Config{BaseURL: "http://model.invalid/v1", APIKey: "sk-test", HTTPClient: &http.Client{Transport: c},
+		MaxTokensField: field}).Model(model)
 	for _, err := range m.Stream(context.Background(), req) {
 		if err != nil {
 			return nil, nil, err
@@ -246,35 +256,37 @@ func bodyCases() map[string]*forge.ModelRequest {
 func TestChatBodyMatchesSDK(t *testing.T) {
 	t.Parallel()
 	for name, req := range bodyCases() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			model := "gpt-x"
-			if req.Model != "" {
-				model = req.Model
-			}
-			want, wantH, err := sdkRequest(t, model, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, gotH, err := providerRequest(t, "gpt-x", req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !json.Valid(got) {
-				t.Fatalf("the body is not valid JSON: %s", got)
-			}
-			if g, w := decode(t, got), decode(t, want); !reflect.DeepEqual(g, w) {
-				gj, _ := json.MarshalIndent(g, "", " ")
-				wj, _ := json.MarshalIndent(w, "", " ")
-				t.Errorf("body differs from the SDK's:\ngot:  %s\nwant: %s", gj, wj)
-			}
-			for _, h := range []http.Header{gotH, wantH} {
-				h.Del("Content-Length")
-			}
-			if !reflect.DeepEqual(gotH, wantH) {
-				t.Errorf("headers differ from the SDK's:\ngot:  %v\nwant: %v", gotH, wantH)
-			}
-		})
+		for _, maxTokens := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/max_tokens=%v", name, maxTokens), func(t *testing.T) {
+				t.Parallel()
+				model := "gpt-x"
+				if req.Model != "" {
+					model = req.Model
+				}
+				want, wantH, err := sdkRequest(t, model, req, maxTokens)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, gotH, err := providerRequest(t, "gpt-x", req, maxTokens)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !json.Valid(got) {
+					t.Fatalf("the body is not valid JSON: %s", got)
+				}
+				if g, w := decode(t, got), decode(t, want); !reflect.DeepEqual(g, w) {
+					gj, _ := json.MarshalIndent(g, "", " ")
+					wj, _ := json.MarshalIndent(w, "", " ")
+					t.Errorf("body differs from the SDK's:\ngot:  %s\nwant: %s", gj, wj)
+				}
+				for _, h := range []http.Header{gotH, wantH} {
+					h.Del("Content-Length")
+				}
+				if !reflect.DeepEqual(gotH, wantH) {
+					t.Errorf("headers differ from the SDK's:\ngot:  %v\nwant: %v", gotH, wantH)
+				}
+			})
+		}
 	}
 }
 
@@ -288,10 +300,10 @@ func TestChatBodyRefusals(t *testing.T) {
 		"NaN":          {Messages: []forge.ModelMessage{{Role: forge.RoleUser, Parts: []forge.ModelPart{text("x")}}}, Params: forge.ModelParams{Temperature: ptr(math.NaN())}},
 		"infinity":     {Messages: []forge.ModelMessage{{Role: forge.RoleUser, Parts: []forge.ModelPart{text("x")}}}, Params: forge.ModelParams{Temperature: ptr(math.Inf(1))}},
 	} {
-		if _, _, err := sdkRequest(t, "m", req); err == nil {
+		if _, _, err := sdkRequest(t, "m", req, false); err == nil {
 			t.Errorf("%s: the SDK sent it", name)
 		}
-		_, _, err := providerRequest(t, "m", req)
+		_, _, err := providerRequest(t, "m", req, false)
 		var me *forge.ModelError
 		if err == nil || !errors.As(err, &me) || me.Retryable {
 			t.Errorf("%s: err = %v, want a ModelError that is not retryable", name, err)
@@ -344,7 +356,7 @@ func BenchmarkChatBody(b *testing.B) {
 	b.Run("written", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := appendChatBody(make([]byte, 0, bodySize(req)), "gpt-x", req); err != nil {
+			if _, err := appendChatBody(make([]byte, 0, bodySize(req)), "gpt-x", req, false); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 )
 
 // Error handling shared by the Chat Completions and Responses providers.
@@ -71,7 +72,7 @@ func statusError(name string, status int, header http.Header, msg, code, typ str
 		msg = http.StatusText(status)
 	}
 	e := &forge.ModelError{Provider: name, StatusCode: status, Message: msg,
-		Retryable: retryableStatus(status), RetryAfter: retryAfterHeader(header)}
+		Retryable: retryableStatus(status), RetryAfter: wire.RetryAfter(header, time.Now())}
 	switch {
 	case isQuotaError(code, typ):
 		// Billing, not load: a 429 all the same, but retrying cannot help.
@@ -224,31 +225,16 @@ func retryAfterMessage(msg string) time.Duration {
 	return time.Duration(v * float64(time.Second))
 }
 
-// retryAfterHeader reads retry-after-ms, then Retry-After (seconds or an HTTP
-// date); 0 when absent or unreadable.
-func retryAfterHeader(h http.Header) time.Duration {
-	if h == nil {
-		return 0
+// chatMissing lists what a Chat Completions stream ended without: always
+// the finish_reason (a stream with one is complete), the usage chunk when
+// none came, and the [DONE] line unless it came.
+func chatMissing(gotUsage, gotDone bool) []string {
+	missing := []string{"finish_reason"}
+	if !gotUsage {
+		missing = append(missing, "usage")
 	}
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
+	if !gotDone {
+		missing = append(missing, "[DONE]")
 	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
+	return missing
 }

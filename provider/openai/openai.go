@@ -44,7 +44,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -56,6 +55,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 )
 
 // DefaultBaseURL is used when Config.BaseURL is empty.
@@ -73,30 +73,53 @@ type Config struct {
 	// HTTPClient defaults to a shared client without an overall timeout
 	// (streams are long) and with a 10 minute response-header timeout.
 	HTTPClient *http.Client
+	// MaxTokensField is the request field ModelParams.MaxTokens is sent
+	// in (Chat Completions only): MaxCompletionTokens, which OpenAI reads
+	// (and requires for its reasoning models), or MaxTokens, the older
+	// field, which compatible servers read (Ollama, and others, ignore
+	// max_completion_tokens). Empty: MaxCompletionTokens when BaseURL is
+	// OpenAI's own API (or empty), else MaxTokens.
+	MaxTokensField string
+}
+
+// Values of Config.MaxTokensField.
+const (
+	MaxCompletionTokens = "max_completion_tokens"
+	MaxTokens           = "max_tokens"
+)
+
+// IsOpenAIBaseURL tells whether baseURL is OpenAI's own API (empty means
+// DefaultBaseURL).
+func IsOpenAIBaseURL(baseURL string) bool {
+	norm := func(u string) string {
+		return strings.TrimSuffix(strings.TrimRight(strings.TrimSpace(u), "/"), "/v1")
+	}
+	return strings.TrimSpace(baseURL) == "" || norm(baseURL) == norm(DefaultBaseURL)
 }
 
 // Provider makes Chat Completions calls for any model id.
 type Provider struct {
-	name string
-	chat sdk.ChatCompletionService
+	name    string
+	baseURL string
+	chat    sdk.ChatCompletionService
+	// maxTokens: send the limit as max_tokens, not max_completion_tokens.
+	maxTokens bool
 }
-
-var defaultHTTPClient = sync.OnceValue(func() *http.Client {
-	var rt http.RoundTripper = http.DefaultTransport
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.MaxIdleConnsPerHost = 64
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		rt = t
-	}
-	return &http.Client{Transport: rt}
-})
 
 // New returns a provider for cfg.
 func New(cfg Config) *Provider {
+	official := IsOpenAIBaseURL(cfg.BaseURL)
 	cfg, opts := cfg.requestOptions()
+	field := cfg.MaxTokensField
+	if field == "" {
+		field = MaxTokens
+		if official {
+			field = MaxCompletionTokens
+		}
+	}
 	// NewChatCompletionService, unlike NewClient, reads no environment.
-	return &Provider{name: cfg.Name, chat: sdk.NewChatCompletionService(opts...)}
+	return &Provider{name: cfg.Name, baseURL: wire.DisplayURL(cfg.BaseURL), chat: sdk.NewChatCompletionService(opts...),
+		maxTokens: field == MaxTokens}
 }
 
 // requestOptions fills cfg's defaults and returns the SDK options both
@@ -110,7 +133,7 @@ func (cfg Config) requestOptions() (Config, []option.RequestOption) {
 		cfg.BaseURL = DefaultBaseURL
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = defaultHTTPClient()
+		cfg.HTTPClient = wire.DefaultClient()
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
@@ -145,7 +168,7 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 		if id == "" {
 			id = m.id
 		}
-		body, err := appendChatBody(make([]byte, 0, bodySize(req)), id, req)
+		body, err := appendChatBody(make([]byte, 0, bodySize(req)), id, req, p.maxTokens)
 		if err != nil {
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: err.Error()})
 			return
@@ -203,14 +226,15 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			// (A failure after the finish_reason only loses the usage
 			// chunk: the reply itself is complete.)
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name,
-				Message: "stream interrupted: " + err.Error(), Retryable: true})
+				Message: wire.StreamCut(p.baseURL, id, err, chatMissing(s.gotUsage, false)), Retryable: true})
 			return
 		}
 		if !done && s.finish == "" {
 			// A clean EOF before [DONE] and before any finish_reason: the
-			// connection was closed under us.
+			// server closed the stream (Ollama does when it stops a
+			// repetition), or a proxy did.
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name,
-				Message: "stream ended before the response was complete", Retryable: true})
+				Message: wire.StreamCut(p.baseURL, id, nil, chatMissing(s.gotUsage, false)), Retryable: true})
 			return
 		}
 		if !s.flush() {
@@ -364,6 +388,8 @@ type streamState struct {
 	flushed int // calls already emitted
 	finish  string
 	usage   forge.Usage
+	// gotUsage: a usage chunk was received.
+	gotUsage bool
 }
 
 func (s *streamState) emit(t forge.ModelEventType, delta string) bool {
@@ -401,6 +427,7 @@ func (s *streamState) close() bool {
 func (s *streamState) chunk(ch *chunk) bool {
 	if ch.usage != nil {
 		s.usage = *ch.usage
+		s.gotUsage = true
 	}
 	if !ch.hasChoice {
 		return true

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -520,8 +521,77 @@ func TestBadRequests(t *testing.T) {
 }
 
 // TestWireRequest asserts exactly what is sent.
+// atOpenAI returns a model configured for OpenAI's own API (no base URL)
+// whose requests the transport delivers to srv instead.
+func atOpenAI(t testing.TB, srv *openaitest.Server, cfg openai.Config) forge.Model {
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTPClient = &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Host != "api.openai.com" {
+			return nil, fmt.Errorf("request to %s, not api.openai.com", r.URL.Host)
+		}
+		r = r.Clone(r.Context())
+		r.URL.Scheme, r.URL.Host, r.Host = u.Scheme, u.Host, u.Host
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	return openai.New(cfg).Model("gpt-4.1-mini")
+}
+
+// TestMaxTokensField: ModelParams.MaxTokens goes in max_completion_tokens to
+// OpenAI's own API and in max_tokens to any other server (Ollama and other
+// compatible servers ignore max_completion_tokens), unless the provider's
+// MaxTokensField says otherwise.
+func TestMaxTokensField(t *testing.T) {
+	t.Parallel()
+	limit := int64(12)
+	for _, c := range []struct {
+		name     string
+		official bool
+		field    string
+		want     string
+	}{
+		{"OpenAI by default", true, "", "max_completion_tokens"},
+		{"compatible server by default", false, "", "max_tokens"},
+		{"OpenAI told max_tokens", true, openai.MaxTokens, "max_tokens"},
+		{"compatible server told max_completion_tokens", false, openai.MaxCompletionTokens, "max_completion_tokens"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := openaitest.New(t)
+			cfg := openai.Config{MaxTokensField: c.field}
+			var m forge.Model
+			if c.official {
+				m = atOpenAI(t, srv, cfg)
+			} else {
+				cfg.BaseURL = srv.URL()
+				m = openai.New(cfg).Model("gpt-4.1-mini")
+			}
+			req := hello()
+			req.Params.MaxTokens = &limit
+			if _, err := collect(t.Context(), m, req); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := srv.LastRequest()
+			var body map[string]json.RawMessage
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			other := map[string]string{"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}[c.want]
+			if string(body[c.want]) != "12" || body[other] != nil {
+				t.Errorf("body %s: want %s=12 and no %s", r.Body, c.want, other)
+			}
+		})
+	}
+	if !openai.IsOpenAIBaseURL("") || !openai.IsOpenAIBaseURL("https://api.openai.com/v1/") || openai.IsOpenAIBaseURL("http://127.0.0.1:11434/v1") {
+		t.Error("IsOpenAIBaseURL")
+	}
+}
+
 func TestWireRequest(t *testing.T) {
-	srv, m := newModel(t)
+	srv := openaitest.New(t)
+	m := atOpenAI(t, srv, openai.Config{})
 	maxTokens, temp := int64(512), 0.2
 	req := &forge.ModelRequest{
 		Model:  "gpt-4.1-mini",
@@ -668,5 +738,40 @@ func TestConnectionReused(t *testing.T) {
 	}
 	if want := []bool{false, true, true}; !reflect.DeepEqual(reused, want) {
 		t.Errorf("connection reused: %v, want %v", reused, want)
+	}
+}
+
+// TestStreamCutNamesServer: a stream the server ends without
+// finish_reason, usage or [DONE] (as Ollama does when it stops a
+// repetition) fails, and the error says which server and model, and what
+// the stream lacked.
+func TestStreamCutNamesServer(t *testing.T) {
+	t.Parallel()
+	srv := openaitest.New(t)
+	base := strings.Replace(srv.URL(), "http://", "http://forge:hunter2pass@", 1)
+	m := openai.New(openai.Config{Name: "ollama", BaseURL: base}).Model("llama3")
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"llama3","choices":[{"index":0,"delta":{"role":"assistant","content":"%s"},"finish_reason":null}]}` + "\n\n"
+	srv.Enqueue(openaitest.Raw([]byte(fmt.Sprintf(chunk, "la ") + fmt.Sprintf(chunk, "la"))))
+	req := hello()
+	req.Model = "" // the provider's model id
+	got, err := collect(t.Context(), m, req)
+	me := modelError(t, err)
+	want := fmt.Sprintf(`ollama: the stream from %s (model "llama3") ended before the response was complete: no finish_reason, usage or [DONE]; the server closed it`,
+		strings.Replace(srv.URL(), "http://", "http://forge:xxxxx@", 1))
+	if me.Error() != want || !me.Retryable {
+		t.Errorf("error %q (retryable %v)\nwant  %q", me.Error(), me.Retryable, want)
+	}
+	if strings.Contains(me.Error(), "hunter2pass") {
+		t.Error("the error shows the URL's password")
+	}
+	if len(got) == 0 {
+		t.Error("the text before the cut was not passed on")
+	}
+	// With a usage chunk, only the rest is missing.
+	usage := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"llama3","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}` + "\n\n"
+	srv.Enqueue(openaitest.Raw([]byte(fmt.Sprintf(chunk, "la") + usage)))
+	_, err = collect(t.Context(), m, req)
+	if me := modelError(t, err); !strings.Contains(me.Message, "no finish_reason or [DONE]; the server closed it") {
+		t.Errorf("error %q", me.Message)
 	}
 }

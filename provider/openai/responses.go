@@ -55,12 +55,14 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 )
 
 // ResponsesProvider makes Responses API calls for any model id.
 type ResponsesProvider struct {
-	name string
-	svc  responses.ResponseService
+	name    string
+	baseURL string // for error messages, without a password
+	svc     responses.ResponseService
 }
 
 // NewResponses returns a Responses API provider for cfg (the same Config
@@ -68,7 +70,7 @@ type ResponsesProvider struct {
 func NewResponses(cfg Config) *ResponsesProvider {
 	cfg, opts := cfg.requestOptions()
 	// NewResponseService, unlike NewClient, reads no environment.
-	return &ResponsesProvider{name: cfg.Name, svc: responses.NewResponseService(opts...)}
+	return &ResponsesProvider{name: cfg.Name, baseURL: wire.DisplayURL(cfg.BaseURL), svc: responses.NewResponseService(opts...)}
 }
 
 // Name is the provider's name.
@@ -157,10 +159,7 @@ func (m *responsesModel) Stream(ctx context.Context, req *forge.ModelRequest) it
 			return
 		}
 		if !s.done {
-			msg := "stream ended before the response was complete"
-			if err := dec.Err(); err != nil {
-				msg = "stream interrupted: " + err.Error()
-			}
+			msg := wire.StreamCut(p.baseURL, id, dec.Err(), []string{"response.completed"})
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: msg, Retryable: true})
 			return
 		}

@@ -1,7 +1,6 @@
 package anthropictest
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/forge-runtime/forge/provider/internal/fakeapi"
 )
 
 // Call is a tool_use block the fake model writes. Input is the raw input
@@ -64,10 +65,7 @@ type Response struct {
 	status   int
 	body     string
 	header   http.Header
-	delay    time.Duration
-	hang     int // events before stalling, +1 (0: never)
-	cut      int // events before cutting the connection, +1 (0: never)
-	errAfter int // events before an error event, +1 (0: never)
+	delivery fakeapi.Delivery // delay, stall, cut, error, counted in events
 	errType  string
 	errMsg   string
 	raw      [][]byte // pre-split SSE events replayed verbatim
@@ -109,16 +107,7 @@ func PromptTooLong(tokens, maximum int) Response {
 // fixture). Events are separated by blank lines; DelayBetweenChunks,
 // HangAfter, CutAfter and ErrorAfter count these events.
 func Raw(sse []byte) Response {
-	var events [][]byte
-	sse = bytes.ReplaceAll(sse, []byte("\r\n"), []byte("\n"))
-	for _, ev := range bytes.Split(sse, []byte("\n\n")) {
-		ev = bytes.Trim(ev, "\n")
-		if len(ev) == 0 {
-			continue
-		}
-		events = append(events, append(ev, '\n', '\n'))
-	}
-	return Response{raw: events, isRaw: true}
+	return Response{raw: fakeapi.SplitSSE(sse), isRaw: true}
 }
 
 // Text appends a text block, one text_delta per piece.
@@ -169,31 +158,26 @@ func (r Response) StopReason(reason string) Response {
 
 // Header sets a response header (on errors and streams alike).
 func (r Response) Header(key, value string) Response {
-	h := r.header.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
-	h.Set(key, value)
-	r.header = h
+	r.header = fakeapi.WithHeader(r.header, key, value)
 	return r
 }
 
 // DelayBetweenChunks sleeps d before each event after the first.
 func (r Response) DelayBetweenChunks(d time.Duration) Response {
-	r.delay = d
+	r.delivery.Delay = d
 	return r
 }
 
 // HangAfter stalls the stream after n events (pings count) until the
 // request's context ends or the server closes.
 func (r Response) HangAfter(n int) Response {
-	r.hang = n + 1
+	r.delivery.Hang = n + 1
 	return r
 }
 
 // CutAfter closes the connection abruptly after n events.
 func (r Response) CutAfter(n int) Response {
-	r.cut = n + 1
+	r.delivery.Cut = n + 1
 	return r
 }
 
@@ -201,7 +185,7 @@ func (r Response) CutAfter(n int) Response {
 // type errType, for example "overloaded_error") after n events and ends the
 // stream, as the API does for a failure mid-stream.
 func (r Response) ErrorAfter(n int, errType, message string) Response {
-	r.errAfter = n + 1
+	r.delivery.ErrAfter = n + 1
 	r.errType = errType
 	r.errMsg = message
 	return r

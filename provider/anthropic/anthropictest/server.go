@@ -34,27 +34,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/forge-runtime/forge/provider/internal/fakeapi"
 )
 
 // Server is the fake. Its methods are safe for concurrent use.
 type Server struct {
-	srv  *httptest.Server
-	done chan struct{}
-	once sync.Once
+	lb       *fakeapi.Loopback
+	script   *fakeapi.Script[Response]
+	requests fakeapi.Log[Request]
 
-	mu       sync.Mutex
-	queue    []Response
-	def      Response
-	key      string
-	record   bool
-	requests []Request
+	mu  sync.Mutex // guards key
+	key string
 
 	seq    atomic.Int64 // message and tool_use ids
 	reqSeq atomic.Int64 // request ids
@@ -62,24 +58,17 @@ type Server struct {
 
 // New starts a fake on 127.0.0.1, closed by t.Cleanup.
 func New(t testing.TB) *Server {
-	s := &Server{done: make(chan struct{}), def: Text("ok"), record: true}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
+	s := &Server{script: fakeapi.NewScript(Text("ok"))}
+	s.lb = fakeapi.Start(t, http.HandlerFunc(s.serve))
 	return s
 }
 
 // URL is the base URL to configure a client with (ANTHROPIC_BASE_URL): the
 // root, without /v1.
-func (s *Server) URL() string { return s.srv.URL }
+func (s *Server) URL() string { return s.lb.URL() }
 
 // Close stops the server, first releasing streams stalled by HangAfter.
-func (s *Server) Close() {
-	s.once.Do(func() {
-		close(s.done)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
+func (s *Server) Close() { s.lb.Close() }
 
 // SetAPIKey makes the server require the key (x-api-key or a bearer
 // token) and answer 401 otherwise, as the API does. The empty key (the
@@ -91,52 +80,25 @@ func (s *Server) SetAPIKey(key string) {
 }
 
 // Enqueue queues responses, served one per request in order.
-func (s *Server) Enqueue(r ...Response) {
-	s.mu.Lock()
-	s.queue = append(s.queue, r...)
-	s.mu.Unlock()
-}
+func (s *Server) Enqueue(r ...Response) { s.script.Enqueue(r...) }
 
 // SetDefault sets the answer used when the queue is empty.
-func (s *Server) SetDefault(r Response) {
-	s.mu.Lock()
-	s.def = r
-	s.mu.Unlock()
-}
+func (s *Server) SetDefault(r Response) { s.script.SetDefault(r) }
 
 // Pending is the number of queued responses not yet served.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
+func (s *Server) Pending() int { return s.script.Pending() }
 
 // RecordRequests turns recording of requests on (the default) or off (for
 // load tests).
-func (s *Server) RecordRequests(on bool) {
-	s.mu.Lock()
-	s.record = on
-	s.mu.Unlock()
-}
+func (s *Server) RecordRequests(on bool) { s.requests.SetOn(on) }
 
 // Requests returns the Messages requests received so far, in arrival order
 // (including those refused as invalid).
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
+func (s *Server) Requests() []Request { return s.requests.All() }
 
 // LastRequest returns the most recent request; ok is false when there was
 // none.
-func (s *Server) LastRequest() (r Request, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.requests) == 0 {
-		return Request{}, false
-	}
-	return s.requests[len(s.requests)-1], true
-}
+func (s *Server) LastRequest() (r Request, ok bool) { return s.requests.Last() }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("request-id", fmt.Sprintf("req_01ATEST%017d", s.reqSeq.Add(1)))
@@ -149,7 +111,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	key, record := s.key, s.record
+	key := s.key
 	s.mu.Unlock()
 	if key != "" {
 		got := r.Header.Get("x-api-key")
@@ -179,12 +141,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "There was an issue with your request body: "+err.Error())
 		return
 	}
-	if record {
+	if s.requests.On() {
 		req.Header = r.Header.Clone()
 		req.Body = body
-		s.mu.Lock()
-		s.requests = append(s.requests, req)
-		s.mu.Unlock()
+		s.requests.Add(req)
 	}
 	version := r.Header.Get("anthropic-version")
 	switch version {
@@ -201,14 +161,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	s.mu.Lock()
-	resp := s.def
-	if len(s.queue) > 0 {
-		resp = s.queue[0]
-		s.queue[0] = Response{}
-		s.queue = s.queue[1:]
-	}
-	s.mu.Unlock()
+	resp := s.script.Next()
 
 	for k, vs := range resp.header {
 		w.Header()[k] = vs
@@ -288,70 +241,13 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 // stream writes events one by one, flushing each, applying the response's
 // delay, stall, cut and error settings.
 func (s *Server) stream(w http.ResponseWriter, ctx context.Context, resp Response, events [][]byte) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	rc.Flush()
-	var timer *time.Timer
-	for i, ev := range events {
-		if resp.hang == i+1 {
-			select {
-			case <-ctx.Done():
-			case <-s.done:
-			}
-			return
-		}
-		if resp.cut == i+1 {
-			panic(http.ErrAbortHandler) // drops the connection mid-stream
-		}
-		if resp.errAfter == i+1 {
-			b := []byte("event: error\ndata: ")
-			b = append(b, errorBody(resp.errType, resp.errMsg)...)
-			b = append(b, "\n\n"...)
-			w.Write(b)
-			rc.Flush()
-			return
-		}
-		if i > 0 && resp.delay > 0 {
-			if timer == nil {
-				timer = time.NewTimer(resp.delay)
-			} else {
-				timer.Reset(resp.delay)
-			}
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return
-			case <-s.done:
-				return
-			}
-		}
-		if _, err := w.Write(ev); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
+	var errEvent []byte
+	if resp.delivery.ErrAfter > 0 {
+		errEvent = []byte("event: error\ndata: ")
+		errEvent = append(errEvent, errorBody(resp.errType, resp.errMsg)...)
+		errEvent = append(errEvent, "\n\n"...)
 	}
-	// Settings beyond the last event still apply.
-	n := len(events) + 1
-	switch {
-	case resp.hang >= n:
-		select {
-		case <-ctx.Done():
-		case <-s.done:
-		}
-	case resp.cut >= n:
-		panic(http.ErrAbortHandler)
-	case resp.errAfter >= n:
-		b := []byte("event: error\ndata: ")
-		b = append(b, errorBody(resp.errType, resp.errMsg)...)
-		b = append(b, "\n\n"...)
-		w.Write(b)
-		rc.Flush()
-	}
+	fakeapi.Stream(w, ctx, s.lb.Done(), resp.delivery, events, errEvent)
 }
 
 // eventWriter renders named SSE events.
@@ -514,7 +410,7 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 			if b.input != "" {
 				// The API opens with an empty fragment.
 				e.blockDelta(i, "input_json_delta", "partial_json", "")
-				for _, f := range fragments(b.input) {
+				for _, f := range fakeapi.Fragments(b.input, 9) {
 					e.blockDelta(i, "input_json_delta", "partial_json", f)
 				}
 			}
@@ -544,22 +440,6 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 	e.add("message_delta", d)
 	e.add("message_stop", []byte(`{"type":"message_stop"}`))
 	return e.events
-}
-
-// fragments splits tool input into pieces of a few bytes, on rune
-// boundaries, as a model streams them.
-func fragments(s string) []string {
-	const size = 9
-	var out []string
-	for len(s) > size {
-		n := size
-		for n < len(s) && s[n]&0xC0 == 0x80 {
-			n++
-		}
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return append(out, s)
 }
 
 // writeMessage answers a request without "stream": true with a Message.
@@ -604,30 +484,5 @@ func (s *Server) writeMessage(w http.ResponseWriter, req *Request, resp Response
 // appendString appends s as a JSON string (without HTML escaping, as the
 // API writes it), then any trailing bytes.
 func appendString(b []byte, s string, trailing ...byte) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	b = append(b, '"')
-	return append(b, trailing...)
+	return fakeapi.AppendString(b, s, trailing...)
 }

@@ -1,10 +1,11 @@
 package openaitest
 
 import (
-	"bytes"
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/forge-runtime/forge/provider/internal/fakeapi"
 )
 
 // Call is a tool call the fake model makes. Args is the raw arguments
@@ -54,10 +55,7 @@ type Response struct {
 	status   int
 	body     string
 	header   http.Header
-	delay    time.Duration
-	hang     int // chunks before stalling, +1 (0: never)
-	cut      int // chunks before cutting the connection, +1 (0: never)
-	errAfter int // chunks before an error event, +1 (0: never)
+	delivery fakeapi.Delivery // delay, stall, cut, error, counted in chunks
 	errMsg   string
 	raw      [][]byte // pre-split SSE events replayed verbatim
 	isRaw    bool
@@ -86,16 +84,7 @@ func Status(code int, body string) Response {
 // fixture). Events are separated by blank lines; DelayBetweenChunks,
 // HangAfter, CutAfter and ErrorAfter count these events.
 func Raw(sse []byte) Response {
-	var events [][]byte
-	sse = bytes.ReplaceAll(sse, []byte("\r\n"), []byte("\n"))
-	for _, ev := range bytes.Split(sse, []byte("\n\n")) {
-		ev = bytes.Trim(ev, "\n")
-		if len(ev) == 0 {
-			continue
-		}
-		events = append(events, append(ev, '\n', '\n'))
-	}
-	return Response{raw: events, isRaw: true}
+	return Response{raw: fakeapi.SplitSSE(sse), isRaw: true}
 }
 
 // Text appends content deltas, one per piece.
@@ -139,38 +128,33 @@ func (r Response) Finish(reason string) Response {
 
 // Header sets a response header (on errors and streams alike).
 func (r Response) Header(key, value string) Response {
-	h := r.header.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
-	h.Set(key, value)
-	r.header = h
+	r.header = fakeapi.WithHeader(r.header, key, value)
 	return r
 }
 
 // DelayBetweenChunks sleeps d before each chunk after the first.
 func (r Response) DelayBetweenChunks(d time.Duration) Response {
-	r.delay = d
+	r.delivery.Delay = d
 	return r
 }
 
 // HangAfter stalls the stream after n chunks (the [DONE] line counts) until
 // the request's context ends or the server closes.
 func (r Response) HangAfter(n int) Response {
-	r.hang = n + 1
+	r.delivery.Hang = n + 1
 	return r
 }
 
 // CutAfter closes the connection abruptly after n chunks.
 func (r Response) CutAfter(n int) Response {
-	r.cut = n + 1
+	r.delivery.Cut = n + 1
 	return r
 }
 
 // ErrorAfter sends an error event (data: {"error": {...}}) after n chunks
 // and ends the stream, as OpenAI does for a failure mid-stream.
 func (r Response) ErrorAfter(n int, message string) Response {
-	r.errAfter = n + 1
+	r.delivery.ErrAfter = n + 1
 	r.errMsg = message
 	return r
 }

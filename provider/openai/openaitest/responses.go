@@ -38,6 +38,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/forge-runtime/forge/provider/internal/fakeapi"
 )
 
 // ResponsesRequest is a Responses API request body the server received,
@@ -162,22 +164,11 @@ func flatten(raw json.RawMessage) (string, error) {
 
 // ResponsesRequests returns the Responses API requests received so far, in
 // arrival order (including those refused as invalid).
-func (s *Server) ResponsesRequests() []ResponsesRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]ResponsesRequest(nil), s.rrequests...)
-}
+func (s *Server) ResponsesRequests() []ResponsesRequest { return s.responses.All() }
 
 // LastResponsesRequest returns the most recent Responses API request; ok
 // is false when there was none.
-func (s *Server) LastResponsesRequest() (r ResponsesRequest, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.rrequests) == 0 {
-		return ResponsesRequest{}, false
-	}
-	return s.rrequests[len(s.rrequests)-1], true
-}
+func (s *Server) LastResponsesRequest() (r ResponsesRequest, ok bool) { return s.responses.Last() }
 
 func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -185,7 +176,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	key, record := s.key, s.record
+	key := s.key
 	s.mu.Unlock()
 	if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
 		writeError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key", "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.")
@@ -205,19 +196,17 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "We could not parse the JSON body of your request. ("+err.Error()+")")
 		return
 	}
-	if record {
+	if s.responses.On() {
 		req.Header = r.Header.Clone()
 		req.Body = body
-		s.mu.Lock()
-		s.rrequests = append(s.rrequests, req)
-		s.mu.Unlock()
+		s.responses.Add(req)
 	}
 	if status, param, code, msg := req.validate(); msg != "" {
 		writeError(w, status, "invalid_request_error", param, code, msg)
 		return
 	}
 
-	resp := s.next()
+	resp := s.script.Next()
 
 	for k, vs := range resp.header {
 		w.Header()[k] = vs
@@ -243,12 +232,12 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		rw.render(resp)
 		events = rw.events
 	}
-	if n := resp.errAfter - 1; n >= 0 && n < len(events) {
+	if n := resp.delivery.ErrAfter - 1; n >= 0 && n < len(events) {
 		// The failure replaces the rest of the stream.
 		rw.events, rw.seq = nil, n
 		rw.fail(resp.errMsg)
 		events = append(slices.Clip(events[:n]), rw.events...)
-		resp.errAfter = 0
+		resp.delivery.ErrAfter = 0
 	}
 	s.stream(w, r.Context(), resp, events)
 }
@@ -590,7 +579,7 @@ func (w *responseWriter) call(index int, c Call) {
 	}
 	w.itemEvent("response.output_item.added", index, item("in_progress", ""))
 	ref := itemRef(id, index)
-	for _, frag := range fragments(args) {
+	for _, frag := range fakeapi.Fragments(args, 7) {
 		w.event("response.function_call_arguments.delta", ref, obfuscation(appendString([]byte(`,"delta":`), frag), frag))
 	}
 	w.event("response.function_call_arguments.done", ref, appendString([]byte(`,"arguments":`), args))

@@ -25,28 +25,25 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/forge-runtime/forge/provider/internal/fakeapi"
 )
 
 // Server is the fake. Its methods are safe for concurrent use.
 type Server struct {
-	srv  *httptest.Server
-	done chan struct{}
-	once sync.Once
+	lb     *fakeapi.Loopback
+	script *fakeapi.Script[Response] // both endpoints answer from it
+	chat   fakeapi.Log[Request]
+	// responses are the Responses API requests (see responses.go).
+	responses fakeapi.Log[ResponsesRequest]
 
-	mu       sync.Mutex
-	queue    []Response
-	def      Response
-	key      string
-	record   bool
-	requests []Request
-	// rrequests are the Responses API requests (see responses.go).
-	rrequests []ResponsesRequest
+	mu  sync.Mutex // guards key
+	key string
 
 	seq     atomic.Int64 // completion and call ids
 	created int64
@@ -62,28 +59,17 @@ func New(t testing.TB) *Server {
 // Start starts a fake on 127.0.0.1 outside a test (a load command's model
 // server, say); the caller must Close it.
 func Start() *Server {
-	s := &Server{
-		done:    make(chan struct{}),
-		def:     Text("ok"),
-		record:  true,
-		created: time.Now().Unix(),
-	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := &Server{script: fakeapi.NewScript(Text("ok")), created: time.Now().Unix()}
+	s.lb = fakeapi.Listen(http.HandlerFunc(s.serve))
 	return s
 }
 
 // URL is the base URL to configure a client with (OPENAI_BASE_URL): it ends
 // in /v1.
-func (s *Server) URL() string { return s.srv.URL + "/v1" }
+func (s *Server) URL() string { return s.lb.URL() + "/v1" }
 
 // Close stops the server, first releasing streams stalled by HangAfter.
-func (s *Server) Close() {
-	s.once.Do(func() {
-		close(s.done)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
+func (s *Server) Close() { s.lb.Close() }
 
 // SetAPIKey makes the server require "Authorization: Bearer key" and answer
 // 401 otherwise, as OpenAI does. The empty key (the default) accepts any.
@@ -94,52 +80,28 @@ func (s *Server) SetAPIKey(key string) {
 }
 
 // Enqueue queues responses, served one per request in order.
-func (s *Server) Enqueue(r ...Response) {
-	s.mu.Lock()
-	s.queue = append(s.queue, r...)
-	s.mu.Unlock()
-}
+func (s *Server) Enqueue(r ...Response) { s.script.Enqueue(r...) }
 
 // SetDefault sets the answer used when the queue is empty.
-func (s *Server) SetDefault(r Response) {
-	s.mu.Lock()
-	s.def = r
-	s.mu.Unlock()
-}
+func (s *Server) SetDefault(r Response) { s.script.SetDefault(r) }
 
 // Pending is the number of queued responses not yet served.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
+func (s *Server) Pending() int { return s.script.Pending() }
 
 // RecordRequests turns recording of request bodies on (the default) or off
 // (for load tests).
 func (s *Server) RecordRequests(on bool) {
-	s.mu.Lock()
-	s.record = on
-	s.mu.Unlock()
+	s.chat.SetOn(on)
+	s.responses.SetOn(on)
 }
 
 // Requests returns the chat requests received so far, in arrival order
 // (including those refused as invalid).
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
+func (s *Server) Requests() []Request { return s.chat.All() }
 
 // LastRequest returns the most recent chat request; ok is false when there
 // was none.
-func (s *Server) LastRequest() (r Request, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.requests) == 0 {
-		return Request{}, false
-	}
-	return s.requests[len(s.requests)-1], true
-}
+func (s *Server) LastRequest() (r Request, ok bool) { return s.chat.Last() }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v1/responses" {
@@ -155,7 +117,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	key, record := s.key, s.record
+	key := s.key
 	s.mu.Unlock()
 	if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
 		writeError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key", "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.")
@@ -171,19 +133,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "We could not parse the JSON body of your request. ("+err.Error()+")")
 		return
 	}
-	if record {
+	if s.chat.On() {
 		req.Header = r.Header.Clone()
 		req.Body = body
-		s.mu.Lock()
-		s.requests = append(s.requests, req)
-		s.mu.Unlock()
+		s.chat.Add(req)
 	}
 	if param, msg := req.validate(); msg != "" {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", param, "", msg)
 		return
 	}
 
-	resp := s.next()
+	resp := s.script.Next()
 
 	for k, vs := range resp.header {
 		w.Header()[k] = vs
@@ -246,67 +206,20 @@ func writeError(w http.ResponseWriter, status int, typ, param, code, msg string)
 }
 
 // stream writes events one by one, flushing each, applying the response's
-// delay, stall, cut and error settings.
+// delay, stall, cut and error settings (an error counted past the last
+// event is not sent).
 func (s *Server) stream(w http.ResponseWriter, ctx context.Context, resp Response, events [][]byte) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Request-Id", "req_"+strconv.FormatInt(s.seq.Add(1), 10))
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	rc.Flush()
-	var timer *time.Timer
-	for i, ev := range events {
-		if resp.hang == i+1 {
-			select {
-			case <-ctx.Done():
-			case <-s.done:
-			}
-			return
-		}
-		if resp.cut == i+1 {
-			panic(http.ErrAbortHandler) // drops the connection mid-stream
-		}
-		if resp.errAfter == i+1 {
-			b := []byte(`data: {"error":{"message":`)
-			b = appendString(b, resp.errMsg)
-			b = append(b, `,"type":"server_error","param":null,"code":null}}`+"\n\n"...)
-			w.Write(b)
-			rc.Flush()
-			return
-		}
-		if i > 0 && resp.delay > 0 {
-			if timer == nil {
-				timer = time.NewTimer(resp.delay)
-			} else {
-				timer.Reset(resp.delay)
-			}
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return
-			case <-s.done:
-				return
-			}
-		}
-		if _, err := w.Write(ev); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
+	w.Header().Set("X-Request-Id", "req_"+strconv.FormatInt(s.seq.Add(1), 10))
+	d := resp.delivery
+	var errEvent []byte
+	if d.ErrAfter > len(events) {
+		d.ErrAfter = 0
+	} else if d.ErrAfter > 0 {
+		errEvent = []byte(`data: {"error":{"message":`)
+		errEvent = appendString(errEvent, resp.errMsg)
+		errEvent = append(errEvent, `,"type":"server_error","param":null,"code":null}}`+"\n\n"...)
 	}
-	// Settings beyond the last event still apply.
-	n := len(events) + 1
-	switch {
-	case resp.hang >= n:
-		select {
-		case <-ctx.Done():
-		case <-s.done:
-		}
-	case resp.cut >= n:
-		panic(http.ErrAbortHandler)
-	}
+	fakeapi.Stream(w, ctx, s.lb.Done(), d, events, errEvent)
 }
 
 // chunkWriter renders chat.completion.chunk events.
@@ -414,7 +327,7 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 				}
 				h = append(h, '}')
 				c.choice(h, "")
-				for _, frag := range fragments(args) {
+				for _, frag := range fakeapi.Fragments(args, 7) {
 					d := []byte(`{"tool_calls":[{"index":`)
 					d = strconv.AppendInt(d, int64(i), 10)
 					d = append(d, `,"function":{"arguments":`...)
@@ -446,22 +359,6 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 		c.usage(t)
 	}
 	return append(c.events, doneEvent)
-}
-
-// fragments splits tool arguments into pieces of a few bytes, on rune
-// boundaries, as a model streams them.
-func fragments(s string) []string {
-	const size = 7
-	var out []string
-	for len(s) > size {
-		n := size
-		for n < len(s) && s[n]&0xC0 == 0x80 {
-			n++
-		}
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return append(out, s)
 }
 
 // writeCompletion answers a non-streaming request with a chat.completion.
@@ -546,32 +443,7 @@ func (s *Server) writeCompletion(w http.ResponseWriter, req *Request, resp Respo
 // appendString appends s as a JSON string (without HTML escaping, as
 // OpenAI writes it), then any trailing bytes.
 func appendString(b []byte, s string, trailing ...byte) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	b = append(b, '"')
-	return append(b, trailing...)
+	return fakeapi.AppendString(b, s, trailing...)
 }
 
 func appendNullable(b []byte, s string) []byte {
@@ -579,17 +451,4 @@ func appendNullable(b []byte, s string) []byte {
 		return append(b, "null"...)
 	}
 	return appendString(b, s)
-}
-
-// next takes the next queued response, or the default when none is queued.
-func (s *Server) next() Response {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.queue) == 0 {
-		return s.def
-	}
-	resp := s.queue[0]
-	s.queue[0] = Response{}
-	s.queue = s.queue[1:]
-	return resp
 }

@@ -1,0 +1,235 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/forge-runtime/forge"
+)
+
+// MaxHeaderBytes is the documented limit of a request's header section
+// (its request line and header fields): above it the answer is 431
+// header_too_large.
+const MaxHeaderBytes = 64 << 10
+
+// ServerMaxHeaderBytes is the http.Server.MaxHeaderBytes Serve sets: well
+// above MaxHeaderBytes, so that net/http passes such requests to the
+// handler, which refuses them in JSON. What exceeds even this, net/http
+// refuses itself; Serve's listener turns that answer into JSON too.
+const ServerMaxHeaderBytes = 1 << 20
+
+// guard enforces, before routing, what every request must satisfy
+// (API.md, Conventions): the header size limit; without API keys, a
+// loopback Host and no cross-origin browser request; no CORS preflight;
+// a JSON body on writes.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.admit(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) admit(r *http.Request) error {
+	if n := headerSize(r); n > MaxHeaderBytes {
+		return forge.Errorf(errHeaderTooLarge, "the request line and header fields take %d bytes; at most %d (64 KiB) are accepted", n, MaxHeaderBytes)
+	}
+	keyed, err := s.keysConfigured(r.Context())
+	if err != nil {
+		return err
+	}
+	if !keyed {
+		// Without keys, whoever reaches the port may act: only programs on
+		// this machine can, unless a browser is made to relay (DNS
+		// rebinding sends a foreign Host; a page of another origin sends
+		// its Origin).
+		if !loopbackHost(r.Host) {
+			return forge.Errorf(forge.ErrForbidden, "Host %q is not a loopback name: without API keys the server answers only requests addressed to localhost, 127.0.0.0/8 or [::1]", r.Host)
+		}
+		if err := sameOrigin(r); err != nil {
+			return err
+		}
+	}
+	if r.Method == http.MethodOptions && (r.Header.Get("Origin") != "" || r.Header.Get("Access-Control-Request-Method") != "") {
+		// A CORS preflight: Forge grants no cross-origin access, with or
+		// without keys, so it answers no Access-Control-Allow-* header.
+		return forge.Errorf(forge.ErrForbidden, "cross-origin requests are not allowed")
+	}
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		return jsonContent(r)
+	}
+	return nil
+}
+
+// headerSize is the size of r's request line and header fields as sent
+// (give or take the whitespace net/http trims).
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	n += len("Host: ") + len(r.Host) + 2
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += len(name) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// loopbackHost reports whether a Host header names this machine's
+// loopback interface: localhost, an address of 127.0.0.0/8 or ::1, with or
+// without a port. Nothing else: not a name that resolves there (which is
+// what DNS rebinding uses), nor localhost. with its trailing dot.
+func loopbackHost(host string) bool {
+	h := host
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		h = name
+	} else if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		h = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sameOrigin refuses a request a browser sent on behalf of another origin:
+// an Origin header other than the server's own (scheme and Host, as the
+// web inspector served from it sends), or Sec-Fetch-Site saying the
+// initiator is another site.
+func sameOrigin(r *http.Request) error {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return forge.Errorf(forge.ErrForbidden, "cross-origin requests are not allowed")
+	}
+	origins := r.Header.Values("Origin")
+	if len(origins) == 0 {
+		return nil
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if len(origins) > 1 || !strings.EqualFold(origins[0], scheme+"://"+r.Host) {
+		return forge.Errorf(forge.ErrForbidden, "cross-origin requests are not allowed (Origin %q is not this server's)", strings.Join(origins, ", "))
+	}
+	return nil
+}
+
+// jsonContent refuses a write whose body is not declared JSON. A request
+// without a body needs no Content-Type.
+func jsonContent(r *http.Request) error {
+	types := r.Header.Values("Content-Type")
+	if len(types) == 0 && r.ContentLength == 0 {
+		return nil
+	}
+	if len(types) != 1 {
+		return forge.Errorf(forge.ErrUnsupportedMediaType, "send the request body with Content-Type: application/json")
+	}
+	mt, params, err := mime.ParseMediaType(types[0])
+	if err != nil || mt != "application/json" {
+		return forge.Errorf(forge.ErrUnsupportedMediaType, "Content-Type %q is not accepted: send the request body as application/json", types[0])
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return forge.Errorf(forge.ErrUnsupportedMediaType, "charset %q is not accepted: JSON bodies are UTF-8", cs)
+	}
+	return nil
+}
+
+// Serve serves srv on ln as Forge expects: it sets srv.MaxHeaderBytes to
+// ServerMaxHeaderBytes when unset, and answers in JSON the errors net/http
+// writes by itself before any handler runs (a header section above
+// srv.MaxHeaderBytes: 431; a malformed request: 400; an unknown transfer
+// coding: 501), which it would otherwise write as plain text.
+func Serve(srv *http.Server, ln net.Listener) error {
+	if srv.MaxHeaderBytes == 0 {
+		srv.MaxHeaderBytes = ServerMaxHeaderBytes
+	}
+	return srv.Serve(jsonErrorListener{ln})
+}
+
+type jsonErrorListener struct{ net.Listener }
+
+func (l jsonErrorListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return jsonErrorConn{c}, nil
+}
+
+// jsonErrorConn rewrites net/http's plain-text error answers. net/http
+// writes each one to the connection in a single Write, as
+// "HTTP/1.1 <status>" + plainErrorHeaders + <text>, then closes the
+// connection; a handler's answer never looks like that (net/http writes its
+// header fields sorted, with a Date).
+type jsonErrorConn struct{ net.Conn }
+
+const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+func (c jsonErrorConn) Write(b []byte) (int, error) {
+	if answer, ok := jsonError(b); ok {
+		if _, err := c.Conn.Write(answer); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+// CloseWrite lets net/http half-close the connection after an error, as
+// it does on a bare TCP connection.
+func (c jsonErrorConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// jsonError returns the JSON answer replacing b when b is one of
+// net/http's own plain-text error answers.
+func jsonError(b []byte) ([]byte, bool) {
+	const prefix = "HTTP/1.1 "
+	if !bytes.HasPrefix(b, []byte(prefix)) {
+		return nil, false
+	}
+	end := bytes.Index(b, []byte(plainErrorHeaders))
+	if end < 0 || bytes.IndexByte(b[:end], '\n') >= 0 || bytes.IndexByte(b[end+len(plainErrorHeaders):], '\n') >= 0 {
+		return nil, false
+	}
+	statusLine := string(b[len(prefix):end]) // "431 Request Header Fields Too Large", "400 Bad Request: missing required Host header"
+	status, err := strconv.Atoi(statusLine[:min(3, len(statusLine))])
+	if err != nil || status < 400 || status > 599 {
+		return nil, false
+	}
+	_, detail, _ := strings.Cut(statusLine, ": ")
+	var code, msg string
+	switch {
+	case status == http.StatusRequestHeaderFieldsTooLarge:
+		code, msg = "header_too_large", "the request's header fields exceed the server's limit"
+	case status == http.StatusNotImplemented:
+		code, msg = "not_implemented", "unsupported transfer encoding"
+	case status < 500:
+		code, msg = "invalid_request", "malformed HTTP request"
+	default:
+		code, msg = "internal", "the server could not read the request"
+	}
+	if detail != "" {
+		msg += ": " + detail
+	}
+	body, _ := json.Marshal(errorBody{apiError{Code: code, Message: msg}})
+	body = append(body, '\n')
+	var out bytes.Buffer
+	out.WriteString(prefix + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
+	out.WriteString("Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n")
+	out.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
+	out.Write(body)
+	return out.Bytes(), true
+}

@@ -1,0 +1,219 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/forge-runtime/forge"
+)
+
+// Messages are read with their parts in one query: the page of messages
+// (a CTE named page) LEFT JOIN its parts, one row per part, in message
+// then part id order.
+const pageWithParts = `
+	SELECT m.id, m.session_id, m.turn_id, m.thread_id, m.role, m.parent_id, m.author, m.model, m.finish, m.usage,
+		m.summary, m.created_at,
+		p.id, p.message_id, p.session_id, p.turn_id, p.type, p.text, p.state, p.call_id, p.tool, p.arguments,
+		p.output, p.error, p.data, p.provider, p.created_at, p.updated_at
+	FROM page m LEFT JOIN parts p ON p.tenant = $1 AND p.message_id = m.id
+	ORDER BY m.id, p.id`
+
+// scanPage reads the rows of a pageWithParts query.
+func scanPage(rows pgx.Rows, tenant string) ([]*forge.Message, error) {
+	var out []*forge.Message
+	for rows.Next() {
+		var (
+			m                                    forge.Message
+			usage                                *string
+			created                              time.Time
+			pid, pmsg, pses, pturn, ptyp, pstate *string
+			pcall, ptool, pargs, pdata, pprov    *string
+			ptext, pout, perr                    *[]byte
+			pcreated, pupdated                   *time.Time
+		)
+		if err := rows.Scan(&m.ID, &m.SessionID, &m.TurnID, &m.ThreadID, &m.Role, &m.ParentID, &m.Author, &m.Model,
+			&m.Finish, &usage, &m.Summary, &created,
+			&pid, &pmsg, &pses, &pturn, &ptyp, &ptext, &pstate, &pcall, &ptool, &pargs, &pout, &perr, &pdata, &pprov,
+			&pcreated, &pupdated); err != nil {
+			return nil, err
+		}
+		cur := (*forge.Message)(nil)
+		if n := len(out); n > 0 && out[n-1].ID == m.ID {
+			cur = out[n-1]
+		} else {
+			m.Tenant = tenant
+			m.CreatedAt = utc(created)
+			m.Parts = []*forge.Part{}
+			if err := decJSON(usage, &m.Usage); err != nil {
+				return nil, err
+			}
+			cur = &m
+			out = append(out, cur)
+		}
+		if pid == nil {
+			continue // a message without parts
+		}
+		p := &forge.Part{ID: *pid, MessageID: *pmsg, SessionID: *pses, TurnID: *pturn, Type: *ptyp,
+			Text: string(*ptext), State: *pstate, CallID: *pcall, Tool: *ptool,
+			Arguments: fromRawText(pargs), Output: fromOptBytes(pout), Error: fromOptBytes(perr),
+			Data: fromRawText(pdata), Provider: fromRawText(pprov),
+			CreatedAt: utc(*pcreated), UpdatedAt: utc(*pupdated)}
+		cur.Parts = append(cur.Parts, p)
+	}
+	return out, rows.Err()
+}
+
+// turnExists queues a check of whether the session has the turn.
+func turnExists(b *pgx.Batch, tenant, sessionID, turnID string, found *bool) {
+	b.Queue(`SELECT EXISTS (SELECT FROM turns WHERE tenant = $1 AND session_id = $2 AND id = $3)`,
+		tenant, sessionID, turnID).QueryRow(func(r pgx.Row) error { return r.Scan(found) })
+}
+
+// ListMessages returns messages with their parts, oldest first, along the
+// chain of turns ending at q.TipTurnID: a fork's sibling branches are not
+// on the chain. The cursor is the last message id.
+func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
+	limit := pageLimit(q.Limit, defaultLimit)
+	var (
+		out     []*forge.Message
+		tipSeen bool
+	)
+	b := batch(tenant)
+	liveSession(b, tenant, q.SessionID)
+	if q.TipTurnID != "" {
+		if q.From != "" {
+			b.Queue(`SELECT EXISTS (SELECT FROM messages WHERE tenant = $1 AND id = $2 AND session_id = $3)`,
+				tenant, q.From, q.SessionID).QueryRow(func(r pgx.Row) error {
+				var ok bool
+				if err := r.Scan(&ok); err != nil {
+					return err
+				}
+				if !ok {
+					return forge.Errorf(forge.ErrNotFound, "message %s not found", q.From)
+				}
+				return nil
+			})
+		}
+		// UNION (not UNION ALL) stops on a cycle a corrupt chain could
+		// have. With From set, the walk stops at From's turn: older turns
+		// hold no message with id >= From.
+		b.Queue(`WITH RECURSIVE chain(id, prev) AS (
+				SELECT id, previous_turn_id FROM turns WHERE tenant = $1 AND id = $3 AND session_id = $2
+				UNION
+				SELECT t.id, t.previous_turn_id FROM chain c JOIN turns t
+					ON t.tenant = $1 AND t.id = c.prev AND t.session_id = $2
+				WHERE c.id IS DISTINCT FROM coalesce(
+					(SELECT turn_id FROM messages WHERE tenant = $1 AND id = $7 AND session_id = $2), '')
+			), page AS (
+				SELECT * FROM messages m
+				WHERE m.tenant = $1 AND m.session_id = $2 AND m.id > $4 AND m.id >= $7
+					AND m.turn_id IN (SELECT id FROM chain) AND ($5 = '' OR m.thread_id = $5)
+				ORDER BY m.id LIMIT $6
+			)`+pageWithParts, tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From).
+			Query(func(rows pgx.Rows) error {
+				var err error
+				out, err = scanPage(rows, tenant)
+				return err
+			})
+		turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
+	}
+	if err := s.read(ctx, b); err != nil {
+		return nil, "", err
+	}
+	if q.TipTurnID != "" && len(out) == 0 && !tipSeen {
+		return nil, "", forge.Errorf(forge.ErrNotFound, "turn %s not found", q.TipTurnID)
+	}
+	out, next := page(out, limit, func(m *forge.Message) string { return m.ID })
+	return out, next, nil
+}
+
+// TurnMessages returns the messages a turn wrote, with their parts.
+func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*forge.Message, error) {
+	var (
+		out  []*forge.Message
+		seen bool
+	)
+	b := batch(tenant)
+	b.Queue(`WITH page AS (SELECT * FROM messages WHERE tenant = $1 AND turn_id = $2)`+pageWithParts, tenant, turnID).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			out, err = scanPage(rows, tenant)
+			return err
+		})
+	b.Queue(`SELECT EXISTS (SELECT FROM turns WHERE tenant = $1 AND id = $2)`, tenant, turnID).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&seen) })
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 && !seen {
+		return nil, forge.Errorf(forge.ErrNotFound, "turn %s not found", turnID)
+	}
+	return out, nil
+}
+
+// LatestCompaction returns the newest compaction boundary along the branch.
+// The chain walk stops at the first turn (from the tip) holding a
+// boundary, so its cost is what lies after the boundary.
+func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.CompactionBoundary, error) {
+	var (
+		out                    *forge.CompactionBoundary
+		summary, request, data *string
+		found, tipSeen         bool
+	)
+	b := batch(tenant)
+	liveSession(b, tenant, q.SessionID)
+	if q.TipTurnID != "" {
+		// A turn holds a boundary when one of its messages is a finished
+		// summary whose parent carries a compaction part.
+		const boundary = `FROM messages s JOIN parts p
+				ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
+			WHERE s.tenant = $1 AND s.turn_id = %s AND s.summary AND s.finish NOT IN ('', 'error')
+				AND ($4 = '' OR s.thread_id = $4)`
+		b.Queue(`WITH RECURSIVE chain(id, prev) AS (
+				SELECT id, previous_turn_id FROM turns WHERE tenant = $1 AND id = $3 AND session_id = $2
+				UNION
+				SELECT t.id, t.previous_turn_id FROM chain c JOIN turns t
+					ON t.tenant = $1 AND t.id = c.prev AND t.session_id = $2
+				WHERE NOT EXISTS (SELECT `+fmt.Sprintf(boundary, "c.id")+`)
+			)
+			SELECT s.id, s.parent_id, p.data `+fmt.Sprintf(boundary, "s.turn_id")+`
+				AND s.session_id = $2 AND s.turn_id IN (SELECT id FROM chain)
+			ORDER BY s.id DESC LIMIT 1`, tenant, q.SessionID, q.TipTurnID, q.ThreadID).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					if err := rows.Scan(&summary, &request, &data); err != nil {
+						return err
+					}
+					found = true
+				}
+				return rows.Err()
+			})
+		turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
+	}
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	switch {
+	case q.TipTurnID == "":
+		return nil, nil
+	case !found && !tipSeen:
+		return nil, forge.Errorf(forge.ErrNotFound, "turn %s not found", q.TipTurnID)
+	case !found:
+		return nil, nil
+	}
+	var cd forge.CompactionData
+	if data != nil {
+		if err := json.Unmarshal([]byte(*data), &cd); err != nil {
+			return nil, fmt.Errorf("postgres: compaction part of %s: %w", *request, err)
+		}
+	}
+	if cd.TailStartID == "" {
+		cd.TailStartID = *request // no tail: the view starts at the request
+	}
+	out = &forge.CompactionBoundary{RequestID: *request, SummaryID: *summary, TailStartID: cd.TailStartID}
+	return out, nil
+}

@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/forge-runtime/forge"
+)
+
+// CreateSession inserts s. The caller normally sets ID and timestamps; an
+// empty ID or zero time is filled in (and written back to s). s.Usage is
+// stored as the starting total (normally zero).
+func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
+	if ses == nil {
+		return forge.Errorf(forge.ErrInvalid, "session is required")
+	}
+	c := *ses
+	if c.ID == "" {
+		c.ID = s.ids.New(forge.PrefixSession)
+	}
+	if c.Kind == "" {
+		c.Kind = forge.KindDirect
+	}
+	c.CreatedAt = orNow(c.CreatedAt, s.now)
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = c.CreatedAt
+	}
+	u := &c.Usage
+	b := batch(c.Tenant)
+	b.Queue(`INSERT INTO sessions (tenant, id, kind, agent, title, main_thread_id, metadata, tip_turn_id, `+usageCols+`,
+			created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		c.Tenant, c.ID, c.Kind, c.Agent, textBytes(c.Title), c.MainThreadID, rawText(c.Metadata), c.TipTurnID,
+		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
+		c.CreatedAt, c.UpdatedAt)
+	if err := s.write(ctx, b); err != nil {
+		if errors.Is(err, forge.ErrConflict) {
+			return forge.Errorf(forge.ErrConflict, "session %s already exists", c.ID)
+		}
+		return err
+	}
+	*ses = c
+	return nil
+}
+
+// usageCols are the columns of a session's usage total, in the order of
+// forge.Usage's fields.
+const usageCols = `usage_input_tokens, usage_output_tokens, usage_reasoning_tokens, usage_cache_read_tokens,
+	usage_cache_write_tokens, usage_cost`
+
+const sessionCols = `id, kind, agent, title, main_thread_id, metadata, tip_turn_id, ` + usageCols + `,
+	created_at, updated_at`
+
+func scanSession(sc pgx.Row, tenant string) (*forge.Session, error) {
+	var (
+		ses              forge.Session
+		title            []byte
+		meta             *string
+		created, updated time.Time
+	)
+	u := &ses.Usage
+	if err := sc.Scan(&ses.ID, &ses.Kind, &ses.Agent, &title, &ses.MainThreadID, &meta, &ses.TipTurnID,
+		&u.InputTokens, &u.OutputTokens, &u.ReasoningTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.Cost,
+		&created, &updated); err != nil {
+		return nil, err
+	}
+	ses.Tenant = tenant
+	ses.Title = string(title)
+	ses.Metadata = fromRawText(meta)
+	ses.CreatedAt, ses.UpdatedAt = utc(created), utc(updated)
+	return &ses, nil
+}
+
+// GetSession returns a live session.
+func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
+	var ses *forge.Session
+	b := batch(tenant)
+	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`, tenant, id).
+		QueryRow(func(r pgx.Row) error {
+			var err error
+			ses, err = scanSession(r, tenant)
+			return notFound(err, "session %s not found", id)
+		})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	return ses, nil
+}
+
+// ListSessions lists live sessions, oldest first. The cursor is the last id.
+func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Session, string, error) {
+	limit := pageLimit(opts.Limit, defaultLimit)
+	var out []*forge.Session
+	b := batch(tenant)
+	b.Queue(`SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = $1 AND id > $2 AND deleted_at IS NULL ORDER BY id LIMIT $3`, tenant, opts.Cursor, limit+1).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				ses, err := scanSession(rows, tenant)
+				if err != nil {
+					return err
+				}
+				out = append(out, ses)
+			}
+			return rows.Err()
+		})
+	if err := s.read(ctx, b); err != nil {
+		return nil, "", err
+	}
+	out, next := page(out, limit, func(s *forge.Session) string { return s.ID })
+	return out, next, nil
+}
+
+// DeleteSession soft-deletes a session: it disappears from reads, its rows
+// stay (a turn still running in it can still be ended by recovery).
+func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
+	b := batch(tenant)
+	b.Queue(`UPDATE sessions SET deleted_at = $3 WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`,
+		tenant, id, s.now()).Exec(func(ct pgconnTag) error {
+		if ct.RowsAffected() == 0 {
+			return forge.Errorf(forge.ErrNotFound, "session %s not found", id)
+		}
+		return nil
+	})
+	return s.write(ctx, b)
+}
+
+// ReserveSeqs raises the session's reserved seq bound by n: one UPDATE,
+// whose row lock orders concurrent reservations. It also works on a
+// soft-deleted session, so that recovery can still write the closing
+// events of a turn that was running when its session was deleted.
+func (s *Store) ReserveSeqs(ctx context.Context, tenant, sessionID string, n int64) (int64, error) {
+	if n < 0 {
+		return 0, forge.Errorf(forge.ErrInvalid, "cannot reserve %d seqs", n)
+	}
+	var bound int64
+	b := batch(tenant)
+	b.Queue(`UPDATE sessions SET seq_reserved = seq_reserved + $3 WHERE tenant = $1 AND id = $2
+		RETURNING seq_reserved`, tenant, sessionID, n).QueryRow(func(r pgx.Row) error {
+		return notFound(r.Scan(&bound), "session %s not found", sessionID)
+	})
+	if err := s.write(ctx, b); err != nil {
+		return 0, err
+	}
+	return bound, nil
+}
+
+// liveSession queues a check that the session exists for the batch's
+// tenant and is not deleted.
+func liveSession(b *pgx.Batch, tenant, id string) {
+	b.Queue(`SELECT EXISTS (SELECT FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL)`, tenant, id).
+		QueryRow(func(r pgx.Row) error {
+			var ok bool
+			if err := r.Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return forge.Errorf(forge.ErrNotFound, "session %s not found", id)
+			}
+			return nil
+		})
+}

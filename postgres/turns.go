@@ -1,0 +1,388 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/forge-runtime/forge"
+)
+
+// turnVals are a turn's mutable fields encoded for SQL.
+type turnVals struct {
+	input, output, actions, errJSON, usage *string
+	cancelMsg                              []byte
+}
+
+func encodeTurn(t *forge.Turn) (turnVals, error) {
+	var v turnVals
+	var err error
+	if v.input, err = encJSON(t.Input); err != nil {
+		return v, err
+	}
+	if v.output, err = encJSON(t.Output); err != nil {
+		return v, err
+	}
+	if v.actions, err = encJSON(t.RequiredActions); err != nil {
+		return v, err
+	}
+	if v.errJSON, err = encJSON(t.Error); err != nil {
+		return v, err
+	}
+	if v.usage, err = encJSON(t.Usage); err != nil {
+		return v, err
+	}
+	v.cancelMsg = optBytes(t.CancelMessage)
+	return v, nil
+}
+
+func validStatus(s string) bool {
+	switch s {
+	case forge.TurnRunning, forge.TurnDone, forge.TurnCancelled, forge.TurnErrored:
+		return true
+	}
+	return false
+}
+
+// storedEvents drops bus-only events (deltas are never stored) and returns
+// the highest seq among the rest.
+func storedEvents(evs []forge.Event) ([]forge.Event, int64) {
+	var maxSeq int64
+	out := evs[:0:0]
+	for _, e := range evs {
+		if !e.Stored() {
+			continue
+		}
+		out = append(out, e)
+		maxSeq = max(maxSeq, e.Seq)
+	}
+	return out, maxSeq
+}
+
+// BeginTurn inserts a turn with its input messages and events and moves the
+// session tip: one batch, one round trip. begin_turn_check locks the
+// session row and raises what BeginTurn refuses before anything is
+// written; the unique index turns_one_running is the backstop.
+func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
+	if bt == nil || bt.Turn == nil || bt.Turn.ID == "" || bt.Turn.SessionID == "" {
+		return forge.Errorf(forge.ErrInvalid, "turn id and session id are required")
+	}
+	t := *bt.Turn
+	if t.Status == "" {
+		t.Status = forge.TurnRunning
+	}
+	if !validStatus(t.Status) {
+		return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
+	}
+	t.CreatedAt = orNow(t.CreatedAt, s.now)
+	evs, maxSeq := storedEvents(bt.Events)
+	t.LastSeq = max(t.LastSeq, maxSeq)
+	v, err := encodeTurn(&t)
+	if err != nil {
+		return err
+	}
+	sc := scope{tenant: t.Tenant, session: t.SessionID, turn: t.ID}
+	parts := &partRows{}
+	msgs, err := s.encodeMessages(bt.Messages, parts)
+	if err != nil {
+		return err
+	}
+	erows, err := s.encodeEvents(evs)
+	if err != nil {
+		return err
+	}
+	expect := ""
+	if bt.ExpectTip != nil {
+		expect = *bt.ExpectTip
+	}
+	b := batch(t.Tenant)
+	b.Queue(`SELECT begin_turn_check($1, $2, $3, $4, $5, $6)`, t.SessionID, t.PreviousTurnID,
+		nullStr(t.IdempotencyKey), t.Status == forge.TurnRunning, bt.ExpectTip != nil, expect)
+	b.Queue(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version, status, input,
+			output, required_actions, error, cancel_reason, cancel_message, usage, iterations, last_seq,
+			idempotency_key, created_at, ended_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+		t.Tenant, t.ID, t.SessionID, t.PreviousTurnID, t.AgentID, t.AgentVersion, t.Status, v.input,
+		v.output, v.actions, v.errJSON, t.CancelReason, v.cancelMsg, v.usage, t.Iterations, t.LastSeq,
+		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt)
+	queueMessages(b, insertMessagesSQL, sc, msgs)
+	queueParts(b, insertPartsSQL, sc, parts)
+	queueEvents(b, sc, erows)
+	b.Queue(`UPDATE sessions SET tip_turn_id = $3, updated_at = $4 WHERE tenant = $1 AND id = $2`,
+		t.Tenant, t.SessionID, t.ID, s.now())
+	if err := s.write(ctx, b); err != nil {
+		return err
+	}
+	bt.Turn.Status, bt.Turn.CreatedAt, bt.Turn.LastSeq = t.Status, t.CreatedAt, t.LastSeq
+	return nil
+}
+
+// Commit writes one batch of a running turn: one round trip. The UPDATE of
+// the turn row is the fence: it only matches while the turn is running,
+// its row lock orders racing writers, and fenced() raises when it matched
+// nothing, which undoes the whole batch. So once a terminal status is
+// committed every later batch for the turn fails with ErrTurnEnded and
+// writes nothing.
+//
+// The terminal write also adds the turn's usage to the session's total, so
+// each ended turn is counted once.
+func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
+	if cb == nil || cb.TurnID == "" || cb.SessionID == "" {
+		return forge.Errorf(forge.ErrInvalid, "batch needs a session id and a turn id")
+	}
+	evs, maxSeq := storedEvents(cb.Events)
+	var (
+		v   turnVals
+		err error
+		t   forge.Turn
+	)
+	if cb.Turn != nil {
+		t = *cb.Turn
+		if t.ID != "" && t.ID != cb.TurnID {
+			return forge.Errorf(forge.ErrInvalid, "batch turn %s does not match fence %s", t.ID, cb.TurnID)
+		}
+		if !validStatus(t.Status) {
+			return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
+		}
+		if t.Ended() && t.EndedAt == nil {
+			now := s.now()
+			t.EndedAt = &now
+		}
+		if v, err = encodeTurn(&t); err != nil {
+			return err
+		}
+	}
+	sc := scope{tenant: cb.Tenant, session: cb.SessionID, turn: cb.TurnID}
+	msgs, err := s.encodeMessages(cb.Messages, nil)
+	if err != nil {
+		return err
+	}
+	msgs.dedup()
+	parts := &partRows{}
+	if err := s.encodeParts(parts, "", cb.Parts); err != nil {
+		return err
+	}
+	parts.dedup()
+	erows, err := s.encodeEvents(evs)
+	if err != nil {
+		return err
+	}
+	var snap *string
+	if cb.Snapshot != nil {
+		c := *cb.Snapshot
+		c.TurnID = cb.TurnID
+		if snap, err = encJSON(&c); err != nil {
+			return err
+		}
+	}
+
+	var last int64
+	scanLast := func(r pgx.Row) error { return r.Scan(&last) }
+	b := batch(cb.Tenant)
+	if cb.Turn != nil {
+		b.Queue(`WITH u AS (
+				UPDATE turns SET status = $4, output = $5, required_actions = $6, error = $7, cancel_reason = $8,
+					usage = $9, iterations = $10, last_seq = greatest(last_seq, $11, $12), ended_at = $13,
+					cancel_message = $14
+				WHERE tenant = $1 AND session_id = $2 AND id = $3 AND status = 'running'
+				RETURNING last_seq
+			)
+			SELECT fenced((SELECT last_seq FROM u), $2, $3)`,
+			cb.Tenant, cb.SessionID, cb.TurnID, t.Status, v.output, v.actions, v.errJSON, t.CancelReason,
+			v.usage, t.Iterations, t.LastSeq, maxSeq, t.EndedAt, v.cancelMsg).QueryRow(scanLast)
+		if t.Ended() && t.Usage != (forge.Usage{}) {
+			// The fence passed, so this is the turn's one terminal write:
+			// its usage joins the session's total in the same transaction.
+			u := t.Usage
+			b.Queue(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + $3,
+					usage_output_tokens = usage_output_tokens + $4, usage_reasoning_tokens = usage_reasoning_tokens + $5,
+					usage_cache_read_tokens = usage_cache_read_tokens + $6,
+					usage_cache_write_tokens = usage_cache_write_tokens + $7, usage_cost = usage_cost + $8
+				WHERE tenant = $1 AND id = $2`,
+				cb.Tenant, cb.SessionID, u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens,
+				u.CacheWriteTokens, u.Cost)
+		}
+	} else {
+		b.Queue(`WITH u AS (
+				UPDATE turns SET last_seq = greatest(last_seq, $4)
+				WHERE tenant = $1 AND session_id = $2 AND id = $3 AND status = 'running'
+				RETURNING last_seq
+			)
+			SELECT fenced((SELECT last_seq FROM u), $2, $3)`,
+			cb.Tenant, cb.SessionID, cb.TurnID, maxSeq).QueryRow(scanLast)
+	}
+	queueMessages(b, upsertMessagesSQL, sc, msgs)
+	queueParts(b, upsertPartsSQL, sc, parts)
+	queueEvents(b, sc, erows)
+	if snap != nil {
+		b.Queue(`INSERT INTO snapshots (tenant, turn_id, session_id, body) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (tenant, turn_id) DO UPDATE SET body = excluded.body`,
+			cb.Tenant, cb.TurnID, cb.SessionID, *snap)
+	}
+	if err := s.write(ctx, b); err != nil {
+		return err
+	}
+	if cb.Turn != nil {
+		// The stored last_seq never goes back and covers the batch's events.
+		cb.Turn.LastSeq, cb.Turn.EndedAt = last, t.EndedAt
+	}
+	return nil
+}
+
+const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
+	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.cancel_message, t.usage, t.iterations,
+	t.last_seq, t.idempotency_key, t.created_at, t.ended_at`
+
+func scanTurn(sc pgx.Row) (*forge.Turn, error) {
+	var (
+		t                               forge.Turn
+		input, output, actions, errJSON *string
+		usage, key                      *string
+		cancelMsg                       *[]byte
+		created                         time.Time
+		ended                           *time.Time
+	)
+	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &t.PreviousTurnID, &t.AgentID, &t.AgentVersion, &t.Status,
+		&input, &output, &actions, &errJSON, &t.CancelReason, &cancelMsg, &usage, &t.Iterations,
+		&t.LastSeq, &key, &created, &ended); err != nil {
+		return nil, err
+	}
+	t.CancelMessage = fromOptBytes(cancelMsg)
+	if key != nil {
+		t.IdempotencyKey = *key
+	}
+	t.CreatedAt = utc(created)
+	t.EndedAt = utcPtr(ended)
+	for _, f := range []struct {
+		s   *string
+		dst any
+	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}} {
+		if err := decJSON(f.s, f.dst); err != nil {
+			return nil, fmt.Errorf("turn %s: %w", t.ID, err)
+		}
+	}
+	return &t, nil
+}
+
+func scanTurns(rows pgx.Rows, out *[]*forge.Turn) error {
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return err
+		}
+		*out = append(*out, t)
+	}
+	return rows.Err()
+}
+
+// oneTurn reads one turn of a live session.
+func (s *Store) oneTurn(ctx context.Context, tenant, where string, args []any, format string, fargs ...any) (*forge.Turn, error) {
+	var t *forge.Turn
+	b := batch(tenant)
+	b.Queue(`SELECT `+turnCols+` FROM turns t
+		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.deleted_at IS NULL
+		WHERE `+where, args...).QueryRow(func(r pgx.Row) error {
+		var err error
+		t, err = scanTurn(r)
+		return notFound(err, format, fargs...)
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// GetTurn returns a turn of a live session.
+func (s *Store) GetTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
+	return s.oneTurn(ctx, tenant, `t.tenant = $1 AND t.session_id = $2 AND t.id = $3`,
+		[]any{tenant, sessionID, turnID}, "turn %s not found", turnID)
+}
+
+// TurnByIdempotencyKey finds the turn created with key in a live session.
+func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
+	if key == "" {
+		return nil, forge.Errorf(forge.ErrNotFound, "no turn with an empty idempotency key")
+	}
+	return s.oneTurn(ctx, tenant, `t.tenant = $1 AND t.session_id = $2 AND t.idempotency_key = $3`,
+		[]any{tenant, sessionID, key}, "no turn with idempotency key %q", key)
+}
+
+// ListTurns lists a live session's turns, oldest first.
+func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Turn, string, error) {
+	limit := pageLimit(opts.Limit, defaultLimit)
+	var out []*forge.Turn
+	b := batch(tenant)
+	liveSession(b, tenant, sessionID)
+	b.Queue(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = $1 AND t.session_id = $2 AND t.id > $3
+		ORDER BY t.id LIMIT $4`, tenant, sessionID, opts.Cursor, limit+1).
+		Query(func(rows pgx.Rows) error { return scanTurns(rows, &out) })
+	if err := s.read(ctx, b); err != nil {
+		return nil, "", err
+	}
+	out, next := page(out, limit, func(t *forge.Turn) string { return t.ID })
+	return out, next, nil
+}
+
+// RunningTurns lists every running turn of every tenant, for recovery, in
+// two round trips. No query of the runtime role sees across tenants: the
+// SECURITY DEFINER function running_turns (owned by the lookup role, whose
+// policy admits running turns only) returns the ids of the running turns
+// and their tenants, and the turns are then read tenant by tenant through
+// the ordinary policy, in one batch.
+func (s *Store) RunningTurns(ctx context.Context) ([]*forge.Turn, error) {
+	type ref struct{ tenant, id string }
+	var refs []ref
+	b := &pgx.Batch{}
+	b.Queue(`SELECT tenant, id FROM running_turns()`).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var r ref
+			if err := rows.Scan(&r.tenant, &r.id); err != nil {
+				return err
+			}
+			refs = append(refs, r)
+		}
+		return rows.Err()
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	var out []*forge.Turn
+	b = &pgx.Batch{}
+	for i := 0; i < len(refs); {
+		tenant := refs[i].tenant
+		var ids []string
+		for ; i < len(refs) && refs[i].tenant == tenant; i++ {
+			ids = append(ids, refs[i].id)
+		}
+		b.Queue(setTenant, tenant)
+		b.Queue(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = $1 AND t.id = ANY($2) AND t.status = 'running'
+			ORDER BY t.session_id`, tenant, ids).Query(func(rows pgx.Rows) error { return scanTurns(rows, &out) })
+	}
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GetSnapshot returns the snapshot written by the turn's last batch that
+// carried one.
+func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.Snapshot, error) {
+	var body string
+	b := batch(tenant)
+	b.Queue(`SELECT body FROM snapshots WHERE tenant = $1 AND turn_id = $2`, tenant, turnID).
+		QueryRow(func(r pgx.Row) error { return notFound(r.Scan(&body), "no snapshot for turn %s", turnID) })
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	var snap forge.Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		return nil, fmt.Errorf("postgres: decode snapshot of %s: %w", turnID, err)
+	}
+	return &snap, nil
+}
