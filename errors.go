@@ -36,9 +36,10 @@ var (
 	ErrLocked = errors.New("database is owned by another process")
 )
 
-// CodeStoreError is the error code of a turn that ended because the store
-// failed (Turn.Error.Code; see also the other Code constants), and ErrStore's
-// API code.
+// CodeStoreError is the error code of a turn that ended because its writes
+// kept failing (Turn.Error.Code; see also the other Code constants): what it
+// could not save was not done (no tool ran on an unsaved state). It is also
+// ErrStore's API code.
 const CodeStoreError = "store_error"
 
 // ErrorKind pairs a sentinel with its API error code.

@@ -48,3 +48,60 @@ func (e *Event) Stored() bool { return e.Type != EventModelDelta }
 type DeltaData struct {
 	Delta string `json:"delta"`
 }
+
+// Typed payloads of the events the engine emits (the data of the envelope,
+// or the data of the part an event carries). Field names are the wire
+// format (API.md); fields are in the order the JSON has always had.
+
+// ActionRequiredData is the data of action.required.
+type ActionRequiredData struct {
+	RequiredActions []RequiredAction `json:"required_actions"`
+}
+
+// ThreadCreatedData is the data of thread.created: a child thread started
+// for a subagent call of its parent thread.
+type ThreadCreatedData struct {
+	Agent          string `json:"agent"`
+	CallID         string `json:"call_id"`
+	ParentThreadID string `json:"parent_thread_id"`
+	ThreadID       string `json:"thread_id"`
+}
+
+// ThreadDoneData is the data of thread.done: how a child thread ended, with
+// its result (final text) or its error.
+type ThreadDoneData struct {
+	Error    *TurnError `json:"error,omitempty"`
+	Result   *string    `json:"result,omitempty"`
+	Status   string     `json:"status"`
+	ThreadID string     `json:"thread_id"`
+}
+
+// SandboxCreatedData is the data of sandbox.created.
+type SandboxCreatedData struct {
+	Dir      string `json:"dir"`
+	Isolated bool   `json:"isolated"`
+}
+
+// SandboxStoppedData is the data of sandbox.stopped.
+type SandboxStoppedData struct {
+	Reason string `json:"reason"`
+}
+
+// StepStartData is the data of a step-start part (step.started).
+type StepStartData struct {
+	Iteration int `json:"iteration"`
+}
+
+// StepFinishData is the data of a step-finish part (step.finished).
+type StepFinishData struct {
+	Finish    string `json:"finish"`
+	Iteration int    `json:"iteration"`
+	Usage     Usage  `json:"usage"`
+}
+
+// ToolOutputData is the data of a tool part whose output was too long to
+// show the model: the whole output is kept here.
+type ToolOutputData struct {
+	FullOutput  string `json:"full_output"`
+	OutputBytes int    `json:"output_bytes"`
+}

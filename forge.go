@@ -30,6 +30,11 @@ type Usage struct {
 	CacheReadTokens  int64   `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
 	Cost             float64 `json:"cost"`
+	// Estimated marks usage Forge estimated (about 4 characters a token)
+	// because the provider reported none: a step cancelled, cut or failed
+	// after the request was sent. A sum with any estimated part is
+	// estimated.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // Add accumulates o into u.
@@ -40,4 +45,5 @@ func (u *Usage) Add(o Usage) {
 	u.CacheReadTokens += o.CacheReadTokens
 	u.CacheWriteTokens += o.CacheWriteTokens
 	u.Cost += o.Cost
+	u.Estimated = u.Estimated || o.Estimated
 }

@@ -1,40 +1,47 @@
 package forge_test
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"strconv"
+	"os/exec"
 	"strings"
 	"testing"
 )
 
-// TestRootImportsOnlyStdlib keeps the domain package free of SDKs and
-// database drivers: backends live in sub-packages.
-func TestRootImportsOnlyStdlib(t *testing.T) {
-	files, err := filepath.Glob("*.go")
+// module is this module's path.
+const module = "github.com/forge-runtime/forge"
+
+// backends are the module's packages that wrap an SDK, a database driver
+// or a process boundary: nothing on the data path above them imports one
+// (DESIGN.md "Layout").
+var backends = []string{"sqlite", "postgres", "redis", "provider", "mcp", "sandbox"}
+
+// TestDependencies keeps the domain, the engine, the event log and the
+// HTTP layer free of SDKs and database drivers: every package they depend
+// on (go list -deps) is in the standard library or in this module, and
+// none of this module's backends.
+func TestDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatal(err)
+		t.Skip("the go command is not on PATH")
 	}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parser.ParseFile(fset, name, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			p, _ := strconv.Unquote(imp.Path.Value)
-			if first, _, _ := strings.Cut(p, "/"); strings.Contains(first, ".") {
-				t.Errorf("%s imports %s: the root package must only import the standard library", name, p)
+	for _, pkg := range []string{".", "./engine", "./eventlog", "./bus", "./httpapi"} {
+		t.Run(strings.TrimPrefix(pkg, "./"), func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list: %v\n%s", err, out)
 			}
-		}
+			for _, dep := range strings.Fields(string(out)) {
+				if dep != module && !strings.HasPrefix(dep, module+"/") {
+					t.Errorf("%s depends on %s: only the standard library and this module are allowed", pkg, dep)
+					continue
+				}
+				rel := strings.TrimPrefix(strings.TrimPrefix(dep, module), "/")
+				for _, b := range backends {
+					if rel == b || strings.HasPrefix(rel, b+"/") {
+						t.Errorf("%s depends on the backend %s", pkg, dep)
+					}
+				}
+			}
+		})
 	}
 }

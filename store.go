@@ -93,6 +93,11 @@ type TurnStore interface {
 	// Commit writes b in one transaction.
 	Commit(ctx context.Context, b *Batch) error
 	GetTurn(ctx context.Context, tenant, sessionID, turnID string) (*Turn, error)
+	// GetTurnByID returns a turn of a live session by its id alone (a
+	// client that holds only a turn id, as an OpenAI response id is).
+	// ErrNotFound for an unknown turn, another tenant's, or one whose
+	// session was deleted.
+	GetTurnByID(ctx context.Context, tenant, turnID string) (*Turn, error)
 	// TurnByIdempotencyKey finds the turn created with key in the session.
 	TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*Turn, error)
 	// ListTurns lists a session's turns, oldest first.

@@ -1,12 +1,24 @@
-// Package bus is the in-process event bus: per-session fan-out of live
-// events to subscribers, and the live backlog of each running turn so a
-// resume after any seq (a delta's included) replays exactly what was missed.
+// Package bus is the in-process forge.Bus: per-session fan-out of live
+// events to subscribers, and each session's recent events (deltas
+// included) so that a subscriber resumes after any seq.
 //
 // Publish never blocks: a subscriber whose buffer is full is cut off (its
-// channel closed, Lagged set) and resubscribes from its own cursor.
+// Next returns forge.ErrLagged once it has read what was buffered) and
+// resubscribes from its own cursor. A session's events are kept while a
+// turn runs (bounded by BacklogMax: the oldest half is dropped when it is
+// reached, and the text of dropped deltas of parts still streaming is
+// folded into their "text so far" rows) and for Retention after it ended,
+// across the next turn's start, so a subscriber cut off near a turn's end
+// still gets every delta it missed. Expiry is lazy (checked on every call
+// with the injected clock): the bus owns no goroutine.
 package bus
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,211 +26,301 @@ import (
 	"github.com/forge-runtime/forge"
 )
 
-// Defaults.
+// Defaults of Options.
 const (
-	DefaultBuffer     = 256
+	DefaultBuffer     = 1024
 	DefaultBacklogMax = 200_000
+	DefaultRetention  = 30 * time.Second
 )
 
-// Bus fans events out per session.
+// Options configure a Bus. Zero values take the defaults.
+type Options struct {
+	// Buffer is how many events a subscriber may leave unread before it
+	// is cut off.
+	Buffer int
+	// BacklogMax bounds the events kept per session.
+	BacklogMax int
+	// Retention is how long a session's events are kept once no turn runs
+	// (after EndTurn, or after an event published outside any turn).
+	Retention time.Duration
+	Clock     forge.Clock
+}
+
+// Bus fans events out per session. It implements forge.Bus.
 type Bus struct {
-	buffer     int
-	backlogMax int
+	opts Options
 
 	mu     sync.Mutex // guards the following
 	topics map[string]*topic
+	// expiring lists sessions with a retention deadline, oldest first (at
+	// most one entry per topic: topic.queued).
+	expiring []expiry
 }
 
-type topic struct {
-	subs    map[*Subscription]struct{}
-	turnID  string        // the turn whose backlog is kept, "" for none
-	backlog []forge.Event // that turn's events in seq order, deltas included
-	// ended is the backlog of the last turn that ended, kept a short while
-	// for subscribers that were cut off mid-turn and resume (ResumeFrom).
-	ended      []forge.Event
-	endedTimer *time.Timer
-}
+var _ forge.Bus = (*Bus)(nil)
 
-// Retention is how long an ended turn's backlog stays available to
-// subscribers resuming after being cut off.
-const Retention = 30 * time.Second
-
-// New returns a bus. buffer is each subscriber's channel capacity and
-// backlogMax caps a turn's in-memory backlog (0 means the defaults).
-func New(buffer, backlogMax int) *Bus {
-	if buffer <= 0 {
-		buffer = DefaultBuffer
-	}
-	if backlogMax <= 0 {
-		backlogMax = DefaultBacklogMax
-	}
-	return &Bus{buffer: buffer, backlogMax: backlogMax, topics: map[string]*topic{}}
-}
-
-// Subscription receives a session's events published after it was made.
-type Subscription struct {
-	// C yields events in seq order; it is closed when the subscription is
-	// cut off (Lagged) or closed.
-	C <-chan forge.Event
-
-	c       chan forge.Event
-	bus     *Bus
+type expiry struct {
 	session string
-	lagged  atomic.Bool
-	closed  bool // guarded by bus.mu
+	at      time.Time
 }
 
-// Lagged reports whether the subscription was cut off for falling behind.
-func (s *Subscription) Lagged() bool { return s.lagged.Load() }
-
-// Close ends the subscription. Safe to call more than once.
-func (s *Subscription) Close() {
-	s.bus.mu.Lock()
-	defer s.bus.mu.Unlock()
-	s.bus.dropLocked(s)
+// topic is one session's stream.
+type topic struct {
+	subs   map[*subscription]struct{}
+	events []forge.Event // recent events in seq order, deltas included
+	last   int64         // last published seq
+	// open are the parts streaming now, by part id, with the text of
+	// their deltas already dropped from events.
+	open    map[string]*openPart
+	turn    string    // the running turn, "" when none
+	expires time.Time // zero while a turn runs or nothing is kept
+	queued  bool      // an entry for this topic is in Bus.expiring
 }
 
-func (b *Bus) dropLocked(s *Subscription) {
-	if s.closed {
-		return
-	}
-	s.closed = true
-	close(s.c)
-	if t := b.topics[s.session]; t != nil {
-		delete(t.subs, s)
-		b.gcLocked(s.session, t)
-	}
+// openPart is a part still streaming: its row as its model.message start
+// event gave it, and the text of its trimmed deltas.
+type openPart struct {
+	start   forge.Event
+	row     forge.Part
+	text    []byte
+	lastSeq int64 // the seq of its last trimmed delta, 0 when none
+	lastAt  time.Time
 }
 
-func (b *Bus) gcLocked(session string, t *topic) {
-	if len(t.subs) == 0 && t.turnID == "" && t.ended == nil {
-		delete(b.topics, session)
+// New returns a bus with the given subscriber buffer and backlog bound (0
+// means the default).
+func New(buffer, backlogMax int) *Bus {
+	return NewWithOptions(Options{Buffer: buffer, BacklogMax: backlogMax})
+}
+
+// NewWithOptions returns a bus configured by opts.
+func NewWithOptions(opts Options) *Bus {
+	if opts.Buffer <= 0 {
+		opts.Buffer = DefaultBuffer
 	}
+	if opts.BacklogMax <= 0 {
+		opts.BacklogMax = DefaultBacklogMax
+	}
+	opts.BacklogMax = max(opts.BacklogMax, 2)
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.Clock == nil {
+		opts.Clock = forge.SystemClock{}
+	}
+	return &Bus{opts: opts, topics: map[string]*topic{}}
 }
 
 func (b *Bus) topicLocked(session string) *topic {
 	t := b.topics[session]
 	if t == nil {
-		t = &topic{subs: map[*Subscription]struct{}{}}
+		t = &topic{subs: map[*subscription]struct{}{}, open: map[string]*openPart{}}
 		b.topics[session] = t
 	}
 	return t
 }
 
-// Subscribe returns a copy of the session's live backlog and a subscription
-// that receives every event published after that backlog's last one.
-func (b *Bus) Subscribe(session string) ([]forge.Event, *Subscription) {
-	c := make(chan forge.Event, b.buffer)
-	s := &Subscription{C: c, c: c, bus: b, session: session}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topicLocked(session)
-	t.subs[s] = struct{}{}
-	return append([]forge.Event(nil), t.backlog...), s
-}
-
-// BeginTurn starts keeping a backlog for turnID, dropping any earlier one.
-// Call it before publishing the turn's first event.
-func (b *Bus) BeginTurn(session, turnID string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topicLocked(session)
-	t.turnID = turnID
-	t.backlog = nil
-	b.dropEndedLocked(t)
-}
-
-func (b *Bus) dropEndedLocked(t *topic) {
-	if t.endedTimer != nil {
-		t.endedTimer.Stop()
-		t.endedTimer = nil
+// gcLocked forgets a topic that holds nothing and has no subscriber.
+func (b *Bus) gcLocked(session string, t *topic) {
+	if len(t.subs) == 0 && t.turn == "" && len(t.events) == 0 && len(t.open) == 0 && !t.queued {
+		delete(b.topics, session)
 	}
-	t.ended = nil
 }
 
-// endTurnLocked moves the running turn's backlog to ended, for Retention.
-func (b *Bus) endTurnLocked(session string, t *topic) {
-	b.dropEndedLocked(t)
-	t.ended, t.backlog, t.turnID = t.backlog, nil, ""
-	if len(t.ended) == 0 {
-		t.ended = nil
-		return
+// idleLocked starts t's retention: its events go Retention from now.
+func (b *Bus) idleLocked(session string, t *topic, now time.Time) {
+	t.expires = now.Add(b.opts.Retention)
+	if !t.queued {
+		t.queued = true
+		b.expiring = append(b.expiring, expiry{session: session, at: t.expires})
 	}
-	var timer *time.Timer
-	timer = time.AfterFunc(Retention, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if cur := b.topics[session]; cur == t && t.endedTimer == timer {
-			t.ended, t.endedTimer = nil, nil
-			b.gcLocked(session, t)
+}
+
+// sweepLocked drops the events of topics whose retention is over.
+func (b *Bus) sweepLocked(now time.Time) {
+	i := 0
+	for ; i < len(b.expiring); i++ {
+		e := b.expiring[i]
+		if e.at.After(now) {
+			break
 		}
-	})
-	t.endedTimer = timer
-}
-
-// ResumeFrom is Subscribe for a subscriber that was cut off with cursor
-// after: when no turn runs but the turn that just ended still has every
-// event after the cursor in memory, that backlog is returned, so the
-// subscriber gets the deltas it missed rather than only the stored rows.
-func (b *Bus) ResumeFrom(session string, after int64) ([]forge.Event, *Subscription) {
-	c := make(chan forge.Event, b.buffer)
-	s := &Subscription{C: c, c: c, bus: b, session: session}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topicLocked(session)
-	t.subs[s] = struct{}{}
-	backlog := t.backlog
-	if t.turnID == "" && len(t.ended) > 0 && t.ended[0].Seq <= after+1 && t.ended[len(t.ended)-1].Seq > after {
-		backlog = t.ended
-	}
-	return append([]forge.Event(nil), backlog...), s
-}
-
-// EndTurn drops turnID's backlog once its last event is published and
-// stored: from then on the stored log serves resumes.
-func (b *Bus) EndTurn(session, turnID string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[session]
-	if t == nil || t.turnID != turnID {
-		return
-	}
-	b.endTurnLocked(session, t)
-	b.gcLocked(session, t)
-}
-
-// Publish delivers ev to the session's subscribers without blocking, and
-// appends it to the backlog of the running turn.
-func (b *Bus) Publish(ev forge.Event) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[ev.SessionID]
-	if t == nil {
-		return
-	}
-	if t.turnID != "" && ev.TurnID != nil && *ev.TurnID == t.turnID {
-		if len(t.backlog) >= b.backlogMax {
-			// Keep the newest half; resumes from before it read the store.
-			n := copy(t.backlog, t.backlog[len(t.backlog)/2:])
-			t.backlog = t.backlog[:n]
+		t := b.topics[e.session]
+		if t == nil {
+			continue
 		}
-		t.backlog = append(t.backlog, ev)
+		t.queued = false
+		switch {
+		case t.turn != "" || t.expires.IsZero():
+			// A turn began since: nothing expires.
+		case t.expires.After(now):
+			// Published to again while idle: wait for the new deadline.
+			t.queued = true
+			b.expiring = append(b.expiring, expiry{session: e.session, at: t.expires})
+		default:
+			t.events, t.expires = nil, time.Time{}
+			clear(t.open)
+		}
+		b.gcLocked(e.session, t)
 	}
-	if ev.Type == forge.EventTurnDone && t.turnID != "" && ev.TurnID != nil && *ev.TurnID == t.turnID {
-		// The turn's last event is stored: from here the log serves resumes.
-		b.endTurnLocked(ev.SessionID, t)
+	if i > 0 {
+		b.expiring = slices.Delete(b.expiring, 0, i)
+	}
+}
+
+// Publish appends ev to its session's stream and hands it to each
+// subscriber without blocking; a subscriber whose buffer is full is cut
+// off. A seq not above the session's last is refused.
+func (b *Bus) Publish(_ context.Context, ev forge.Event) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.opts.Clock.Now()
+	b.sweepLocked(now)
+	t := b.topicLocked(ev.SessionID)
+	if ev.Seq <= t.last {
+		return forge.Errorf(forge.ErrConflict, "bus: seq %d of session %s is not above the last published seq %d", ev.Seq, ev.SessionID, t.last)
+	}
+	t.last = ev.Seq
+	if ev.Type == forge.EventModelMessage {
+		var p forge.Part
+		if err := json.Unmarshal(ev.Data, &p); err == nil {
+			if p.State == forge.StateStreaming {
+				t.open[p.ID] = &openPart{start: ev, row: p}
+			} else {
+				delete(t.open, p.ID)
+			}
+		}
+	}
+	if len(t.events) >= b.opts.BacklogMax {
+		b.trimLocked(t)
+	}
+	t.events = append(t.events, ev)
+	if t.turn == "" {
+		b.idleLocked(ev.SessionID, t, now)
 	}
 	for s := range t.subs {
 		select {
 		case s.c <- ev:
 		default:
 			s.lagged.Store(true)
-			b.dropLocked(s)
+			b.dropLocked(t, s)
 		}
 	}
+	return nil
 }
 
-// Subscribers returns how many subscriptions a session has (for tests and
+// trimLocked drops the oldest half of t's events, folding the deltas of
+// parts still streaming into their text so far.
+func (b *Bus) trimLocked(t *topic) {
+	n := len(t.events) / 2
+	for _, ev := range t.events[:n] {
+		if ev.Type != forge.EventModelDelta {
+			continue
+		}
+		op := t.open[ev.ID]
+		if op == nil {
+			continue
+		}
+		var d forge.DeltaData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			op.text = append(op.text, d.Delta...)
+		}
+		op.lastSeq, op.lastAt = ev.Seq, ev.CreatedAt
+	}
+	m := copy(t.events, t.events[n:])
+	clear(t.events[m:])
+	t.events = t.events[:m]
+}
+
+// BeginTurn keeps the session's events while turnID runs.
+func (b *Bus) BeginTurn(_ context.Context, session, turnID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweepLocked(b.opts.Clock.Now())
+	t := b.topicLocked(session)
+	t.turn, t.expires = turnID, time.Time{}
+	return nil
+}
+
+// EndTurn starts the retention of the session's events once turnID, its
+// running turn (or, when none runs, any turn), has ended.
+func (b *Bus) EndTurn(_ context.Context, session, turnID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.opts.Clock.Now()
+	b.sweepLocked(now)
+	t := b.topics[session]
+	if t == nil || (t.turn != "" && t.turn != turnID) {
+		return nil
+	}
+	t.turn = ""
+	b.idleLocked(session, t, now)
+	return nil
+}
+
+// Subscribe returns the session's kept events after after (led by the
+// text so far of parts whose deltas after after were trimmed) and a
+// subscription to every event published later.
+func (b *Bus) Subscribe(_ context.Context, session string, after int64) ([]forge.Event, forge.BusSubscription, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweepLocked(b.opts.Clock.Now())
+	t := b.topicLocked(session)
+	held, err := textSoFar(t, after)
+	if err != nil {
+		return nil, nil, err
+	}
+	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].Seq > after })
+	held = append(held, t.events[i:]...)
+	s := &subscription{bus: b, session: session, c: make(chan forge.Event, b.opts.Buffer)}
+	t.subs[s] = struct{}{}
+	return held, s, nil
+}
+
+// textSoFar returns a model.message per part still streaming whose trimmed
+// deltas include one after after: the part's row with the text of its
+// trimmed deltas, at the seq of the last of them (which the subscriber
+// never got), in seq order.
+func textSoFar(t *topic, after int64) ([]forge.Event, error) {
+	var rows []forge.Event
+	for _, op := range t.open {
+		if op.lastSeq <= after {
+			continue
+		}
+		row := op.row
+		row.Text = string(op.text)
+		data, err := json.Marshal(&row)
+		if err != nil {
+			return nil, fmt.Errorf("bus: text so far of %s: %w", row.ID, err)
+		}
+		ev := op.start
+		ev.Seq, ev.CreatedAt, ev.Data = op.lastSeq, op.lastAt, data
+		rows = append(rows, ev)
+	}
+	slices.SortFunc(rows, func(a, b forge.Event) int { return cmpSeq(a.Seq, b.Seq) })
+	return rows, nil
+}
+
+func cmpSeq(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (b *Bus) dropLocked(t *topic, s *subscription) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	close(s.c)
+	delete(t.subs, s)
+	b.gcLocked(s.session, t)
+}
+
+// Subscribers returns how many subscriptions a session has (tests,
 // metrics).
 func (b *Bus) Subscribers(session string) int {
 	b.mu.Lock()
@@ -227,4 +329,71 @@ func (b *Bus) Subscribers(session string) int {
 		return len(t.subs)
 	}
 	return 0
+}
+
+// subscription is one subscriber of a session.
+type subscription struct {
+	bus     *Bus
+	session string
+	c       chan forge.Event
+	lagged  atomic.Bool // set, under bus.mu, when cut off
+	closed  bool        // guarded by bus.mu
+
+	err error // what every later Next returns; owned by Next's caller
+}
+
+// Next returns the events after the last one returned; see
+// forge.BusSubscription.
+func (s *subscription) Next(ctx context.Context, wait bool) ([]forge.Event, error) {
+	var out []forge.Event
+	if s.err != nil {
+		return nil, s.err
+	}
+	for {
+		select {
+		case ev, ok := <-s.c:
+			if !ok {
+				return s.ended(out)
+			}
+			out = append(out, ev)
+			continue
+		default:
+		}
+		if len(out) > 0 || !wait {
+			return out, nil
+		}
+		select {
+		case ev, ok := <-s.c:
+			if !ok {
+				return s.ended(out)
+			}
+			out = append(out, ev)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// ended records why the channel closed and returns out, or that reason
+// when out is empty.
+func (s *subscription) ended(out []forge.Event) ([]forge.Event, error) {
+	s.err = forge.ErrSubscriptionClosed
+	if s.lagged.Load() {
+		s.err = forge.ErrLagged
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	return nil, s.err
+}
+
+// Close ends the subscription. Safe to call more than once.
+func (s *subscription) Close() error {
+	b := s.bus
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.topics[s.session]; t != nil {
+		b.dropLocked(t, s)
+	}
+	return nil
 }

@@ -1,95 +1,129 @@
 package bus
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus/bustest"
 )
 
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	bustest.Run(t, func(t *testing.T, o bustest.Options) forge.Bus {
+		return NewWithOptions(Options{Buffer: o.Buffer, BacklogMax: o.BacklogMax})
+	})
+}
+
 func ev(session, turn string, seq int64) forge.Event {
-	return forge.Event{Seq: seq, SessionID: session, TurnID: &turn, Type: forge.EventModelDelta}
+	return forge.Event{Seq: seq, SessionID: session, TurnID: &turn, Type: forge.EventModelDelta, Data: []byte(`{"delta":"x"}`)}
 }
 
-func TestSubscribeGetsBacklogThenLive(t *testing.T) {
-	b := New(16, 0)
-	b.BeginTurn("s", "t1")
-	b.Publish(ev("s", "t1", 1))
-	b.Publish(ev("s", "t1", 2))
-	backlog, sub := b.Subscribe("s")
-	defer sub.Close()
-	b.Publish(ev("s", "t1", 3))
-	if len(backlog) != 2 || backlog[0].Seq != 1 || backlog[1].Seq != 2 {
-		t.Fatalf("backlog = %+v", backlog)
-	}
-	if got := <-sub.C; got.Seq != 3 {
-		t.Fatalf("live event seq = %d, want 3", got.Seq)
-	}
-	b.EndTurn("s", "t1")
-	backlog2, sub2 := b.Subscribe("s")
-	defer sub2.Close()
-	if len(backlog2) != 0 {
-		t.Fatalf("backlog after EndTurn = %d events", len(backlog2))
-	}
-}
-
+// TestSlowSubscriberIsCutOffWithoutBlocking: publishing never waits for a
+// subscriber; the slow one reads what was buffered, then ErrLagged.
 func TestSlowSubscriberIsCutOffWithoutBlocking(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
 	b := New(4, 0)
-	_, slow := b.Subscribe("s")
-	_, fast := b.Subscribe("s")
+	_, slow, _ := b.Subscribe(ctx, "s", 0)
+	_, fast, _ := b.Subscribe(ctx, "s", 0)
 	defer fast.Close()
-	got := 0
 	for i := int64(1); i <= 100; i++ {
-		b.Publish(ev("s", "t", i))
-		// the fast subscriber keeps up
-		if e := <-fast.C; e.Seq != i {
-			t.Fatalf("fast got %d, want %d", e.Seq, i)
+		if err := b.Publish(ctx, ev("s", "t", i)); err != nil {
+			t.Fatal(err)
 		}
-		got++
+		if evs, err := fast.Next(ctx, false); err != nil || len(evs) != 1 || evs[0].Seq != i {
+			t.Fatalf("fast got %v %v, want %d", evs, err, i)
+		}
 	}
-	if !slow.Lagged() {
-		t.Fatal("slow subscriber was not cut off")
+	evs, err := slow.Next(ctx, false)
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("slow drained %d buffered events (%v), want 4", len(evs), err)
 	}
-	n := 0
-	for range slow.C {
-		n++
-	}
-	if n != 4 {
-		t.Fatalf("slow subscriber drained %d buffered events, want 4", n)
+	if _, err := slow.Next(ctx, true); !errors.Is(err, forge.ErrLagged) {
+		t.Fatalf("slow subscriber: %v, want ErrLagged", err)
 	}
 	if b.Subscribers("s") != 1 {
 		t.Fatalf("subscribers = %d, want 1", b.Subscribers("s"))
 	}
-	slow.Close() // closing a cut-off subscription is safe
+	_ = slow.Close() // closing a cut-off subscription is safe
 }
 
 func TestBacklogIsCapped(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
 	b := New(1, 10)
-	b.BeginTurn("s", "t")
+	_ = b.BeginTurn(ctx, "s", "t")
 	for i := int64(1); i <= 25; i++ {
-		b.Publish(ev("s", "t", i))
+		_ = b.Publish(ctx, ev("s", "t", i))
 	}
-	backlog, sub := b.Subscribe("s")
-	sub.Close()
-	if len(backlog) > 10 || backlog[len(backlog)-1].Seq != 25 {
-		t.Fatalf("backlog has %d events ending at %d", len(backlog), backlog[len(backlog)-1].Seq)
+	held, sub, _ := b.Subscribe(ctx, "s", 0)
+	defer sub.Close()
+	if len(held) > 10 || held[len(held)-1].Seq != 25 {
+		t.Fatalf("held %d events ending at %d", len(held), held[len(held)-1].Seq)
 	}
-	for i := 1; i < len(backlog); i++ {
-		if backlog[i].Seq != backlog[i-1].Seq+1 {
-			t.Fatal("backlog is not contiguous")
+	for i := 1; i < len(held); i++ {
+		if held[i].Seq != held[i-1].Seq+1 {
+			t.Fatal("held events are not contiguous")
 		}
 	}
 }
 
-func TestTurnDoneEndsBacklog(t *testing.T) {
-	b := New(16, 0)
-	b.BeginTurn("s", "t1")
-	b.Publish(ev("s", "t1", 1))
-	done := ev("s", "t1", 2)
-	done.Type = forge.EventTurnDone
-	b.Publish(done)
-	backlog, sub := b.Subscribe("s")
-	defer sub.Close()
-	if len(backlog) != 0 {
-		t.Fatalf("backlog after turn.done holds %d events", len(backlog))
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestRetention: an ended turn's events stay for Retention, are dropped
+// after it (the topic is forgotten), and a running turn's never expire.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := &fakeClock{now: time.Unix(1700000000, 0)}
+	b := NewWithOptions(Options{Retention: time.Minute, Clock: clock})
+	held := func(session string) int {
+		evs, s, _ := b.Subscribe(ctx, session, 0)
+		defer s.Close()
+		return len(evs)
+	}
+	_ = b.BeginTurn(ctx, "ended", "t1")
+	_ = b.BeginTurn(ctx, "running", "t2")
+	for i := int64(1); i <= 3; i++ {
+		_ = b.Publish(ctx, ev("ended", "t1", i))
+		_ = b.Publish(ctx, ev("running", "t2", i))
+	}
+	_ = b.EndTurn(ctx, "ended", "t1")
+	_ = b.EndTurn(ctx, "running", "t-other") // not its running turn: ignored
+	clock.advance(59 * time.Second)
+	if n := held("ended"); n != 3 {
+		t.Fatalf("within retention: %d events held", n)
+	}
+	clock.advance(2 * time.Second)
+	if n := held("ended"); n != 0 {
+		t.Fatalf("after retention: %d events held", n)
+	}
+	if n := held("running"); n != 3 {
+		t.Fatalf("running turn: %d events held", n)
+	}
+	b.mu.Lock()
+	_, kept := b.topics["ended"]
+	b.mu.Unlock()
+	if kept {
+		t.Fatal("an expired topic with no subscriber is still kept")
 	}
 }

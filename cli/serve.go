@@ -18,6 +18,8 @@ import (
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/mcp"
+	"github.com/forge-runtime/forge/protocol/aisdk"
+	"github.com/forge-runtime/forge/protocol/openairesp"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/tools"
@@ -206,7 +208,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
-		Logger: log, Clock: clock, IDs: ids, Models: models})
+		Logger: log, Clock: clock, IDs: ids, Models: models,
+		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}}})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -235,7 +238,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	// httpapi.Serve also turns net/http's own plain-text refusals (headers
 	// above MaxHeaderBytes, malformed requests) into JSON errors.
 	go func() { serveErr <- httpapi.Serve(srv, ln) }()
-	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "version", Version)
+	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "version", version())
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 
 	select {

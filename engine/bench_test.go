@@ -148,7 +148,11 @@ func BenchmarkToolRoundTrip(b *testing.B) {
 	}{
 		{"builtin", call("echo", `{"text":"x"}`), nil,
 			func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}} }},
-		{"mcp-stdio", call("everything_echo", `{"message":"x"}`), func(c *engine.Config) { c.MCP = mcp.NewManager(mcp.Options{}) },
+		{"mcp-stdio", call("everything_echo", `{"message":"x"}`), func(c *engine.Config) {
+			m := mcp.NewManager(mcp.Options{})
+			b.Cleanup(func() { _ = m.Close(context.Background()) })
+			c.MCP = m
+		},
 			func(a *forge.Agent) {
 				a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{everythingServerPath(b), "stdio"}}}
 			}},
@@ -156,15 +160,10 @@ func BenchmarkToolRoundTrip(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			var opts []func(*engine.Config)
-			var cfg *engine.Config
-			opts = append(opts, func(c *engine.Config) { cfg = c })
 			if tc.opt != nil {
 				opts = append(opts, tc.opt)
 			}
 			h := newHarness(b, opts...)
-			if cfg.MCP != nil {
-				b.Cleanup(func() { _ = cfg.MCP.Close(b.Context()) })
-			}
 			h.agent("a", tc.agnt)
 			s := h.session("a")
 			for b.Loop() {

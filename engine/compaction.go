@@ -79,6 +79,25 @@ func estimateTokens(msgs ...*forge.Message) int64 {
 	return (chars + charsPerToken - 1) / charsPerToken
 }
 
+// estimateRequestTokens is the same estimate for a whole model request:
+// system prompt, tool definitions and messages.
+func estimateRequestTokens(req *forge.ModelRequest) int64 {
+	chars := int64(len(req.System))
+	for _, d := range req.Tools {
+		chars += int64(len(d.Name) + len(d.Description) + len(d.InputSchema))
+	}
+	for _, m := range req.Messages {
+		chars += 16 // role and framing
+		for _, p := range m.Parts {
+			chars += int64(len(p.Text) + len(p.Name) + len(p.Arguments) + len(p.Output))
+			if p.Type == forge.ModelPartToolCall || p.Type == forge.ModelPartToolResult {
+				chars += 32
+			}
+		}
+	}
+	return (chars + charsPerToken - 1) / charsPerToken
+}
+
 // latestSummary is the index of the newest summary in history, -1 if none.
 func latestSummary(history []*forge.Message) int {
 	for i := len(history) - 1; i >= 0; i-- {
@@ -114,45 +133,45 @@ func reportedContext(history []*forge.Message) (int64, int) {
 // contextEstimate is what the next model call is expected to take: the last
 // reported usage plus an estimate of what was added since, or, without a
 // report, an estimate of the whole request.
-func (r *run) contextEstimate() int64 {
-	used, at := reportedContext(r.history)
+func (th *thread) contextEstimate() int64 {
+	used, at := reportedContext(th.history)
 	if at >= 0 {
-		return used + estimateTokens(r.history[at+1:]...)
+		return used + estimateTokens(th.history[at+1:]...)
 	}
-	est := int64(len(r.agent.Instructions)+charsPerToken-1) / charsPerToken
-	for _, d := range r.toolDefs() {
+	est := int64(len(th.agent.Instructions)+charsPerToken-1) / charsPerToken
+	for _, d := range th.toolDefs() {
 		est += int64(len(d.Name)+len(d.Description)+len(d.InputSchema)) / charsPerToken
 	}
-	return est + estimateTokens(r.history...)
+	return est + estimateTokens(th.history...)
 }
 
 // contextWindow is the agent's compaction.context_window, else the model's.
-func (r *run) contextWindow() (int64, bool) {
-	if w := r.agent.Compaction.ContextWindow; w != nil && *w > 0 {
+func (th *thread) contextWindow() (int64, bool) {
+	if w := th.agent.Compaction.ContextWindow; w != nil && *w > 0 {
 		return *w, true
 	}
-	if cw, ok := r.e.models.(ContextWindows); ok {
-		return cw.ContextWindow(r.agent.Model)
+	if cw, ok := th.x.e.models.(ContextWindows); ok {
+		return cw.ContextWindow(th.agent.Model)
 	}
 	return 0, false
 }
 
-func (r *run) compactionEnabled() bool {
-	return r.agent.Compaction.Enabled == nil || *r.agent.Compaction.Enabled
+func (th *thread) compactionEnabled() bool {
+	return th.agent.Compaction.Enabled == nil || *th.agent.Compaction.Enabled
 }
 
 // overThreshold reports whether the next step's context crosses
 // threshold × window.
-func (r *run) overThreshold() bool {
-	window, ok := r.contextWindow()
+func (th *thread) overThreshold() bool {
+	window, ok := th.contextWindow()
 	if !ok {
 		return false
 	}
-	th := forge.DefaultThreshold
-	if t := r.agent.Compaction.Threshold; t != nil {
-		th = *t
+	threshold := forge.DefaultThreshold
+	if t := th.agent.Compaction.Threshold; t != nil {
+		threshold = *t
 	}
-	return float64(r.contextEstimate()) >= th*float64(window)
+	return float64(th.contextEstimate()) >= threshold*float64(window)
 }
 
 func isOverflow(err error) bool {
@@ -166,8 +185,8 @@ func isOverflow(err error) bool {
 // window, unless minimal (a compaction asked for through POST /compact
 // keeps only the newest exchange). -1 when there is no user message to
 // start from.
-func (r *run) tailStart(minimal bool) int {
-	h := r.history
+func (th *thread) tailStart(minimal bool) int {
+	h := th.history
 	isStart := func(m *forge.Message) bool {
 		if m.Role != forge.RoleUser {
 			return false
@@ -189,7 +208,7 @@ func (r *run) tailStart(minimal bool) int {
 	if start < 0 {
 		return -1
 	}
-	window, ok := r.contextWindow()
+	window, ok := th.contextWindow()
 	if !ok || minimal {
 		return start
 	}
@@ -211,48 +230,48 @@ func (r *run) tailStart(minimal bool) int {
 var errSummaryOverflow = errors.New("the conversation does not fit the model's context window, even to summarize it")
 
 // compact runs one compaction. It reports false when there is nothing to
-// summarize (no history before the tail). On success r.history is the new
+// summarize (no history before the tail). On success th.history is the new
 // model view. A summary call refused as too long returns an error wrapping
 // errSummaryOverflow.
-func (r *run) compact(reason string) (*forge.Message, error) {
-	tail := r.tailStart(reason == compactManual)
+func (th *thread) compact(reason string) (*forge.Message, error) {
+	tail := th.tailStart(reason == compactManual)
 	if tail <= 0 {
 		return nil, nil
 	}
-	before := r.history[:tail:tail]
-	kept := r.history[tail:]
+	before := th.history[:tail:tail]
+	kept := th.history[tail:]
 
-	model, modelID, err := r.e.models.Resolve(r.agent.Model)
+	model, modelID, err := th.x.e.models.Resolve(th.agent.Model)
 	if err != nil {
-		return nil, &forge.ModelError{Provider: r.agent.Model, Message: err.Error()}
+		return nil, &forge.ModelError{Provider: th.agent.Model, Message: err.Error()}
 	}
 
-	req := r.newMessage(forge.RoleUser)
-	cp := r.newPart(req, forge.PartCompaction)
+	req := th.newMessage(forge.RoleUser)
+	cp := th.newPart(req, forge.PartCompaction)
 	cp.State = forge.StateCompleted
 	cp.Data = mustJSON(forge.CompactionData{TailStartID: kept[0].ID, Auto: reason != compactManual, Reason: reason})
-	tp := r.newPart(req, forge.PartText)
+	tp := th.newPart(req, forge.PartText)
 	tp.Text, tp.State = compactionRequest, forge.StateCompleted
 	req.Parts = []*forge.Part{cp, tp}
-	r.putPart(cp)
-	r.putPart(tp)
-	r.messageEvent(forge.EventMessageCreated, req)
-	r.history = append(r.history, req)
+	th.putPart(cp)
+	th.putPart(tp)
+	th.messageEvent(forge.EventMessageCreated, req)
+	th.history = append(th.history, req)
 
-	sum := r.newMessage(forge.RoleAssistant)
-	sum.Model = r.agent.Model
+	sum := th.newMessage(forge.RoleAssistant)
+	sum.Model = th.agent.Model
 	sum.Summary = true
-	r.openStep(sum, r.turn.Iterations)
-	r.history = append(r.history, sum)
+	th.openStep(sum, th.iterations)
+	th.history = append(th.history, sum)
 	msgs := append(toModelMessages(before), forge.ModelMessage{Role: forge.RoleUser,
 		Parts: []forge.ModelPart{{Type: forge.ModelPartText, Text: compactionRequest}}})
 	mreq := &forge.ModelRequest{
 		Model:    modelID,
 		System:   summarySystem,
 		Messages: msgs,
-		Params:   r.agent.ModelParams,
+		Params:   th.agent.ModelParams,
 	}
-	if err := r.stream(sum, model, mreq, r.turn.Iterations, nil); err != nil {
+	if err := th.stream(sum, model, mreq, th.iterations, nil); err != nil {
 		if isOverflow(err) {
 			return nil, fmt.Errorf("%w: %w", errSummaryOverflow, err)
 		}
@@ -260,22 +279,22 @@ func (r *run) compact(reason string) (*forge.Message, error) {
 	}
 	view := make([]*forge.Message, 0, len(kept)+2)
 	view = append(view, req, sum)
-	r.history = append(view, kept...)
-	r.event(forge.EventSessionCompacted, sum.ID, sum.ThreadID, forge.CompactionBoundary{
+	th.history = append(view, kept...)
+	th.event(forge.EventSessionCompacted, sum.ID, forge.CompactionBoundary{
 		RequestID: req.ID, SummaryID: sum.ID, TailStartID: kept[0].ID,
 	})
 	return sum, nil
 }
 
 // compactFailure is the outcome of a compaction that failed.
-func (r *run) compactFailure(err error) outcome {
-	if r.cancelled() {
-		return r.cancelledOutcome()
+func (th *thread) compactFailure(err error) outcome {
+	if th.x.cancelled() {
+		return th.cancelledOutcome()
 	}
 	if errors.Is(err, errSummaryOverflow) {
 		return outcome{status: forge.TurnErrored, err: &forge.TurnError{Code: forge.CodeContextOverflow, Message: err.Error()}}
 	}
-	return r.failure(err)
+	return th.failure(err)
 }
 
 // filterCompacted is the model view of a thread's branch, oldest first

@@ -111,6 +111,7 @@ func countType(evs []forge.Event, typ string) int {
 }
 
 func TestCompactionAtThreshold(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", compactionAgent(1000, 0.8, true))
 	s := h.session("a")
@@ -191,6 +192,7 @@ func TestCompactionAtThreshold(t *testing.T) {
 }
 
 func TestCompactionDisabledNeverRuns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", compactionAgent(1000, 0.5, false))
 	s := h.session("a")
@@ -243,6 +245,7 @@ func overflowSession(t *testing.T) (*harness, *forge.Session) {
 }
 
 func TestOverflowCompactsOnceAndRetries(t *testing.T) {
+	t.Parallel()
 	h, s := overflowSession(t)
 	h.model.push(
 		reply{err: overflow},
@@ -270,6 +273,7 @@ func TestOverflowCompactsOnceAndRetries(t *testing.T) {
 }
 
 func TestSummaryOverflowEndsTheTurn(t *testing.T) {
+	t.Parallel()
 	h, s := overflowSession(t)
 	h.model.push(reply{err: overflow}, reply{deltas: []string{"partial"}, err: overflow})
 	tr := h.run(s.ID, msg(long("q3")))
@@ -298,6 +302,7 @@ func TestSummaryOverflowEndsTheTurn(t *testing.T) {
 }
 
 func TestCompactTurn(t *testing.T) {
+	t.Parallel()
 	h, s := overflowSession(t)
 	h.model.push(reply{deltas: []string{"SUMMARY"}, usage: usage(100, 20)})
 	started, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, engine.TurnRequest{Compact: true})

@@ -6,7 +6,7 @@ import (
 	"github.com/forge-runtime/forge"
 )
 
-func (e *Engine) runningRun(sessionID string) *run {
+func (e *Engine) runningTurn(sessionID string) *execution {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.running[sessionID]
@@ -15,9 +15,9 @@ func (e *Engine) runningRun(sessionID string) *run {
 // WaitTurn blocks until the turn has ended (or ctx is done) and returns it
 // as stored.
 func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
-	if r := e.runningRun(sessionID); r != nil && r.turn.ID == turnID {
+	if x := e.runningTurn(sessionID); x != nil && x.turn.ID == turnID {
 		select {
-		case <-r.done:
+		case <-x.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -31,17 +31,17 @@ func (e *Engine) Cancel(ctx context.Context, tenant, sessionID, reason string) (
 	if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
 		return nil, err
 	}
-	r := e.runningRun(sessionID)
-	if r == nil || r.tenant != tenant {
+	x := e.runningTurn(sessionID)
+	if x == nil || x.tenant != tenant {
 		return nil, forge.Errorf(forge.ErrConflict, "no turn is running in session %s", sessionID)
 	}
-	r.stopWith(forge.CancelClient, reason)
+	x.stop(forge.CancelClient, reason)
 	select {
-	case <-r.done:
+	case <-x.done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return e.store.GetTurn(ctx, tenant, sessionID, r.turn.ID)
+	return e.store.GetTurn(ctx, tenant, sessionID, x.turn.ID)
 }
 
 // DeleteSession cancels the session's running turn, then deletes it.
@@ -49,10 +49,10 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 	if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
 		return err
 	}
-	if r := e.runningRun(sessionID); r != nil && r.tenant == tenant {
-		r.stop(forge.CancelClient)
+	if x := e.runningTurn(sessionID); x != nil && x.tenant == tenant {
+		x.stop(forge.CancelClient, "")
 		select {
-		case <-r.done:
+		case <-x.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -60,13 +60,17 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 	e.histories.drop(sessionID)
 	if e.cfg.Sandboxes != nil {
 		if err := e.cfg.Sandboxes.Remove(sessionID); err != nil {
-			e.log.Warn("removing sandbox", "session", sessionID, "err", err)
+			e.log.Warn("removing sandbox", "session_id", sessionID, "err", err)
 		}
 	}
 	if e.cfg.MCP != nil {
 		e.cfg.MCP.CloseSession(sessionID)
 	}
-	return e.store.DeleteSession(ctx, tenant, sessionID)
+	if err := e.store.DeleteSession(ctx, tenant, sessionID); err != nil {
+		return err
+	}
+	e.events.Forget(sessionID)
+	return nil
 }
 
 // ModelView returns the main thread's messages as the model would see them

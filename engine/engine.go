@@ -1,5 +1,6 @@
-// Package engine runs turns: the turn loop and thread state machine, the
-// per-session event writer, cancellation, recovery and live subscriptions.
+// Package engine runs turns: the turn loop and thread state machine,
+// tool calls and subagents, cancellation and recovery. Every event it
+// writes and every subscription it serves goes through an eventlog.Log.
 package engine
 
 import (
@@ -10,9 +11,40 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
-	"github.com/forge-runtime/forge/mcp"
-	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/eventlog"
 )
+
+// Sandboxes gives sessions a working directory and the tools that act in
+// it. *sandbox.Manager implements it.
+type Sandboxes interface {
+	// ToolNames are the names of the tools every sandbox offers: what an
+	// agent lists in its tools to get a sandbox.
+	ToolNames() []string
+	// Open returns the session's sandbox, provisioning it when it does not
+	// exist yet (created is then true).
+	Open(ctx context.Context, sessionID string) (sb forge.Sandbox, created bool, err error)
+	// Isolated reports whether commands run process-isolated.
+	Isolated() bool
+	// Stop kills the session's running commands; the sandbox stays usable.
+	Stop(sessionID string)
+	// Remove deletes the session's sandbox.
+	Remove(sessionID string) error
+}
+
+// MCPServers runs the MCP servers agents declare, once per session.
+// *mcp.Manager implements it.
+type MCPServers interface {
+	// Tools starts the servers not running yet and returns the tools of
+	// all, an MCPInitialized per server started by this call, and an error
+	// joining the failures (a *forge.AuthRequiredError among them pauses
+	// the turn for a token).
+	Tools(ctx context.Context, sessionID string, servers []forge.MCPServer) ([]forge.Tool, []forge.MCPInitialized, error)
+	// SetToken hands a server of the session the bearer token a turn's
+	// auth resolution carried (kept in memory only).
+	SetToken(sessionID, server, token string)
+	// CloseSession stops the session's servers.
+	CloseSession(sessionID string)
+}
 
 // Config wires an Engine.
 type Config struct {
@@ -20,12 +52,13 @@ type Config struct {
 	Models forge.Models
 	// Tools are the server-side built-in tools by name.
 	Tools map[string]forge.Tool
-	Bus   *bus.Bus
+	// Bus carries live events; nil means an in-process bus.
+	Bus forge.Bus
 	// Sandboxes, when set, gives sessions a working directory and the
 	// sandbox tools (bash, read_file, ...).
-	Sandboxes *sandbox.Manager
+	Sandboxes Sandboxes
 	// MCP, when set, runs the MCP servers agents declare.
-	MCP *mcp.Manager
+	MCP MCPServers
 	// Capabilities are the built-in capabilities by name (e.g. todo); an
 	// agent enables one by listing its name in tools.
 	Capabilities map[string]forge.Capability
@@ -49,6 +82,12 @@ type Config struct {
 	// longer outputs are cut with a marker and kept whole on the part
 	// (data.full_output). 0 means 64 KiB.
 	MaxToolOutput int
+	// StoreRetryDelays are the waits before each retry of a failed store
+	// write (nil: eventlog.DefaultRetryDelays). A write still failing after
+	// them ends the turn errored with code store_error.
+	StoreRetryDelays []time.Duration
+	// Sleep waits between retries; nil sleeps for real.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // TurnRequest is the body of POST /turns, decoded.
@@ -67,19 +106,22 @@ type TurnRequest struct {
 type Engine struct {
 	cfg    Config
 	store  forge.Store
-	bus    *bus.Bus
+	events *eventlog.Log
 	clock  forge.Clock
 	ids    forge.IDGen
 	log    *slog.Logger
 	tools  map[string]forge.Tool
 	models forge.Models
+	// sandboxTools are the names of the sandbox's tools.
+	sandboxTools map[string]bool
 
 	wg        sync.WaitGroup
 	histories historyCache
+	// gaveUp is closed when Close stops waiting: retry loops end.
+	gaveUp chan struct{}
 
-	mu      sync.Mutex             // guards the following
-	logs    map[string]*sessionLog // per-session sequencer and writer
-	running map[string]*run        // by session id
+	mu      sync.Mutex            // guards the following
+	running map[string]*execution // by session id
 	closing bool
 }
 
@@ -115,25 +157,36 @@ func New(cfg Config) *Engine {
 	if cfg.Tools == nil {
 		cfg.Tools = map[string]forge.Tool{}
 	}
-	return &Engine{
-		cfg:     cfg,
-		store:   cfg.Store,
-		bus:     cfg.Bus,
-		clock:   cfg.Clock,
-		ids:     cfg.IDs,
-		log:     cfg.Logger,
-		tools:   cfg.Tools,
-		models:  cfg.Models,
-		logs:    map[string]*sessionLog{},
-		running: map[string]*run{},
+	if cfg.StoreRetryDelays == nil {
+		cfg.StoreRetryDelays = eventlog.DefaultRetryDelays
 	}
+	e := &Engine{
+		cfg:   cfg,
+		store: cfg.Store,
+		events: eventlog.New(eventlog.Config{Store: cfg.Store, Bus: cfg.Bus, Clock: cfg.Clock, Logger: cfg.Logger,
+			RetryDelays: cfg.StoreRetryDelays, Sleep: cfg.Sleep}),
+		clock:        cfg.Clock,
+		ids:          cfg.IDs,
+		log:          cfg.Logger,
+		tools:        cfg.Tools,
+		models:       cfg.Models,
+		sandboxTools: map[string]bool{},
+		gaveUp:       make(chan struct{}),
+		running:      map[string]*execution{},
+	}
+	if cfg.Sandboxes != nil {
+		for _, name := range cfg.Sandboxes.ToolNames() {
+			e.sandboxTools[name] = true
+		}
+	}
+	return e
 }
 
 // IsBuiltin reports whether name is a server-side built-in tool.
 func (e *Engine) IsBuiltin(name string) bool {
 	_, ok := e.tools[name]
 	_, capability := e.cfg.Capabilities[name]
-	return ok || capability || (e.cfg.Sandboxes != nil && sandboxTools[name])
+	return ok || capability || e.sandboxTools[name]
 }
 
 // Close stops the engine gracefully: running turns may finish until ctx is
@@ -142,19 +195,38 @@ func (e *Engine) IsBuiltin(name string) bool {
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	e.closing = true
-	runs := make([]*run, 0, len(e.running))
-	for _, r := range e.running {
-		runs = append(runs, r)
+	runs := make([]*execution, 0, len(e.running))
+	for _, x := range e.running {
+		runs = append(runs, x)
 	}
 	e.mu.Unlock()
-	for _, r := range runs {
+	for _, x := range runs {
 		select {
-		case <-r.done:
+		case <-x.done:
 		case <-ctx.Done():
-			r.stop(forge.CancelShutdown)
-			<-r.done
+			x.stop(forge.CancelShutdown, "")
+		}
+	}
+	for _, x := range runs {
+		select {
+		case <-x.done:
+		case <-ctx.Done():
+			// A terminal write still retrying gives up; recovery ends the
+			// turn at the next start.
+			e.giveUp()
+			<-x.done
 		}
 	}
 	e.wg.Wait()
 	return nil
+}
+
+func (e *Engine) giveUp() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.gaveUp:
+	default:
+		close(e.gaveUp)
+	}
 }

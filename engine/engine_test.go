@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ type reply struct {
 	// block, when set, makes the model wait after its deltas until the
 	// channel closes or the call's context ends.
 	block chan struct{}
+	// cut ends the stream after the deltas with no finish and no error.
+	cut bool
 }
 
 // testModel answers calls from a queue and records what it was sent. It
@@ -89,6 +92,9 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		}
 		if r.err != nil {
 			yield(forge.ModelEvent{}, r.err)
+			return
+		}
+		if r.cut {
 			return
 		}
 		if len(r.deltas) > 0 && !yield(forge.ModelEvent{Type: forge.TextEnd}, nil) {
@@ -252,6 +258,7 @@ func call(name, args string) forge.ToolCall {
 }
 
 func TestTextTurn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -303,31 +310,64 @@ func textParts(m *forge.Message) string {
 	return b.String()
 }
 
+// rendezvous is a tool whose calls wait for each other: each returns once
+// all n calls have arrived, or fails after a deadline. Calls that run one
+// after the other can never all arrive.
+type rendezvous struct {
+	n       int
+	arrived atomic.Int64
+	all     chan struct{}
+	once    sync.Once
+}
+
+func newRendezvous(n int) *rendezvous { return &rendezvous{n: n, all: make(chan struct{})} }
+
+func (r *rendezvous) Def() forge.ToolDef {
+	return forge.ToolDef{Name: "meet", Description: "waits for the other calls", InputSchema: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (r *rendezvous) Call(ctx context.Context, _ json.RawMessage) (forge.ToolResult, error) {
+	if int(r.arrived.Add(1)) == r.n {
+		r.once.Do(func() { close(r.all) })
+	}
+	select {
+	case <-r.all:
+		return forge.ToolResult{Output: "met"}, nil
+	case <-time.After(3 * time.Second):
+		return forge.ToolResult{}, fmt.Errorf("only %d of %d calls arrived: the calls do not run concurrently", r.arrived.Load(), r.n)
+	case <-ctx.Done():
+		return forge.ToolResult{}, ctx.Err()
+	}
+}
+
 func TestServerToolRoundTripRunsCallsConcurrently(t *testing.T) {
-	h := newHarness(t)
+	t.Parallel()
+	meet := newRendezvous(3)
+	h := newHarness(t, func(c *engine.Config) { c.Tools["meet"] = meet })
 	h.agent("a", func(a *forge.Agent) {
-		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}, {Name: "sleep", BuiltIn: true}}
+		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}, {Name: "meet", BuiltIn: true}}
 	})
 	s := h.session("a")
 	h.model.push(
-		reply{calls: []forge.ToolCall{call("sleep", `{"ms":300}`), call("sleep", `{"ms":300}`), call("echo", `{"text":"pong"}`)}},
+		reply{calls: []forge.ToolCall{call("meet", `{}`), call("meet", `{}`), call("echo", `{"text":"pong"}`), call("meet", `{}`)}},
 		reply{deltas: []string{"done"}},
 	)
-	start := time.Now()
 	turn := h.run(s.ID, msg("go"))
 	if turn.Status != forge.TurnDone || turn.Output.Text != "done" || turn.Iterations != 2 {
 		t.Fatalf("turn %+v", turn)
-	}
-	if el := time.Since(start); el > 550*time.Millisecond {
-		t.Logf("two 300 ms sleeps took %v: calls may not run concurrently", el)
 	}
 	second := h.model.sent()[1]
 	if len(second.Messages) != 3 {
 		t.Fatalf("second call got %d messages, want user, assistant, tool", len(second.Messages))
 	}
 	results := second.Messages[2]
-	if results.Role != forge.RoleTool || len(results.Parts) != 3 || results.Parts[2].Output != "pong" || results.Parts[0].Output != "slept 300 ms" {
+	if results.Role != forge.RoleTool || len(results.Parts) != 4 {
 		t.Fatalf("tool results sent: %+v", results)
+	}
+	for i, want := range []string{"met", "met", "pong", "met"} {
+		if r := results.Parts[i]; r.IsError || r.Output != want {
+			t.Fatalf("result %d (in call order) %+v, want %q", i, r, want)
+		}
 	}
 	if assistant := second.Messages[1]; assistant.Parts[0].Type != forge.ModelPartToolCall || assistant.Parts[0].CallID != results.Parts[0].CallID {
 		t.Fatalf("assistant tool calls: %+v", assistant)
@@ -335,6 +375,7 @@ func TestServerToolRoundTripRunsCallsConcurrently(t *testing.T) {
 }
 
 func TestInvalidArgumentsAndUnknownToolGoBackToTheModel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}} })
 	s := h.session("a")
@@ -350,6 +391,7 @@ func TestInvalidArgumentsAndUnknownToolGoBackToTheModel(t *testing.T) {
 }
 
 func TestApprovalAllowAndDeny(t *testing.T) {
+	t.Parallel()
 	for _, approved := range []bool{true, false} {
 		t.Run(fmt.Sprint("approved=", approved), func(t *testing.T) {
 			h := newHarness(t)
@@ -386,6 +428,7 @@ func TestApprovalAllowAndDeny(t *testing.T) {
 }
 
 func TestPolicyDenyIsAnErrorResult(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", func(a *forge.Agent) {
 		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}}
@@ -402,6 +445,7 @@ func TestPolicyDenyIsAnErrorResult(t *testing.T) {
 }
 
 func TestClientToolPauseResumeAndValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", func(a *forge.Agent) {
 		a.Tools = []forge.ToolSpec{{Name: "ask_user", Client: true, InputSchema: json.RawMessage(`{"type":"object"}`)}}
@@ -451,6 +495,7 @@ func TestClientToolPauseResumeAndValidation(t *testing.T) {
 }
 
 func TestIterationLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", func(a *forge.Agent) {
 		a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}}
@@ -474,6 +519,7 @@ func TestIterationLimit(t *testing.T) {
 }
 
 func TestModelErrorEndsErroredKeepingText(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -490,6 +536,7 @@ func TestModelErrorEndsErroredKeepingText(t *testing.T) {
 }
 
 func TestCancelMidStream(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -524,6 +571,15 @@ func TestCancelMidStream(t *testing.T) {
 	}
 }
 
+// cancelRunning ends the session's running turn in h's engine, so closing
+// it does not wait for a turn blocked on the test model.
+func cancelRunning(t *testing.T, h *harness, sid string) {
+	t.Helper()
+	if _, err := h.eng.Cancel(h.ctx, forge.DefaultTenant, sid, ""); err != nil && !errors.Is(err, forge.ErrConflict) {
+		t.Fatal(err)
+	}
+}
+
 // waitForEvent subscribes and returns once an event of type typ is live.
 func waitForEvent(t *testing.T, h *harness, sid, typ string) forge.Event {
 	t.Helper()
@@ -542,6 +598,7 @@ func waitForEvent(t *testing.T, h *harness, sid, typ string) forge.Event {
 }
 
 func TestSupersede(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -570,6 +627,7 @@ func TestSupersede(t *testing.T) {
 }
 
 func TestForkAndNewRoot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -605,6 +663,7 @@ func TestForkAndNewRoot(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.TurnTimeout = 200 * time.Millisecond })
 	h.agent("a", nil)
 	s := h.session("a")
@@ -616,6 +675,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -632,6 +692,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestUnconfiguredProviderErrorsTheTurnClearly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", func(a *forge.Agent) { a.Model = "nope/x" })
 	s := h.session("a")
@@ -646,6 +707,7 @@ func TestUnconfiguredProviderErrorsTheTurnClearly(t *testing.T) {
 }
 
 func TestReasoningIsStoredAndSentBack(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -678,6 +740,7 @@ func (b bigTool) Call(context.Context, json.RawMessage) (forge.ToolResult, error
 }
 
 func TestOversizedToolOutputIsTruncatedForTheModelAndKeptWhole(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) {
 		c.Tools = map[string]forge.Tool{"big": bigTool{n: 10000}}
 		c.MaxToolOutput = 1000
@@ -706,6 +769,7 @@ func TestOversizedToolOutputIsTruncatedForTheModelAndKeptWhole(t *testing.T) {
 }
 
 func TestOlderToolOutputsArePrunedFromTheModelViewOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	budget := int64(10) // tokens: one 32-byte output fits, two do not
 	h.agent("a", func(a *forge.Agent) {

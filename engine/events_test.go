@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 )
 
 func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.agent("a", nil)
 	s := h.session("a")
@@ -41,9 +44,10 @@ func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
 		}
 	}
 	cursor := seen[len(seen)-1].Seq
-	// Resume while running, then let the turn finish.
+	// Resume while running (the resumed stream has its first event: the
+	// fourth delta), then let the turn finish.
 	var resumed []forge.Event
-	done := make(chan struct{})
+	done, live := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: cursor}) {
@@ -51,11 +55,12 @@ func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			resumed = append(resumed, ev)
+			if resumed = append(resumed, ev); len(resumed) == 1 {
+				close(live)
+			}
 		}
 	}()
-	waitForEvent(t, h, s.ID, forge.EventModelDelta) // the stream is live
-	time.Sleep(50 * time.Millisecond)
+	<-live
 	close(release)
 	<-done
 	all := append(seen, resumed...)
@@ -99,6 +104,7 @@ func TestResumeAfterDeltaHasNoGapNoDuplicate(t *testing.T) {
 }
 
 func TestRecoveryClosesAbandonedTurn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.CheckpointInterval = 20 * time.Millisecond })
 	h.agent("a", nil)
 	s := h.session("a")
@@ -122,6 +128,7 @@ func TestRecoveryClosesAbandonedTurn(t *testing.T) {
 	// without letting the old one write anything more.
 	snapshotPath := h.path
 	copyDB(t, snapshotPath)
+	cancelRunning(t, h, s.ID) // the crashed process is gone; no need to wait for it
 	h2 := &harness{t: t, path: snapshotPath + ".copy", model: &testModel{}, ctx: h.ctx}
 	h2.open()
 	defer h2.close()
@@ -169,6 +176,7 @@ func copyDB(t *testing.T, path string) {
 }
 
 func TestSessionStreamSpansTurns(t *testing.T) {
+	t.Parallel()
 	b := bus.New(0, 0)
 	h := newHarness(t, func(c *engine.Config) { c.Bus = b })
 	h.agent("a", nil)
@@ -222,6 +230,7 @@ func TestSessionStreamSpansTurns(t *testing.T) {
 // trimmed live backlog first gets the streaming part's row with the text
 // up to the backlog, then the backlog's deltas: the text adds up exactly.
 func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Bus = bus.New(0, 20) })
 	h.agent("a", nil)
 	s := h.session("a")
@@ -262,17 +271,19 @@ func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
 		}
 	}
 	var got []forge.Event
-	done := make(chan struct{})
+	done, live := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{TurnID: turn.ID, After: first.Seq}) {
 			if err != nil {
 				return
 			}
-			got = append(got, ev)
+			if got = append(got, ev); len(got) == 1 {
+				close(live) // the resume has started while the turn runs
+			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-live
 	close(release)
 	<-done
 	var text strings.Builder
@@ -298,5 +309,87 @@ func TestResumeOlderThanTrimmedBacklogGetsTextSoFar(t *testing.T) {
 	}
 	if !sawRow || text.String() != strings.Join(deltas, "") {
 		t.Fatalf("row with text so far: %v; text %q, want %q", sawRow, text.String(), strings.Join(deltas, ""))
+	}
+}
+
+// TestSlowSessionSubscribersGetEveryDeltaAcrossTurns: session-stream
+// subscribers slower than the model, with a small bus buffer, are cut off
+// again and again over several turns of long delta streams, and still get
+// every delta exactly once, in order (docs/decisions.md: a slow
+// subscriber resumes from its cursor and sees no gap).
+func TestSlowSessionSubscribersGetEveryDeltaAcrossTurns(t *testing.T) {
+	t.Parallel()
+	const subscribers, turns, deltas = 16, 3, 1000
+	b := bus.New(8, 0)
+	h := newHarness(t, func(c *engine.Config) { c.Bus = b })
+	h.agent("a", nil)
+	s := h.session("a")
+	var script []string
+	for i := range deltas {
+		script = append(script, fmt.Sprintf("%d,", i))
+	}
+	want := strings.Join(script, "")
+	for range turns {
+		h.model.push(reply{deltas: script})
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	texts := make(chan []string, subscribers)
+	for i := range subscribers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var got []string // per turn: the deltas' text
+			var cur strings.Builder
+			n := 0
+			var last int64
+			for ev, err := range h.eng.Events(ctx, forge.DefaultTenant, s.ID, engine.EventsQuery{}) {
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				if ev.Seq <= last {
+					t.Errorf("seq %d after %d", ev.Seq, last)
+				}
+				last = ev.Seq
+				if n++; n%(5+i) == 0 {
+					time.Sleep(20 * time.Microsecond) // a slow reader
+				}
+				switch ev.Type {
+				case forge.EventModelDelta:
+					var d forge.DeltaData
+					_ = json.Unmarshal(ev.Data, &d)
+					cur.WriteString(d.Delta)
+				case forge.EventTurnDone:
+					got = append(got, cur.String())
+					cur.Reset()
+				}
+				if len(got) == turns {
+					break
+				}
+			}
+			texts <- got
+		}()
+	}
+	for b.Subscribers(s.ID) < subscribers {
+		time.Sleep(time.Millisecond) // a poll until all have subscribed, not ordering
+	}
+	for range turns {
+		if turn := h.run(s.ID, msg("go")); turn.Status != forge.TurnDone {
+			t.Fatalf("turn %+v", turn)
+		}
+	}
+	wg.Wait()
+	close(texts)
+	for got := range texts {
+		if len(got) != turns {
+			t.Fatalf("a subscriber saw %d turns", len(got))
+		}
+		for i, text := range got {
+			if text != want {
+				t.Fatalf("turn %d: a subscriber got %d of %d bytes of deltas", i+1, len(text), len(want))
+			}
+		}
 	}
 }

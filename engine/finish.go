@@ -3,33 +3,40 @@ package engine
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/eventlog"
 )
 
 // finish makes the turn's terminal write: closing events of anything left
 // open, action.required, turn.done, the turn row and its snapshot, in one
 // transaction. The store fences it: if the turn already ended, this loses.
-func (r *run) finish(out outcome) {
-	// Anything still streaming or running was cut off.
-	r.mu.Lock()
-	left := make([]*streamingPart, 0, len(r.streaming))
-	for _, sp := range r.streaming {
-		left = append(left, sp)
+// When it cannot be written (after the event log's retries), the turn ends
+// errored with code store_error in a minimal write, retried until it lands
+// or the engine gives up: a session is never left with a running turn
+// while its store works.
+func (x *execution) finish(out outcome) {
+	th := x.main
+	// Anything still streaming, in any thread, was cut off.
+	for thread, rows := range x.streams.takeOpen() {
+		for _, row := range rows {
+			th.w.part(row, x.e.clock.Now())
+			th.w.event(eventlog.Draft{Type: forge.EventModelMessage, ID: row.ID, TurnID: x.turn.ID, ThreadID: thread, Data: row})
+		}
 	}
-	r.mu.Unlock()
-	for _, sp := range left {
-		r.endStreaming(sp, forge.StateInterrupted)
-		r.putPart(sp.part)
-		r.event(forge.EventModelMessage, sp.part.ID, r.session.MainThreadID, sp.part.Clone())
+	if err := x.failedWrite(); err != nil && out.status != forge.TurnErrored {
+		out = th.failure(err)
 	}
-
-	now := r.e.clock.Now()
-	t := r.turn
+	now := x.e.clock.Now()
+	t := x.turn
 	t.Status = out.status
 	t.Error = out.err
 	t.Output = out.output
 	t.EndedAt = &now
+	t.Iterations = th.iterations
+	t.Usage = th.usage
 	t.RequiredActions = out.actions
 	if t.RequiredActions == nil {
 		t.RequiredActions = []forge.RequiredAction{}
@@ -37,64 +44,144 @@ func (r *run) finish(out outcome) {
 	if out.status == forge.TurnCancelled {
 		reason := out.cancelReason
 		t.CancelReason = &reason
-		r.mu.Lock()
-		if text := r.reasonText; text != "" {
+		x.mu.Lock()
+		if text := x.reasonText; text != "" {
 			t.CancelMessage = &text
 		}
-		r.mu.Unlock()
-		if r.sandbox != nil {
+		x.mu.Unlock()
+		if th.tools != nil && th.tools.sandbox != nil {
 			// A cancelled turn leaves nothing running in its sandbox.
-			r.e.cfg.Sandboxes.Stop(r.session.ID)
-			r.event(forge.EventSandboxStopped, r.session.ID, r.session.MainThreadID, map[string]any{"reason": reason})
+			x.e.cfg.Sandboxes.Stop(x.session.ID)
+			th.event(forge.EventSandboxStopped, x.session.ID, forge.SandboxStoppedData{Reason: reason})
 		}
 	}
+	if len(out.actions) > 0 {
+		th.event(forge.EventActionRequired, t.ID, forge.ActionRequiredData{RequiredActions: out.actions})
+	}
+	snap := x.snapshot(out)
+	th.w.event(x.turnDone())
+	err := x.commit(&th.w, snap, func() {
+		// The turn has ended in the store: a client that sees turn.done
+		// (published right after this) may start the next turn at once.
+		x.e.histories.put(x.session.ID, t.ID, th.history, snap)
+		x.e.unregister(x)
+	})
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, forge.ErrTurnEnded):
+		x.e.log.Info("turn already ended elsewhere; terminal write dropped", "session_id", x.session.ID, "turn_id", t.ID)
+		return
+	}
+	x.e.log.Error("terminal write failed; ending the turn store_error", "session_id", x.session.ID, "turn_id", t.ID, "err", err)
+	x.endStoreError(err)
+}
+
+// endStoreError ends the turn errored with code store_error in a write
+// holding only the turn, its turn.done and its base snapshot (the rows
+// that could not be written are not claimed), retrying with the configured
+// backoff, its last delay repeated, until it lands or the engine gives up
+// (then recovery ends the turn at the next start).
+func (x *execution) endStoreError(cause error) {
+	t := x.turn
+	t.Status, t.Output, t.RequiredActions, t.CancelReason, t.CancelMessage = forge.TurnErrored, nil, []forge.RequiredAction{}, nil, nil
+	var se *storeError
+	if !errors.As(cause, &se) {
+		se = &storeError{err: cause}
+	}
+	t.Error = &forge.TurnError{Code: forge.CodeStoreError, Message: se.Error()}
+	snap := x.baseSnapshot()
+	delays := x.e.cfg.StoreRetryDelays
+	for attempt := 0; ; attempt++ {
+		var w batch
+		w.event(x.turnDone())
+		err := x.commit(&w, snap, func() { x.e.unregister(x) })
+		if err == nil || errors.Is(err, forge.ErrTurnEnded) {
+			return
+		}
+		wait := time.Second
+		if len(delays) > 0 {
+			wait = delays[min(attempt, len(delays)-1)]
+		}
+		x.e.log.Error("terminal write failed again", "session_id", x.session.ID, "turn_id", t.ID, "attempt", attempt+1, "err", err)
+		select {
+		case <-x.e.gaveUp:
+			return
+		default:
+		}
+		if x.e.cfg.Sleep != nil {
+			_ = x.e.cfg.Sleep(x.ctx, wait)
+		} else {
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-x.e.gaveUp:
+				timer.Stop()
+				return
+			}
+		}
+	}
+}
+
+// turnDone is the turn's last event: the turn as it ends, naming its own
+// seq as last_seq.
+func (x *execution) turnDone() eventlog.Draft {
+	t := x.turn
+	final := *t
+	return eventlog.Draft{Type: forge.EventTurnDone, ID: t.ID, TurnID: t.ID, Data: &final, OnSeq: func(seq int64) {
+		final.LastSeq, t.LastSeq = seq, seq
+	}}
+}
+
+// snapshot is the turn's durable state that is not a message: the main
+// thread's state and those of the children it touched, the context size,
+// the capability states and the MCP info (both carried from the base turn
+// and updated), and the base turn's other extra state.
+func (x *execution) snapshot(out outcome) *forge.Snapshot {
+	th := x.main
+	snap := &forge.Snapshot{TurnID: x.turn.ID, Threads: map[string]forge.ThreadState{}, Extra: maps.Clone(x.base.Extra)}
 	state := forge.ThreadFinished
 	var openCalls []string
 	if len(out.actions) > 0 {
 		state = forge.ThreadUserInputRequired
-		r.event(forge.EventActionRequired, t.ID, r.session.MainThreadID, map[string]any{"required_actions": out.actions})
 		for _, a := range out.actions {
 			openCalls = append(openCalls, a.CallID)
 		}
 	}
-	snap := &forge.Snapshot{
-		TurnID: t.ID,
-		Threads: map[string]forge.ThreadState{r.session.MainThreadID: {
-			ID: r.session.MainThreadID, Agent: r.agent.Name, State: state, OpenCall: openCalls,
-		}},
-		ContextTokens: r.contextTokens(),
-	}
-	for id, st := range r.children {
+	snap.Threads[th.id] = forge.ThreadState{ID: th.id, Agent: th.agent.Name, State: state, OpenCall: openCalls}
+	for id, st := range th.children {
 		snap.Threads[id] = st
 	}
-	snap.Capabilities = r.capabilityStates()
-	if len(r.mcpInfo) > 0 {
-		snap.Extra = map[string]json.RawMessage{"mcp": mustJSON(r.mcpInfo)}
-	}
-	final := *t
-	r.pend = append(r.pend, pendingEvent{typ: forge.EventTurnDone, id: t.ID, turnID: t.ID, data: func(seq int64) any {
-		final.LastSeq = seq
-		t.LastSeq = seq
-		return &final
-	}})
-	if err := r.flush(snap); err != nil {
-		if errors.Is(err, forge.ErrTurnEnded) {
-			r.e.log.Info("turn already ended elsewhere; terminal write dropped", "turn", t.ID)
-			return
+	snap.ContextTokens = th.contextTokens()
+	snap.Capabilities = x.capabilityStates()
+	raw, err := x.mcpSnapshot()
+	switch {
+	case err != nil:
+		x.e.log.Warn("snapshot: MCP info dropped", "session_id", x.session.ID, "err", err)
+	case raw != nil:
+		if snap.Extra == nil {
+			snap.Extra = map[string]json.RawMessage{}
 		}
-		r.e.log.Error("terminal write failed", "turn", t.ID, "err", err)
+		snap.Extra["mcp"] = raw
 	}
+	return snap
+}
+
+// baseSnapshot is the snapshot of this turn ending with nothing it did
+// saved (store_error).
+func (x *execution) baseSnapshot() *forge.Snapshot {
+	return carriedSnapshot(x.turn.ID, x.session.MainThreadID, x.base)
 }
 
 // contextTokens is the main thread's context size after the last step: the
 // last model call's input plus its output; after a compaction with no call
 // since, the local estimate of the compacted view.
-func (r *run) contextTokens() int64 {
-	if used, at := reportedContext(r.history); at >= 0 {
+func (th *thread) contextTokens() int64 {
+	if used, at := reportedContext(th.history); at >= 0 {
 		return used
 	}
-	if latestSummary(r.history) >= 0 {
-		return r.contextEstimate()
+	if latestSummary(th.history) >= 0 {
+		return th.contextEstimate()
 	}
 	return 0
 }

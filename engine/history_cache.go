@@ -11,10 +11,11 @@ import (
 // memory.
 const historyCacheSize = 1024
 
-// historyCache keeps, per session, the main thread's history as it stood
-// when its last turn ended here, so the next turn chaining from that turn
-// does not reload it. A turn's rows never change after its terminal write,
-// so an entry is valid for as long as its turn is the one chained from.
+// historyCache keeps, per session, the main thread's history and the
+// snapshot as they stood when its last turn ended here, so the next turn
+// chaining from that turn reloads neither. A turn's rows never change after
+// its terminal write, so an entry is valid for as long as its turn is the
+// one chained from.
 type historyCache struct {
 	mu      sync.Mutex // guards the following
 	entries map[string]cachedHistory
@@ -23,20 +24,22 @@ type historyCache struct {
 type cachedHistory struct {
 	turnID string
 	msgs   []*forge.Message
+	snap   *forge.Snapshot
 }
 
-func (c *historyCache) get(sessionID, turnID string) ([]*forge.Message, bool) {
+// get returns the turn's history (the caller may append to it) and its
+// snapshot (the caller must not change it).
+func (c *historyCache) get(sessionID, turnID string) ([]*forge.Message, *forge.Snapshot, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.entries[sessionID]
 	if !ok || h.turnID != turnID {
-		return nil, false
+		return nil, nil, false
 	}
-	// The caller appends: give it its own slice.
-	return slices.Clip(h.msgs), true
+	return slices.Clip(h.msgs), h.snap, true
 }
 
-func (c *historyCache) put(sessionID, turnID string, msgs []*forge.Message) {
+func (c *historyCache) put(sessionID, turnID string, msgs []*forge.Message, snap *forge.Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
@@ -48,7 +51,7 @@ func (c *historyCache) put(sessionID, turnID string, msgs []*forge.Message) {
 			break
 		}
 	}
-	c.entries[sessionID] = cachedHistory{turnID: turnID, msgs: slices.Clip(msgs)}
+	c.entries[sessionID] = cachedHistory{turnID: turnID, msgs: slices.Clip(msgs), snap: snap}
 }
 
 func (c *historyCache) drop(sessionID string) {

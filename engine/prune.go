@@ -40,9 +40,9 @@ func pruneToolOutputs(view []*forge.Message, budget int64) []*forge.Message {
 }
 
 // modelHistory is the thread's history as the model is sent it.
-func (r *run) modelHistory() []*forge.Message {
-	if b := r.agent.Compaction.PruneToolOutputs; b != nil {
-		return pruneToolOutputs(r.history, *b)
+func (th *thread) modelHistory() []*forge.Message {
+	if b := th.agent.Compaction.PruneToolOutputs; b != nil {
+		return pruneToolOutputs(th.history, *b)
 	}
-	return r.history
+	return th.history
 }

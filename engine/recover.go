@@ -2,17 +2,22 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/eventlog"
 )
 
 // Recover ends every turn a dead process left running: unfinished text and
 // reasoning parts are closed with their checkpointed text (interrupted),
 // pending and running tool parts become errors, and the turn ends cancelled
-// with reason abandoned. The session log reserves a fresh seq range first,
-// so the closing events have seqs above any a client could have seen.
-// Call it before serving.
+// with reason abandoned. Its snapshot carries the base turn's capability
+// states, thread states and MCP info, so the next turn starts where the
+// base left. The event log reserves a fresh seq range first, so the
+// closing events have seqs above any a client could have seen. Call it
+// before serving.
 func (e *Engine) Recover(ctx context.Context) error {
 	turns, err := e.store.RunningTurns(ctx)
 	if err != nil {
@@ -22,7 +27,7 @@ func (e *Engine) Recover(ctx context.Context) error {
 		if err := e.abandon(ctx, t); err != nil {
 			return fmt.Errorf("recover turn %s: %w", t.ID, err)
 		}
-		e.log.Info("recovered abandoned turn", "session", t.SessionID, "turn", t.ID)
+		e.log.Warn("recovered abandoned turn", "session_id", t.SessionID, "turn_id", t.ID)
 	}
 	return nil
 }
@@ -32,16 +37,28 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 	if err != nil {
 		return err
 	}
-	l := e.sessionLog(t.Tenant, t.SessionID)
+	sess, err := e.store.GetSession(ctx, t.Tenant, t.SessionID)
+	if err != nil {
+		return err
+	}
+	base := &forge.Snapshot{}
+	if t.PreviousTurnID != nil {
+		switch snap, err := e.store.GetSnapshot(ctx, t.Tenant, *t.PreviousTurnID); {
+		case err == nil:
+			base = snap
+		case !errors.Is(err, forge.ErrNotFound):
+			return err
+		}
+	}
 	b := &forge.Batch{Tenant: t.Tenant, SessionID: t.SessionID, TurnID: t.ID}
-	var events []pendingEvent
+	var drafts []eventlog.Draft
 	now := e.clock.Now()
 	for _, m := range msgs {
 		for _, p := range m.Parts {
 			switch {
 			case (p.Type == forge.PartText || p.Type == forge.PartReasoning) && p.State == forge.StateStreaming:
 				p.State = forge.StateInterrupted
-				events = append(events, pendingEvent{typ: forge.EventModelMessage, id: p.ID, turnID: t.ID, threadID: m.ThreadID, data: p.Clone()})
+				drafts = append(drafts, eventlog.Draft{Type: forge.EventModelMessage, ID: p.ID, TurnID: t.ID, ThreadID: m.ThreadID, Data: p.Clone()})
 			case p.Type == forge.PartTool && (p.State == forge.StatePending || p.State == forge.StateRunning):
 				msg := "abandoned: the server stopped before this call finished"
 				if p.State == forge.StateRunning {
@@ -49,7 +66,7 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 				}
 				p.State = forge.StateError
 				p.Error = &msg
-				events = append(events, pendingEvent{typ: forge.EventToolResponse, id: p.ID, turnID: t.ID, threadID: m.ThreadID, data: p.Clone()})
+				drafts = append(drafts, eventlog.Draft{Type: forge.EventToolResponse, ID: p.ID, TurnID: t.ID, ThreadID: m.ThreadID, Data: p.Clone()})
 			default:
 				continue
 			}
@@ -69,16 +86,29 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 	t.EndedAt = &now
 	t.RequiredActions = []forge.RequiredAction{}
 	final := *t
-	events = append(events, pendingEvent{typ: forge.EventTurnDone, id: t.ID, turnID: t.ID, data: func(seq int64) any {
-		final.LastSeq = seq
-		t.LastSeq = seq
-		return &final
+	drafts = append(drafts, eventlog.Draft{Type: forge.EventTurnDone, ID: t.ID, TurnID: t.ID, Data: &final, OnSeq: func(seq int64) {
+		final.LastSeq, t.LastSeq = seq, seq
 	}})
 	b.Turn = t
-	b.Snapshot = &forge.Snapshot{TurnID: t.ID, Threads: map[string]forge.ThreadState{}}
-	_, err = e.write(ctx, l, events, func(ctx context.Context, evs []forge.Event) error {
-		b.Events = evs
-		return e.store.Commit(ctx, b)
-	})
+	b.Snapshot = carriedSnapshot(t.ID, sess.MainThreadID, base)
+	_, err = e.events.Commit(ctx, b, drafts...)
 	return err
+}
+
+// carriedSnapshot is the snapshot of turn turnID that ended without
+// writing its own state (abandoned): the base turn's, with the main thread
+// finished and waiting for nothing (the turn has no required actions).
+// Capability states, child thread states and extra state (MCP info) carry
+// over, so the next turn starts where the base left.
+func carriedSnapshot(turnID, mainThread string, base *forge.Snapshot) *forge.Snapshot {
+	snap := &forge.Snapshot{TurnID: turnID, Threads: maps.Clone(base.Threads), ContextTokens: base.ContextTokens,
+		Capabilities: maps.Clone(base.Capabilities), Extra: maps.Clone(base.Extra)}
+	if snap.Threads == nil {
+		snap.Threads = map[string]forge.ThreadState{}
+	}
+	if st, ok := snap.Threads[mainThread]; ok {
+		st.State, st.OpenCall = forge.ThreadFinished, nil
+		snap.Threads[mainThread] = st
+	}
+	return snap
 }

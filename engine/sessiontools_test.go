@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
@@ -32,6 +31,7 @@ func withSandboxes(t *testing.T) func(*engine.Config) {
 }
 
 func TestSandboxToolsRecordPatchAndConfine(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withSandboxes(t))
 	h.agent("a", func(a *forge.Agent) {
 		a.Tools = []forge.ToolSpec{{Name: "write_file", BuiltIn: true}, {Name: "read_file", BuiltIn: true}}
@@ -93,6 +93,7 @@ func everythingServerPath(t testing.TB) string {
 }
 
 func TestMCPToolsWithApprovalGlob(t *testing.T) {
+	t.Parallel()
 	bin := everythingServer(t)
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
@@ -163,6 +164,7 @@ func authServer(t *testing.T, token string) *httptest.Server {
 }
 
 func TestMCPAuthRequiredPausesThenTokenResumes(t *testing.T) {
+	t.Parallel()
 	ts := authServer(t, "s3cret")
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
@@ -199,6 +201,7 @@ func TestMCPAuthRequiredPausesThenTokenResumes(t *testing.T) {
 }
 
 func TestTodoCapabilityCarriesAcrossTurnsAndForks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Capabilities = tools.Capabilities() })
 	h.agent("a", func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "todo", BuiltIn: true}} })
 	s := h.session("a")
@@ -235,6 +238,7 @@ func TestTodoCapabilityCarriesAcrossTurnsAndForks(t *testing.T) {
 }
 
 func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
+	t.Parallel()
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
 	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
@@ -254,6 +258,7 @@ func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
 }
 
 func TestMCPFilesystemServer(t *testing.T) {
+	t.Parallel()
 	bin, err := filepath.Abs("../mcp/testdata/npm/node_modules/.bin/mcp-server-filesystem")
 	if err != nil {
 		t.Fatal(err)
@@ -286,11 +291,38 @@ func TestMCPFilesystemServer(t *testing.T) {
 	}
 }
 
+// callSignal wraps the MCP manager (through the engine's interface) and
+// says when a tool call has started.
+type callSignal struct {
+	engine.MCPServers
+	entered chan struct{}
+}
+
+func (m *callSignal) Tools(ctx context.Context, sid string, servers []forge.MCPServer) ([]forge.Tool, []forge.MCPInitialized, error) {
+	tools, inits, err := m.MCPServers.Tools(ctx, sid, servers)
+	for i, t := range tools {
+		tools[i] = signalTool{Tool: t, entered: m.entered}
+	}
+	return tools, inits, err
+}
+
+type signalTool struct {
+	forge.Tool
+	entered chan struct{}
+}
+
+func (t signalTool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult, error) {
+	close(t.entered)
+	return t.Tool.Call(ctx, args)
+}
+
 func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
+	t.Parallel()
 	bin := everythingServer(t)
 	m := mcp.NewManager(mcp.Options{})
 	t.Cleanup(func() { _ = m.Close(t.Context()) })
-	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	entered := make(chan struct{})
+	h := newHarness(t, func(c *engine.Config) { c.MCP = &callSignal{MCPServers: m, entered: entered} })
 	h.agent("a", func(a *forge.Agent) {
 		a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{bin, "stdio"}}}
 	})
@@ -303,11 +335,7 @@ func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := waitForEvent(t, h, s.ID, forge.EventToolCall)
-	if !strings.Contains(string(ev.Data), `"state":"running"`) {
-		t.Fatalf("tool.call %s", ev.Data)
-	}
-	time.Sleep(300 * time.Millisecond) // the call is in flight
+	<-entered // the call is in flight
 	pid := m.ServerPID(s.ID, "everything")
 	if pid == 0 {
 		t.Fatal("no server process")
@@ -321,5 +349,68 @@ func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 	}
 	if res := h.model.sent()[1].Messages[2].Parts[0]; !res.IsError || !strings.Contains(res.Output, "not running") {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestRecoveredTurnKeepsTheBaseTurnsState: a turn abandoned by a crash
+// ends with the snapshot of the turn it chained from (capability states,
+// thread states, MCP info), so the session continues with its todo list.
+func TestRecoveredTurnKeepsTheBaseTurnsState(t *testing.T) {
+	t.Parallel()
+	bin := everythingServer(t)
+	m := mcp.NewManager(mcp.Options{})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	h := newHarness(t, func(c *engine.Config) {
+		c.Capabilities = tools.Capabilities()
+		c.MCP = m
+	})
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "todo", BuiltIn: true}}
+		a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{bin, "stdio"}}}
+	})
+	s := h.session("a")
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("todo_write", `{"items":[{"content":"ship it","status":"pending"}]}`)}},
+		reply{deltas: []string{"planned"}},
+	)
+	t1 := h.run(s.ID, msg("plan"))
+	base, err := h.store.GetSnapshot(h.ctx, forge.DefaultTenant, t1.ID)
+	if err != nil || base.Capabilities["todo"] == nil || base.Extra["mcp"] == nil {
+		t.Fatalf("base snapshot %+v %v", base, err)
+	}
+	// The next turn dies mid-stream: a copy of the database is what a
+	// killed process leaves.
+	h.model.push(reply{deltas: []string{"work"}, block: make(chan struct{})})
+	t2, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("do it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	copyDB(t, h.path)
+	cancelRunning(t, h, s.ID) // the crashed process is gone; no need to wait for it
+	h2 := &harness{t: t, path: h.path + ".copy", model: &testModel{}, ctx: h.ctx}
+	h2.open(func(c *engine.Config) {
+		c.Capabilities = tools.Capabilities()
+		c.MCP = m
+	})
+	defer h2.close()
+	snap, err := h2.store.GetSnapshot(h.ctx, forge.DefaultTenant, t2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(snap.Capabilities["todo"]) != string(base.Capabilities["todo"]) || string(snap.Extra["mcp"]) != string(base.Extra["mcp"]) {
+		t.Fatalf("recovered snapshot capabilities %s mcp %s; base had %s and %s",
+			snap.Capabilities["todo"], snap.Extra["mcp"], base.Capabilities["todo"], base.Extra["mcp"])
+	}
+	if st := snap.Threads[s.MainThreadID]; st.State != forge.ThreadFinished || st.Agent != "a" {
+		t.Fatalf("main thread state %+v", st)
+	}
+	// The session goes on with its list.
+	h2.model.push(reply{calls: []forge.ToolCall{call("todo_read", `{}`)}}, reply{deltas: []string{"read"}})
+	if t3 := h2.run(s.ID, msg("what is left?")); t3.Status != forge.TurnDone || *t3.PreviousTurnID != t2.ID {
+		t.Fatalf("next turn %+v", t3)
+	}
+	if got := h2.model.sent()[1].Messages; got[len(got)-1].Parts[0].Output != "1. [pending] ship it" {
+		t.Fatalf("todo_read after recovery: %q", got[len(got)-1].Parts[0].Output)
 	}
 }

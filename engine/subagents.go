@@ -12,60 +12,42 @@ import (
 // subagentPrefix names the tool that delegates to a subagent.
 const subagentPrefix = "subagent_"
 
-// subagentTool is how the model delegates to a subagent. It is never
-// called as an ordinary tool: runCalls runs a child thread for it.
-type subagentTool struct{ agent *forge.Agent }
+var delegationSchema = json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","description":"What the agent should do, with everything it needs to know."}},"required":["task"]}`)
 
-func (t *subagentTool) Def() forge.ToolDef {
-	desc := fmt.Sprintf("Delegates a task to the %q agent, which works on it on its own and answers with its final text.", t.agent.Name)
-	if t.agent.Instructions != "" {
-		desc += " Its instructions: " + truncate(t.agent.Instructions, 300)
+// delegationTo is the callable through which the model hands a task to
+// agent: a call runs a child thread of the caller.
+func delegationTo(agent *forge.Agent) *callable {
+	desc := fmt.Sprintf("Delegates a task to the %q agent, which works on it on its own and answers with its final text.", agent.Name)
+	if agent.Instructions != "" {
+		desc += " Its instructions: " + truncate(agent.Instructions, 300)
 	}
-	return forge.ToolDef{
-		Name:        subagentPrefix + t.agent.Name,
-		Description: desc,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","description":"What the agent should do, with everything it needs to know."}},"required":["task"]}`),
-	}
+	return &callable{kind: delegation, sub: agent,
+		def: forge.ToolDef{Name: subagentPrefix + agent.Name, Description: desc, InputSchema: delegationSchema}}
 }
 
-func (t *subagentTool) Call(context.Context, json.RawMessage) (forge.ToolResult, error) {
-	return forge.ToolResult{}, errors.New("a subagent runs as a child thread, not as a tool call")
-}
-
-// prepareSubagents offers the agent's subagents as tools while the
-// delegation depth allows.
-func (r *run) prepareSubagents() {
-	if r.depth >= r.e.cfg.SubagentDepth {
+// prepareSubagents offers the agent's subagents while the delegation depth
+// allows.
+func (th *thread) prepareSubagents() {
+	x := th.x
+	if th.depth >= x.e.cfg.SubagentDepth {
 		return
 	}
-	for _, name := range r.agent.Subagents {
-		a, err := r.e.store.GetAgent(r.ctx, r.tenant, name)
+	for _, name := range th.agent.Subagents {
+		a, err := x.e.store.GetAgent(x.ctx, x.tenant, name)
 		if err != nil {
-			r.e.log.Warn("subagent unavailable", "agent", name, "err", err)
+			x.e.log.Warn("subagent unavailable", "session_id", x.session.ID, "agent", name, "err", err)
 			continue
 		}
-		t := &subagentTool{agent: a}
-		r.extraTools[t.Def().Name] = t
+		c := delegationTo(a)
+		th.tools.extra[c.def.Name] = c
 	}
 }
 
-// newChild returns a run executing a child thread of r for agent, in the
-// same turn: it shares the turn id, the session log and the cancellation,
-// and keeps its own messages, buffer and iteration count.
-func (r *run) newChild(agent *forge.Agent, threadID string, history []*forge.Message) *run {
-	turn := &forge.Turn{ID: r.turn.ID, Tenant: r.tenant, SessionID: r.session.ID, Status: forge.TurnRunning}
-	c := &run{
-		e: r.e, tenant: r.tenant, session: r.session, agent: agent, turn: turn,
-		log: r.log, threadID: threadID, depth: r.depth + 1,
-		children:  map[string]forge.ThreadState{},
-		history:   history,
-		ctx:       r.ctx,
-		cancel:    r.cancel,
-		done:      make(chan struct{}),
-		pendParts: map[string]*forge.Part{},
-		pendMsgs:  map[string]*forge.Message{},
-		streaming: map[string]*streamingPart{},
-	}
+// newChild returns the executor of a child thread of th running agent, in
+// the same turn: it shares the turn, its cancellation and its
+// checkpointer, and keeps its own messages, writes and iteration count.
+func (th *thread) newChild(agent *forge.Agent, threadID string, history []*forge.Message) *thread {
+	c := th.x.newThread(threadID, agent, th.depth+1, history)
 	c.prepareTools()
 	return c
 }
@@ -78,8 +60,8 @@ type childResult struct {
 	usage  forge.Usage
 }
 
-// delegate runs a new child thread for call c (a subagent tool call).
-func (r *run) delegate(c *call, agent *forge.Agent) childResult {
+// delegate runs a new child thread for call c (a delegation).
+func (th *thread) delegate(c *call, agent *forge.Agent) childResult {
 	var in struct {
 		Task string `json:"task"`
 	}
@@ -87,11 +69,12 @@ func (r *run) delegate(c *call, agent *forge.Agent) childResult {
 		return childResult{out: outcome{status: forge.TurnErrored, err: &forge.TurnError{Code: forge.CodeToolError,
 			Message: `a subagent needs {"task": "..."}`}}}
 	}
-	thread := r.e.ids.New(forge.PrefixThread)
-	child := r.newChild(agent, thread, nil)
-	child.event(forge.EventThreadCreated, thread, thread, map[string]any{
-		"thread_id": thread, "parent_thread_id": r.threadID, "agent": agent.Name, "call_id": c.part.CallID,
+	id := th.x.e.ids.New(forge.PrefixThread)
+	child := th.x.newThread(id, agent, th.depth+1, nil)
+	child.event(forge.EventThreadCreated, id, forge.ThreadCreatedData{
+		ThreadID: id, ParentThreadID: th.id, Agent: agent.Name, CallID: c.part.CallID,
 	})
+	child.prepareTools()
 	m := child.newMessage(forge.RoleUser)
 	p := child.newPart(m, forge.PartText)
 	p.Text, p.State = in.Task, forge.StateCompleted
@@ -102,64 +85,62 @@ func (r *run) delegate(c *call, agent *forge.Agent) childResult {
 	return child.finishChild(child.loop())
 }
 
-// finishChild records thread.done (or the pause) and flushes the child.
-func (c *run) finishChild(out outcome) childResult {
-	data := map[string]any{"thread_id": c.threadID, "status": out.status}
-	switch {
-	case len(out.actions) > 0:
-		data["required_actions"] = out.actions
-	case out.output != nil:
-		data["result"] = out.output.Text
-	case out.err != nil:
-		data["error"] = out.err
-	}
+// finishChild records thread.done (unless the child pauses) and flushes
+// the child's writes.
+func (th *thread) finishChild(out outcome) childResult {
 	if len(out.actions) == 0 {
-		c.event(forge.EventThreadDone, c.threadID, c.threadID, data)
+		data := forge.ThreadDoneData{ThreadID: th.id, Status: out.status, Error: out.err}
+		if out.output != nil {
+			text := out.output.Text
+			data.Result, data.Error = &text, nil
+		}
+		th.event(forge.EventThreadDone, th.id, data)
 	}
-	if err := c.flush(nil); err != nil && !errors.Is(err, forge.ErrTurnEnded) {
-		c.e.log.Warn("flush child thread failed", "thread", c.threadID, "err", err)
+	if err := th.flush(); err != nil && !errors.Is(err, forge.ErrTurnEnded) {
+		th.x.e.log.Warn("flush child thread failed", "session_id", th.x.session.ID, "thread", th.id, "err", err)
 	}
-	return childResult{thread: c.threadID, agent: c.agent.Name, out: out, usage: c.turn.Usage}
+	return childResult{thread: th.id, agent: th.agent.Name, out: out, usage: th.usage}
 }
 
 // recordChild turns a child's end into the delegating call's result, or
 // into the actions that pause the turn.
-func (r *run) recordChild(c *call, res childResult) []forge.RequiredAction {
+func (th *thread) recordChild(c *call, res childResult) []forge.RequiredAction {
 	p := c.part
-	r.noteChild(res, p.CallID)
+	th.noteChild(res, p.CallID)
 	switch {
 	case len(res.out.actions) > 0:
 		p.State = forge.StatePending
-		r.partEvent(forge.EventToolCall, c.msg, p)
+		th.partEvent(forge.EventToolCall, p)
 		return res.out.actions
 	case res.out.output != nil:
-		out := r.limitOutput(p, res.out.output.Text)
+		out := th.limitOutput(p, res.out.output.Text)
 		p.State = forge.StateCompleted
 		p.Output = &out
-		r.partEvent(forge.EventToolResponse, c.msg, p)
+		th.partEvent(forge.EventToolResponse, p)
 	case res.out.status == forge.TurnCancelled:
-		r.toolError(c.msg, p, "the subagent was cancelled")
+		th.toolError(p, "the subagent was cancelled")
 	default:
-		r.toolError(c.msg, p, subagentFailure(res.out))
+		th.toolError(p, subagentFailure(res.out))
 	}
 	return nil
 }
 
-// noteChild adds the child's usage to the turn and records its thread
-// state (kept in the snapshot so a paused child can be resumed).
-func (r *run) noteChild(res childResult, callID string) {
-	r.turn.Usage.Add(res.usage)
+// noteChild adds the child's usage to th's and records the child's state
+// (kept in the snapshot so a paused child can be resumed).
+func (th *thread) noteChild(res childResult, callID string) {
+	th.usage.Add(res.usage)
 	if res.thread == "" {
 		return
 	}
-	st := forge.ThreadState{ID: res.thread, ParentID: &r.threadID, Agent: res.agent, State: forge.ThreadFinished, CallID: callID}
+	parent := th.id
+	st := forge.ThreadState{ID: res.thread, ParentID: &parent, Agent: res.agent, State: forge.ThreadFinished, CallID: callID}
 	if len(res.out.actions) > 0 {
 		st.State = forge.ThreadUserInputRequired
 		for _, a := range res.out.actions {
 			st.OpenCall = append(st.OpenCall, a.CallID)
 		}
 	}
-	r.children[res.thread] = st
+	th.children[res.thread] = st
 }
 
 func subagentFailure(out outcome) string {
@@ -173,13 +154,14 @@ func subagentFailure(out outcome) string {
 // resumeChildren runs the child threads that the resolutions answer (they
 // paused in an earlier turn) and returns, per delegating call, a
 // resolution carrying the child's result, plus the actions of children
-// that pause again. Main-thread resolutions are returned unchanged.
-func (r *run) resumeChildren() (main []resolution, actions []forge.RequiredAction, err error) {
+// that pause again. Resolutions of th's own calls are returned unchanged.
+func (th *thread) resumeChildren() (own []resolution, actions []forge.RequiredAction, err error) {
+	x := th.x
 	byThread := map[string][]resolution{}
 	var order []string
-	for _, res := range r.resolutions {
-		if res.action.ThreadID == r.threadID {
-			main = append(main, res)
+	for _, res := range th.resolutions {
+		if res.action.ThreadID == th.id {
+			own = append(own, res)
 			continue
 		}
 		if _, ok := byThread[res.action.ThreadID]; !ok {
@@ -187,27 +169,27 @@ func (r *run) resumeChildren() (main []resolution, actions []forge.RequiredActio
 		}
 		byThread[res.action.ThreadID] = append(byThread[res.action.ThreadID], res)
 	}
-	for _, thread := range order {
-		st, ok := r.baseThreads[thread]
+	for _, id := range order {
+		st, ok := x.base.Threads[id]
 		if !ok {
-			return nil, nil, fmt.Errorf("thread %s is not a child thread of the turn chained from", thread)
+			return nil, nil, fmt.Errorf("thread %s is not a child thread of the turn chained from", id)
 		}
-		agent, err := r.e.store.GetAgent(r.ctx, r.tenant, st.Agent)
+		agent, err := x.e.store.GetAgent(x.ctx, x.tenant, st.Agent)
 		if err != nil {
 			return nil, nil, fmt.Errorf("subagent %q: %w", st.Agent, err)
 		}
-		history, err := r.e.loadThread(r.ctx, r.tenant, r.session, *r.turn.PreviousTurnID, thread)
+		history, err := x.e.loadThread(x.ctx, x.tenant, x.session, *x.turn.PreviousTurnID, id)
 		if err != nil {
 			return nil, nil, err
 		}
-		child := r.newChild(agent, thread, history)
-		child.resolutions = byThread[thread]
+		child := th.newChild(agent, id, history)
+		child.resolutions = byThread[id]
 		res := child.finishChild(child.loop())
-		parentCall := r.findCall(st.CallID)
+		parentCall := th.findCall(st.CallID)
 		if parentCall == nil {
-			return nil, nil, fmt.Errorf("the call %s that delegated to thread %s is not in this branch", st.CallID, thread)
+			return nil, nil, fmt.Errorf("the call %s that delegated to thread %s is not in this branch", st.CallID, id)
 		}
-		r.noteChild(res, st.CallID)
+		th.noteChild(res, st.CallID)
 		if len(res.out.actions) > 0 {
 			actions = append(actions, res.out.actions...)
 			continue
@@ -220,17 +202,17 @@ func (r *run) resumeChildren() (main []resolution, actions []forge.RequiredActio
 			text := subagentFailure(res.out)
 			in.Output, in.IsError = &text, true
 		}
-		main = append(main, resolution{input: in, action: forge.RequiredAction{
-			Type: forge.ActionClientTool, CallID: st.CallID, ThreadID: r.threadID, Tool: parentCall.Tool, Arguments: parentCall.Arguments,
+		own = append(own, resolution{input: in, action: forge.RequiredAction{
+			Type: forge.ActionClientTool, CallID: st.CallID, ThreadID: th.id, Tool: parentCall.Tool, Arguments: parentCall.Arguments,
 		}})
 	}
-	return main, actions, nil
+	return own, actions, nil
 }
 
 // findCall returns the latest tool part of the thread's history for callID.
-func (r *run) findCall(callID string) *forge.Part {
-	for i := len(r.history) - 1; i >= 0; i-- {
-		for _, p := range r.history[i].Parts {
+func (th *thread) findCall(callID string) *forge.Part {
+	for i := len(th.history) - 1; i >= 0; i-- {
+		for _, p := range th.history[i].Parts {
 			if p.Type == forge.PartTool && p.CallID == callID {
 				return p
 			}

@@ -47,6 +47,7 @@ func threadEvents(h *harness, sid, typ string) []map[string]any {
 }
 
 func TestParallelSubagents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	subagentSetup(h)
 	s := h.session("lead")
@@ -106,6 +107,7 @@ func TestParallelSubagents(t *testing.T) {
 }
 
 func TestSubagentApprovalPausesTheTurnAndResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	subagentSetup(h)
 	s := h.session("lead")
@@ -151,6 +153,7 @@ func TestSubagentApprovalPausesTheTurnAndResumesAfterRestart(t *testing.T) {
 }
 
 func TestCancelReachesSubagent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	subagentSetup(h)
 	s := h.session("lead")
@@ -170,5 +173,52 @@ func TestCancelReachesSubagent(t *testing.T) {
 	evs := h.events(s.ID, 0)
 	if evs[len(evs)-1].Type != forge.EventTurnDone {
 		t.Fatalf("last event %s", evs[len(evs)-1].Type)
+	}
+}
+
+// TestSubagentStreamingTextIsCheckpointed: a child thread's streaming text
+// is checkpointed like the main thread's, so a crash mid-child keeps it
+// and recovery closes the part with it.
+func TestSubagentStreamingTextIsCheckpointed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *engine.Config) { c.CheckpointInterval = 10 * time.Millisecond })
+	subagentSetup(h)
+	s := h.session("lead")
+	h.model.pushFor("you lead", reply{calls: []forge.ToolCall{call("subagent_writer", `{"task":"draft"}`)}})
+	h.model.pushFor("you write", reply{deltas: []string{"first ", "draft"}, block: make(chan struct{})})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	childPart := func(st forge.Store) *forge.Part {
+		msgs, _ := st.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+		for _, m := range msgs {
+			if m.ThreadID == s.MainThreadID {
+				continue
+			}
+			for _, p := range m.Parts {
+				if p.Type == forge.PartText && m.Role == forge.RoleAssistant {
+					return p
+				}
+			}
+		}
+		return nil
+	}
+	// Wait for a checkpoint tick to write the child's streamed text.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if p := childPart(h.store); p != nil && p.Text == "first draft" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child thread's streaming part was never checkpointed")
+		}
+	}
+	copyDB(t, h.path)
+	cancelRunning(t, h, s.ID) // the crashed process is gone; no need to wait for it
+	h2 := &harness{t: t, path: h.path + ".copy", model: &testModel{}, ctx: h.ctx}
+	h2.open()
+	defer h2.close()
+	if p := childPart(h2.store); p == nil || p.Text != "first draft" || p.State != forge.StateInterrupted {
+		t.Fatalf("recovered child part %+v", p)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/eventlog"
 )
 
 // ErrShuttingDown refuses new turns while the engine closes.
@@ -65,7 +66,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		if !req.Supersede {
 			return nil, false, forge.Errorf(forge.ErrTurnInProgress, "turn %s is still running in this session; wait for it, cancel it, or send supersede: true", current.turn.ID)
 		}
-		current.stop(forge.CancelSuperseded)
+		current.stop(forge.CancelSuperseded, "")
 		select {
 		case <-current.done:
 		case <-ctx.Done():
@@ -95,12 +96,18 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, false, err
 	}
 	var history []*forge.Message
+	var snap *forge.Snapshot
 	if base != nil {
 		var ok bool
-		if history, ok = e.histories.get(sess.ID, base.ID); !ok {
-			history, err = e.loadHistory(ctx, tenant, sess, base.ID)
-			if err != nil {
+		if history, snap, ok = e.histories.get(sess.ID, base.ID); !ok {
+			if history, err = e.loadHistory(ctx, tenant, sess, base.ID); err != nil {
 				return nil, false, err
+			}
+			switch snap, err = e.store.GetSnapshot(ctx, tenant, base.ID); {
+			case errors.Is(err, forge.ErrNotFound):
+				snap = nil
+			case err != nil:
+				return nil, false, fmt.Errorf("snapshot of %s: %w", base.ID, err)
 			}
 		}
 	}
@@ -122,37 +129,24 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		id := base.ID
 		turn.PreviousTurnID = &id
 	}
-	r := e.newRun(tenant, sess, agent, turn, history, resolutions)
-	if base != nil && resolvesChildThreads(resolutions, sess.MainThreadID) {
-		snap, err := e.store.GetSnapshot(ctx, tenant, base.ID)
-		if err != nil {
-			return nil, false, fmt.Errorf("snapshot of %s: %w", base.ID, err)
-		}
-		r.baseThreads = snap.Threads
-	}
-	if base != nil && e.usesCapabilities(agent) {
-		snap, err := e.store.GetSnapshot(ctx, tenant, base.ID)
-		switch {
-		case err == nil:
-			r.baseCaps = snap.Capabilities
-		case !errors.Is(err, forge.ErrNotFound):
-			return nil, false, err
-		}
-	}
-	r.compactOnly = req.Compact
-	events := []pendingEvent{{typ: forge.EventTurnCreated, id: turn.ID, turnID: turn.ID, data: turn}}
+	x := e.newExecution(tenant, sess, turn, snap)
+	x.compactOnly = req.Compact
+	th := x.newThread(sess.MainThreadID, agent, 0, history)
+	th.resolutions = resolutions
+	x.main = th
+	drafts := []eventlog.Draft{{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn}}
 	var msgs []*forge.Message
 	if resolutions == nil && !req.Compact {
-		msg := r.newMessage(forge.RoleUser)
-		msg.Parts = []*forge.Part{r.newPart(msg, forge.PartText)}
+		msg := th.newMessage(forge.RoleUser)
+		msg.Parts = []*forge.Part{th.newPart(msg, forge.PartText)}
 		msg.Parts[0].Text = req.Input[0].Text
 		msg.Parts[0].State = forge.StateCompleted
 		msgs = append(msgs, msg)
-		r.history = append(r.history, msg)
-		events = append(events, pendingEvent{typ: forge.EventMessageCreated, id: msg.ID, turnID: turn.ID, threadID: msg.ThreadID, data: msg})
+		th.history = append(th.history, msg)
+		drafts = append(drafts, eventlog.Draft{Type: forge.EventMessageCreated, ID: msg.ID, TurnID: turn.ID, ThreadID: msg.ThreadID, Data: msg})
 	}
 
-	if !e.register(r) {
+	if !e.register(x) {
 		if e.isClosing() {
 			return nil, false, ErrShuttingDown
 		}
@@ -162,15 +156,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if sess.TipTurnID != nil {
 		expectTip = *sess.TipTurnID
 	}
-	e.bus.BeginTurn(sessionID, turn.ID)
-	_, err = e.write(ctx, r.log, events, func(ctx context.Context, evs []forge.Event) error {
-		turn.LastSeq = evs[len(evs)-1].Seq
-		return e.store.BeginTurn(ctx, &forge.BeginTurn{Turn: turn, Messages: msgs, Events: evs, ExpectTip: &expectTip})
-	})
+	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip}, drafts...)
 	if err != nil {
-		e.unregister(r)
-		e.bus.EndTurn(sessionID, turn.ID)
-		close(r.done)
+		e.unregister(x)
+		close(x.done)
 		if errors.Is(err, forge.ErrConflict) {
 			// The tip moved or the idempotency key was just used.
 			if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {
@@ -185,7 +174,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	}
 	created := *turn
 	e.wg.Add(1)
-	go e.execute(r)
+	go e.execute(x)
 	return &created, false, nil
 }
 
@@ -296,21 +285,21 @@ func validateInput(input []forge.Input, open []forge.RequiredAction) ([]resoluti
 	return out, nil
 }
 
-func (e *Engine) register(r *run) bool {
+func (e *Engine) register(x *execution) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closing || e.running[r.session.ID] != nil {
+	if e.closing || e.running[x.session.ID] != nil {
 		return false
 	}
-	e.running[r.session.ID] = r
+	e.running[x.session.ID] = x
 	return true
 }
 
-func (e *Engine) unregister(r *run) {
+func (e *Engine) unregister(x *execution) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.running[r.session.ID] == r {
-		delete(e.running, r.session.ID)
+	if e.running[x.session.ID] == x {
+		delete(e.running, x.session.ID)
 	}
 }
 
@@ -351,13 +340,4 @@ func redactTokens(input []forge.Input) []forge.Input {
 		out[i] = in
 	}
 	return out
-}
-
-func resolvesChildThreads(res []resolution, mainThread string) bool {
-	for _, r := range res {
-		if r.action.ThreadID != mainThread {
-			return true
-		}
-	}
-	return false
 }

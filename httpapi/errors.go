@@ -115,6 +115,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="forge"`)
 	}
+	if p := s.protocolFor(r); p != nil {
+		p.WriteError(w, status, code, msg)
+		return
+	}
 	writeJSON(w, status, errorBody{apiError{Code: code, Message: msg}})
 }
 

@@ -56,6 +56,8 @@ type Config struct {
 	// Models, when set, is listed by GET /v1/models (normally the
 	// *provider.Registry the engine resolves models with).
 	Models ModelCatalog
+	// Protocols are other wire protocols served beside /v1 (protocols.go).
+	Protocols []Protocol
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -70,6 +72,7 @@ type Server struct {
 	writeWait time.Duration // bound of one write to a streaming client
 	handler   http.Handler
 	models    ModelCatalog
+	protocols []Protocol
 
 	locks keyedMutex // serializes idempotent requests sharing a key
 
@@ -91,6 +94,7 @@ func New(cfg Config) *Server {
 		keepAlive: cfg.KeepAlive,
 		writeWait: sseWriteWait,
 		models:    cfg.Models,
+		protocols: cfg.Protocols,
 	}
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
@@ -190,6 +194,7 @@ func (s *Server) routes() http.Handler {
 	// browser with the user's key. The root sends a browser there.
 	mux.Handle(web.Prefix, web.New())
 	mux.Handle("GET /{$}", http.RedirectHandler(web.Prefix, http.StatusFound))
+	s.mountProtocols(mux)
 	mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return forge.Errorf(forge.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	}))

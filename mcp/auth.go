@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	forge "github.com/forge-runtime/forge"
 )
 
 // httpRoundTripper adds the declared headers and the session's bearer token
@@ -41,14 +43,14 @@ func (h *httpRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
-// authError is the AuthRequiredError of the last answer, if it was a 401.
-func (h *httpRoundTripper) authError(server string) *AuthRequiredError {
+// authError is the error of the last answer, if it was a 401.
+func (h *httpRoundTripper) authError(server string) *forge.AuthRequiredError {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.got401 {
 		return nil
 	}
-	return &AuthRequiredError{Server: server, AuthURL: h.authURL}
+	return &forge.AuthRequiredError{Server: server, AuthURL: h.authURL}
 }
 
 // authURL picks the URL to authorize at from WWW-Authenticate challenges:

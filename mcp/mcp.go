@@ -46,30 +46,6 @@ type Options struct {
 	InitTimeout time.Duration // starting a server and listing its tools; default 30s
 }
 
-// Initialized describes a server that has just been started; it is the data
-// of an mcp.initialized event.
-type Initialized struct {
-	Server          string   `json:"server"`
-	ProtocolVersion string   `json:"protocol_version"`
-	Tools           []string `json:"tools"`
-}
-
-// AuthRequiredError is returned when a streamable HTTP server answers 401.
-// AuthURL is where the user can authorize (the resource_metadata or
-// authorization URL of the WWW-Authenticate header), empty when the server
-// advertised none. After Manager.SetToken the next use retries.
-type AuthRequiredError struct {
-	Server  string
-	AuthURL string
-}
-
-func (e *AuthRequiredError) Error() string {
-	if e.AuthURL != "" {
-		return fmt.Sprintf("MCP server %q requires authorization (see %s)", e.Server, e.AuthURL)
-	}
-	return fmt.Sprintf("MCP server %q requires authorization", e.Server)
-}
-
 // Manager owns the MCP server connections of every session. It is safe for
 // concurrent use.
 type Manager struct {
@@ -108,13 +84,13 @@ func NewManager(opts Options) *Manager {
 var errClosed = errors.New("MCP manager is closed")
 
 // Tools starts (when not running yet) each declared server of the session and
-// returns their tools, plus an Initialized for every server started by this
+// returns their tools, plus an MCPInitialized for every server started by this
 // call. When some servers fail, the tools of the others are still returned,
-// with an error joining the failures (errors.As finds *AuthRequiredError).
-func (m *Manager) Tools(ctx context.Context, sessionID string, servers []forge.MCPServer) ([]forge.Tool, []Initialized, error) {
+// with an error joining the failures (errors.As finds *forge.AuthRequiredError).
+func (m *Manager) Tools(ctx context.Context, sessionID string, servers []forge.MCPServer) ([]forge.Tool, []forge.MCPInitialized, error) {
 	type out struct {
 		tools []forge.Tool
-		init  *Initialized
+		init  *forge.MCPInitialized
 		err   error
 	}
 	results := make([]out, len(servers))
@@ -139,7 +115,7 @@ func (m *Manager) Tools(ctx context.Context, sessionID string, servers []forge.M
 	}
 	wg.Wait()
 	var tools []forge.Tool
-	var inits []Initialized
+	var inits []forge.MCPInitialized
 	var errs []error
 	seen := map[string]bool{}
 	for _, r := range results {
@@ -293,7 +269,7 @@ func (s *server) current() *state {
 
 // ensure returns the running connection, starting it when needed; init is
 // non-nil when this call started it.
-func (s *server) ensure(ctx context.Context) (*state, *Initialized, error) {
+func (s *server) ensure(ctx context.Context) (*state, *forge.MCPInitialized, error) {
 	if st := s.current(); st != nil {
 		return st, nil, nil
 	}
@@ -315,7 +291,7 @@ func (s *server) ensure(ctx context.Context) (*state, *Initialized, error) {
 	}
 	st, err := s.start(ctx)
 	if err != nil {
-		if ctx.Err() != nil && !errors.As(err, new(*AuthRequiredError)) {
+		if ctx.Err() != nil && !errors.As(err, new(*forge.AuthRequiredError)) {
 			return nil, nil, fmt.Errorf("starting MCP server %q was cancelled: %w", s.spec.Name, ctx.Err())
 		}
 		return nil, nil, err
@@ -328,7 +304,7 @@ func (s *server) ensure(ctx context.Context) (*state, *Initialized, error) {
 	}
 	s.st = st
 	s.mu.Unlock()
-	init := &Initialized{Server: s.spec.Name, Tools: make([]string, 0, len(st.tools))}
+	init := &forge.MCPInitialized{Server: s.spec.Name, Tools: make([]string, 0, len(st.tools))}
 	if r := st.cs.InitializeResult(); r != nil {
 		init.ProtocolVersion = r.ProtocolVersion
 	}

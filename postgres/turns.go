@@ -301,6 +301,12 @@ func (s *Store) GetTurn(ctx context.Context, tenant, sessionID, turnID string) (
 		[]any{tenant, sessionID, turnID}, "turn %s not found", turnID)
 }
 
+// GetTurnByID returns a turn of a live session by its id alone.
+func (s *Store) GetTurnByID(ctx context.Context, tenant, turnID string) (*forge.Turn, error) {
+	return s.oneTurn(ctx, tenant, `t.tenant = $1 AND t.id = $2`,
+		[]any{tenant, turnID}, "turn %s not found", turnID)
+}
+
 // TurnByIdempotencyKey finds the turn created with key in a live session.
 func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
 	if key == "" {

@@ -10,18 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/forge-runtime/forge"
 )
 
 // Patch is what a step changed in the work directory: the data of a
 // "patch" part.
-type Patch struct {
-	Files []FileChange `json:"files"`
-	// Partial is set when a snapshot stopped at MaxSnapshotFiles.
-	Partial bool `json:"partial,omitempty"`
-}
-
-// Empty reports whether nothing changed.
-func (p Patch) Empty() bool { return len(p.Files) == 0 }
+type Patch = forge.Patch
 
 // File change statuses.
 const (
@@ -32,14 +27,7 @@ const (
 
 // FileChange is one changed file. Added and Removed count lines; they are
 // zero for binary files and for files larger than LineCountMaxSize.
-type FileChange struct {
-	Path     string `json:"path"`
-	Status   string `json:"status"`
-	Added    int    `json:"added"`
-	Removed  int    `json:"removed"`
-	Binary   bool   `json:"binary,omitempty"`
-	TooLarge bool   `json:"too_large,omitempty"`
-}
+type FileChange = forge.FileChange
 
 // MaxSnapshotFiles bounds the files a Snapshot records.
 const MaxSnapshotFiles = 50000
@@ -171,6 +159,21 @@ func (s *Sandbox) Diff(before *Snapshot) (Patch, *Snapshot, error) {
 		return Patch{}, nil, err
 	}
 	return Compare(before, after), after, nil
+}
+
+var _ forge.Sandbox = (*Sandbox)(nil)
+
+// Track records the state of the work directory and returns a func that
+// reports what changed since (forge.Sandbox).
+func (s *Sandbox) Track() (func() (Patch, error), error) {
+	before, err := s.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return func() (Patch, error) {
+		patch, _, err := s.Diff(before)
+		return patch, err
+	}, nil
 }
 
 // Compare lists the files added, modified and deleted from a to b, sorted

@@ -32,8 +32,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/forge-runtime/forge"
 )
 
 // BwrapMode says whether commands run inside bubblewrap.
@@ -256,6 +259,18 @@ func (m *Manager) Get(ctx context.Context, sessionID string) (*Sandbox, bool, er
 	}
 	return sb, created, nil
 }
+
+// Open is Get for the engine: the session's sandbox as a forge.Sandbox.
+func (m *Manager) Open(ctx context.Context, sessionID string) (forge.Sandbox, bool, error) {
+	sb, created, err := m.Get(ctx, sessionID)
+	if err != nil {
+		return nil, false, err
+	}
+	return sb, created, nil
+}
+
+// ToolNames are the names of the tools every sandbox offers (Sandbox.Tools).
+func (m *Manager) ToolNames() []string { return slices.Clone(toolNames) }
 
 // Stop kills the running commands of the session's sandbox (with their
 // process groups). The sandbox stays usable.

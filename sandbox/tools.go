@@ -20,6 +20,9 @@ import (
 	"github.com/forge-runtime/forge"
 )
 
+// toolNames are the names of the tools Tools returns, in that order.
+var toolNames = []string{"bash", "read_file", "write_file", "edit_file", "list_files", "grep"}
+
 // Tools returns the sandbox's built-in tools: bash, read_file, write_file,
 // edit_file, list_files and grep.
 func (s *Sandbox) Tools() []forge.Tool {

@@ -93,6 +93,20 @@ func (c *rowCache) turn(tenant, session, id string) ([]any, bool) {
 	return t.vals, true
 }
 
+// turnByID returns an ended turn of a live session, whichever session.
+func (c *rowCache) turnByID(tenant, id string) ([]any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.turns[cacheKey{tenant, id}]
+	if !ok {
+		return nil, false
+	}
+	if _, live := c.sessions[cacheKey{tenant, t.session}]; !live {
+		return nil, false
+	}
+	return t.vals, true
+}
+
 func (c *rowCache) agent(tenant, name string) ([]any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

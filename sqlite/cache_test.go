@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/forge-runtime/forge"
 )
@@ -145,6 +146,12 @@ func TestRowCacheFollowsWrites(t *testing.T) {
 	if _, err := s.GetTurn(ctx, "acme", "ses_other", f.turn.ID); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("the turn under another session id: %v", err)
 	}
+	if byID, err := s.GetTurnByID(ctx, "acme", f.turn.ID); err != nil || !reflect.DeepEqual(byID, turn) {
+		t.Errorf("GetTurnByID: %+v %v, want %+v", byID, err, turn)
+	}
+	if _, err := s.GetTurnByID(ctx, "other", f.turn.ID); !errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("another tenant's turn by id: %v", err)
+	}
 
 	if err := s.DeleteSession(ctx, "acme", f.ses.ID); err != nil {
 		t.Fatal(err)
@@ -154,6 +161,9 @@ func TestRowCacheFollowsWrites(t *testing.T) {
 	}
 	if _, err := s.GetTurn(ctx, "acme", f.ses.ID, f.turn.ID); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("turn of a deleted session: %v", err)
+	}
+	if _, err := s.GetTurnByID(ctx, "acme", f.turn.ID); !errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("turn of a deleted session, by id: %v", err)
 	}
 	if err := s.DeleteAgent(ctx, "acme", "a"); err != nil {
 		t.Fatal(err)
@@ -199,6 +209,9 @@ func TestRowCacheServesTheTurnPath(t *testing.T) {
 	if turn, err := s.GetTurn(ctx, "acme", f.ses.ID, f.turn.ID); err != nil || turn.Status != forge.TurnDone {
 		t.Errorf("GetTurn: %+v %v", turn, err)
 	}
+	if turn, err := s.GetTurnByID(ctx, "acme", f.turn.ID); err != nil || turn.Status != forge.TurnDone {
+		t.Errorf("GetTurnByID: %+v %v", turn, err)
+	}
 }
 
 // TestRowCacheIgnoresFailedWrites: a terminal write that fails after its
@@ -208,7 +221,6 @@ func TestRowCacheServesTheTurnPath(t *testing.T) {
 func TestRowCacheIgnoresFailedWrites(t *testing.T) {
 	t.Parallel()
 	s := openT(t)
-	ctx := context.Background()
 	alone := running(t, s)
 	checkSession(t, s, "acme", alone.ses.ID)
 	if err := alone.endWith(1, forge.Usage{InputTokens: 7})(); !errors.Is(err, forge.ErrConflict) {
@@ -221,27 +233,31 @@ func TestRowCacheIgnoresFailedWrites(t *testing.T) {
 		t.Errorf("usage of a failed terminal write: %+v", ses.Usage)
 	}
 
-	grouped := running(t, s)
-	other := running(t, s)
-	checkSession(t, s, "acme", grouped.ses.ID)
-	errs := queueOrdered(t, s, []func() error{
-		other.endWith(2, forge.Usage{InputTokens: 3}),
-		grouped.endWith(1, forge.Usage{InputTokens: 7}), // seq 1 is taken
+	// Inside a group written with savepoints: the calls are queued behind
+	// a held writer, in a synctest bubble.
+	synctest.Test(t, func(t *testing.T) {
+		s := openT(t)
+		grouped := running(t, s)
+		other := running(t, s)
+		checkSession(t, s, "acme", grouped.ses.ID)
+		errs := queueOrdered(t, s, []func() error{
+			other.endWith(2, forge.Usage{InputTokens: 3}),
+			grouped.endWith(1, forge.Usage{InputTokens: 7}), // seq 1 is taken
+		})
+		if errs[0] != nil || !errors.Is(errs[1], forge.ErrConflict) {
+			t.Fatalf("group: %v", errs)
+		}
+		if turn := checkTurn(t, s, "acme", grouped.ses.ID, grouped.turn.ID); turn.Status != forge.TurnRunning {
+			t.Errorf("after the failed terminal write in a group: %s", turn.Status)
+		}
+		if ses := checkSession(t, s, "acme", grouped.ses.ID); ses.Usage.InputTokens != 0 {
+			t.Errorf("usage of a failed terminal write in a group: %+v", ses.Usage)
+		}
+		if turn := checkTurn(t, s, "acme", other.ses.ID, other.turn.ID); turn.Status != forge.TurnDone {
+			t.Errorf("the group's other turn: %s", turn.Status)
+		}
+		checkSession(t, s, "acme", other.ses.ID)
 	})
-	if errs[0] != nil || !errors.Is(errs[1], forge.ErrConflict) {
-		t.Fatalf("group: %v", errs)
-	}
-	if turn := checkTurn(t, s, "acme", grouped.ses.ID, grouped.turn.ID); turn.Status != forge.TurnRunning {
-		t.Errorf("after the failed terminal write in a group: %s", turn.Status)
-	}
-	if ses := checkSession(t, s, "acme", grouped.ses.ID); ses.Usage.InputTokens != 0 {
-		t.Errorf("usage of a failed terminal write in a group: %+v", ses.Usage)
-	}
-	if turn := checkTurn(t, s, "acme", other.ses.ID, other.turn.ID); turn.Status != forge.TurnDone {
-		t.Errorf("the group's other turn: %s", turn.Status)
-	}
-	checkSession(t, s, "acme", other.ses.ID)
-	_ = ctx
 }
 
 // TestRowCacheFillLosesToWrites: a read that missed and began before a

@@ -383,6 +383,28 @@ func (s *Store) GetTurn(ctx context.Context, tenant, sessionID, turnID string) (
 	return t, nil
 }
 
+// GetTurnByID returns a turn of a live session by its id alone.
+func (s *Store) GetTurnByID(ctx context.Context, tenant, turnID string) (*forge.Turn, error) {
+	if vals, ok := s.rc.turnByID(tenant, turnID); ok {
+		return scanTurn(valuesRow(vals))
+	}
+	epoch := s.rc.begin()
+	vals, err := s.queryValues(ctx, turnColCount, `SELECT `+turnCols+` FROM turns t
+		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.deleted_at IS NULL
+		WHERE t.tenant = ? AND t.id = ?`, tenant, turnID)
+	if err != nil {
+		return nil, notFound(err, "turn %s not found", turnID)
+	}
+	t, err := scanTurn(valuesRow(vals))
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	if t.Ended() {
+		s.rc.fillTurn(epoch, tenant, t.SessionID, turnID, vals)
+	}
+	return t, nil
+}
+
 // TurnByIdempotencyKey finds the turn created with key in a live session.
 func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
 	if key == "" {

@@ -522,6 +522,25 @@ var turnTests = []test{
 			eq(f, t.Status, forge.TurnRunning, "Status")
 		}
 	}},
+	{name: "GetTurnByID", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		first := f.start(ses, nil, "one").turn
+		f.end(ses, first)
+		second := f.start(ses, &first.ID, "two").turn
+		for _, want := range []*forge.Turn{first, second} {
+			got, err := f.s.GetTurnByID(f.ctx, tenantA, want.ID)
+			f.ok(err, "GetTurnByID")
+			f.sameJSON(got, f.getTurn(want), "GetTurnByID is GetTurn")
+			eq(f, got.Tenant, tenantA, "Tenant")
+		}
+		_, err := f.s.GetTurnByID(f.ctx, tenantA, "turn_ghost")
+		f.is(err, forge.ErrNotFound, "GetTurnByID unknown")
+		_, err = f.s.GetTurnByID(f.ctx, tenantB, first.ID)
+		f.is(err, forge.ErrNotFound, "GetTurnByID of another tenant's turn")
+		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
+		_, err = f.s.GetTurnByID(f.ctx, tenantA, first.ID)
+		f.is(err, forge.ErrNotFound, "GetTurnByID in a deleted session")
+	}},
 	{name: "GetTurnUnknownIsNotFound", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		_, err := f.s.GetTurn(f.ctx, tenantA, ses.ID, "turn_ghost")

@@ -85,6 +85,7 @@ func wantLines(t *testing.T, out string, prefixes ...string) {
 }
 
 func TestModes(t *testing.T) {
+	t.Parallel()
 	url := newServer(t)
 	t.Run("turns", func(t *testing.T) {
 		out := runMode(t, "turns", "--server", url, "--sessions", "4", "--duration", "300ms", "--rotate", "5")
@@ -109,6 +110,7 @@ func TestModes(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, args := range [][]string{
 		{"turns", "--server", "http://example.com:8080", "--duration", "1s"},

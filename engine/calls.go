@@ -9,81 +9,85 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/mcp"
 )
 
-// toolResult is a finished server-side call.
-type toolResult struct {
+// callResult is a finished server-side call.
+type callResult struct {
 	c   *call
 	res forge.ToolResult
 	err error
-	// child is set for a subagent delegation.
+	// child is set for a delegation.
 	child *childResult
 }
 
 // runCalls runs the server-side calls of a step concurrently and returns
-// the required actions of the calls that pause the turn.
-func (r *run) runCalls(calls []*call) []forge.RequiredAction {
+// the required actions of the calls that pause the turn. The calls'
+// running state is durable before any of them starts: when that write
+// fails, none runs (the turn then ends store_error).
+func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
+	x := th.x
 	var actions []forge.RequiredAction
 	var toRun []*call
 	for _, c := range calls {
 		switch {
 		case c.action != nil:
 			actions = append(actions, *c.action)
-		case c.tool != nil:
+		case c.run != nil:
 			toRun = append(toRun, c)
 		}
 	}
-	// The running state is durable before any side effect happens.
-	if err := r.flush(nil); err != nil {
-		r.e.log.Warn("flush before tools failed", "turn", r.turn.ID, "err", err)
+	if err := th.flush(); err != nil {
+		for _, c := range toRun {
+			th.toolError(c.part, "not run: the turn could not be saved before this call")
+		}
+		return actions
 	}
 	if len(toRun) == 0 {
 		return actions
 	}
-	defer r.recordPatch(toRun)()
+	defer th.recordPatch(toRun)()
 	// Tools get a context that outlives a cancel by ToolCancelWait: a running
 	// call may finish and record its real result.
-	toolCtx, cancelTools := context.WithCancel(context.WithoutCancel(r.ctx))
+	toolCtx, cancelTools := context.WithCancel(context.WithoutCancel(x.ctx))
 	defer cancelTools()
-	results := make(chan toolResult, len(toRun))
+	results := make(chan callResult, len(toRun))
 	for _, c := range toRun {
-		r.e.wg.Add(1)
+		x.e.wg.Add(1)
 		go func() {
-			defer r.e.wg.Done()
-			if st, ok := c.tool.(*subagentTool); ok {
-				child := r.delegate(c, st.agent)
-				results <- toolResult{c: c, child: &child}
-				return
+			defer x.e.wg.Done()
+			switch c.run.kind {
+			case delegation:
+				child := th.delegate(c, c.run.sub)
+				results <- callResult{c: c, child: &child}
+			default:
+				res, err := callTool(toolCtx, c.run.tool, c.part)
+				results <- callResult{c: c, res: res, err: err}
 			}
-			res, err := callTool(toolCtx, c.tool, c.part)
-			results <- toolResult{c: c, res: res, err: err}
 		}()
 	}
 	var deadline <-chan time.Time
-	cancelled := r.ctx.Done()
+	cancelled := x.ctx.Done()
 	for remaining := len(toRun); remaining > 0; {
 		select {
-		case tr := <-results:
+		case cr := <-results:
 			remaining--
-			if tr.child != nil {
-				actions = append(actions, r.recordChild(tr.c, *tr.child)...)
-			} else if a := r.recordResult(tr); a != nil {
+			if cr.child != nil {
+				actions = append(actions, th.recordChild(cr.c, *cr.child)...)
+			} else if a := th.recordResult(cr); a != nil {
 				actions = append(actions, *a)
 			}
-			if err := r.flush(nil); err != nil {
-				r.e.log.Warn("flush tool result failed", "turn", r.turn.ID, "err", err)
-			}
+			// A failure is recorded; the loop ends the turn after the calls.
+			_ = th.flush()
 		case <-cancelled:
 			cancelled = nil
-			timer := time.NewTimer(r.e.cfg.ToolCancelWait)
+			timer := time.NewTimer(x.e.cfg.ToolCancelWait)
 			defer timer.Stop()
 			deadline = timer.C
 		case <-deadline:
 			cancelTools()
 			for _, c := range toRun {
 				if c.part.State == forge.StateRunning {
-					r.toolError(c.msg, c.part, "in_doubt: the turn was cancelled while this call ran; it may have had its effect")
+					th.toolError(c.part, "in_doubt: the turn was cancelled while this call ran; it may have had its effect")
 				}
 			}
 			return actions
@@ -101,25 +105,25 @@ func callTool(ctx context.Context, t forge.Tool, p *forge.Part) (res forge.ToolR
 	return t.Call(ctx, p.Arguments)
 }
 
-func (r *run) recordResult(tr toolResult) *forge.RequiredAction {
-	p := tr.c.part
-	var auth *mcp.AuthRequiredError
+func (th *thread) recordResult(cr callResult) *forge.RequiredAction {
+	p := cr.c.part
+	var auth *forge.AuthRequiredError
 	switch {
-	case errors.As(tr.err, &auth):
+	case errors.As(cr.err, &auth):
 		// The server wants a (new) token: the call waits for it.
 		p.State = forge.StatePending
-		r.partEvent(forge.EventToolCall, tr.c.msg, p)
-		return &forge.RequiredAction{Type: forge.ActionAuth, CallID: p.CallID, ThreadID: tr.c.msg.ThreadID,
+		th.partEvent(forge.EventToolCall, p)
+		return &forge.RequiredAction{Type: forge.ActionAuth, CallID: p.CallID, ThreadID: cr.c.msg.ThreadID,
 			Tool: p.Tool, Arguments: p.Arguments, Server: auth.Server, AuthURL: auth.AuthURL}
-	case tr.err != nil:
-		r.toolError(tr.c.msg, p, r.limitOutput(p, tr.err.Error()))
-	case tr.res.IsError:
-		r.toolError(tr.c.msg, p, r.limitOutput(p, tr.res.Output))
+	case cr.err != nil:
+		th.toolError(p, th.limitOutput(p, cr.err.Error()))
+	case cr.res.IsError:
+		th.toolError(p, th.limitOutput(p, cr.res.Output))
 	default:
-		out := r.limitOutput(p, tr.res.Output)
+		out := th.limitOutput(p, cr.res.Output)
 		p.State = forge.StateCompleted
 		p.Output = &out
-		r.partEvent(forge.EventToolResponse, tr.c.msg, p)
+		th.partEvent(forge.EventToolResponse, p)
 	}
 	return nil
 }
@@ -127,12 +131,12 @@ func (r *run) recordResult(tr toolResult) *forge.RequiredAction {
 // limitOutput returns what the model is shown of a tool's output: all of
 // it, or its head and tail around a marker when it is longer than
 // MaxToolOutput, in which case the whole output is kept on the part.
-func (r *run) limitOutput(p *forge.Part, out string) string {
-	limit := r.e.cfg.MaxToolOutput
+func (th *thread) limitOutput(p *forge.Part, out string) string {
+	limit := th.x.e.cfg.MaxToolOutput
 	if len(out) <= limit {
 		return out
 	}
-	p.Data = mustJSON(map[string]any{"output_bytes": len(out), "full_output": out})
+	p.Data = mustJSON(forge.ToolOutputData{OutputBytes: len(out), FullOutput: out})
 	head, tail := limit*3/4, limit/4
 	return fmt.Sprintf("%s\n[output truncated: %d bytes omitted; the full output is kept on the tool part]\n%s",
 		strings.ToValidUTF8(out[:head], ""), len(out)-head-tail, strings.ToValidUTF8(out[len(out)-tail:], ""))
@@ -140,13 +144,13 @@ func (r *run) limitOutput(p *forge.Part, out string) string {
 
 // applyResolutions records the answers to the calls the previous turn left
 // open, as a tool message of this turn, and runs the approved calls.
-func (r *run) applyResolutions() ([]forge.RequiredAction, error) {
-	msg := r.newMessage(forge.RoleTool)
-	r.messageEvent(forge.EventMessageCreated, msg)
-	calls := make([]*call, 0, len(r.resolutions))
-	for _, res := range r.resolutions {
+func (th *thread) applyResolutions() []forge.RequiredAction {
+	msg := th.newMessage(forge.RoleTool)
+	th.messageEvent(forge.EventMessageCreated, msg)
+	calls := make([]*call, 0, len(th.resolutions))
+	for _, res := range th.resolutions {
 		a := res.action
-		p := r.newPart(msg, forge.PartTool)
+		p := th.newPart(msg, forge.PartTool)
 		p.CallID, p.Tool, p.Arguments = a.CallID, a.Tool, a.Arguments
 		msg.Parts = append(msg.Parts, p)
 		c := &call{msg: msg, part: p}
@@ -159,35 +163,35 @@ func (r *run) applyResolutions() ([]forge.RequiredAction, error) {
 				if in.Reason != "" {
 					reason += ": " + in.Reason
 				}
-				r.toolError(msg, p, reason)
+				th.toolError(p, reason)
 				continue
 			}
-			spec, _ := r.agent.Tool(a.Tool)
-			tool := r.tool(a.Tool)
+			spec, _ := th.agent.Tool(a.Tool)
+			run := th.tools.lookup(a.Tool)
 			switch {
 			case spec.Client:
 				c.action = &forge.RequiredAction{Type: forge.ActionClientTool, CallID: a.CallID, ThreadID: a.ThreadID, Tool: a.Tool, Arguments: a.Arguments}
 				p.State = forge.StatePending
-			case tool == nil:
-				r.toolError(msg, p, fmt.Sprintf("the tool %q is not available in this agent version", a.Tool))
+			case run == nil:
+				th.toolError(p, fmt.Sprintf("the tool %q is not available in this agent version", a.Tool))
 				continue
 			default:
-				c.tool = tool
+				c.run = run
 				p.State = forge.StateRunning
 			}
-			r.partEvent(forge.EventToolCall, msg, p)
+			th.partEvent(forge.EventToolCall, p)
 		case forge.InputToolResult:
 			p.State = forge.StateRunning
-			r.partEvent(forge.EventToolCall, msg, p)
+			th.partEvent(forge.EventToolCall, p)
 			if in.IsError {
 				p.State = forge.StatePending // toolError emits the response
-				r.toolError(msg, p, *in.Output)
+				th.toolError(p, *in.Output)
 				continue
 			}
 			out := *in.Output
 			p.State = forge.StateCompleted
 			p.Output = &out
-			r.partEvent(forge.EventToolResponse, msg, p)
+			th.partEvent(forge.EventToolResponse, p)
 		case forge.InputAuth:
 			// The token went to the MCP manager before tools were listed
 			// (applyAuthTokens); it is never written anywhere.
@@ -195,51 +199,51 @@ func (r *run) applyResolutions() ([]forge.RequiredAction, error) {
 				out := fmt.Sprintf("authorized MCP server %q", a.Server)
 				p.State = forge.StateCompleted
 				p.Output = &out
-				r.partEvent(forge.EventToolResponse, msg, p)
+				th.partEvent(forge.EventToolResponse, p)
 				continue
 			}
-			if c.tool = r.tool(a.Tool); c.tool == nil {
-				r.toolError(msg, p, fmt.Sprintf("the tools of MCP server %q are still unavailable", a.Server))
+			if c.run = th.tools.lookup(a.Tool); c.run == nil {
+				th.toolError(p, fmt.Sprintf("the tools of MCP server %q are still unavailable", a.Server))
 				continue
 			}
 			p.State = forge.StateRunning
-			r.partEvent(forge.EventToolCall, msg, p)
+			th.partEvent(forge.EventToolCall, p)
 		default:
-			r.toolError(msg, p, fmt.Sprintf("%s resolutions are not supported for this call", in.Type))
+			th.toolError(p, fmt.Sprintf("%s resolutions are not supported for this call", in.Type))
 		}
 	}
-	r.history = append(r.history, msg)
-	return r.runCalls(calls), nil
+	th.history = append(th.history, msg)
+	return th.runCalls(calls)
 }
 
-// recordPatch snapshots the sandbox when calls may change files, and
+// recordPatch tracks the sandbox's files when calls may change them, and
 // returns a func that, after they ran, records what changed as a patch
 // part of the step's message (with its event).
-func (r *run) recordPatch(calls []*call) func() {
-	if r.sandbox == nil || !slices.ContainsFunc(calls, func(c *call) bool { return sandboxTools[c.part.Tool] }) {
+func (th *thread) recordPatch(calls []*call) func() {
+	sb := th.tools.sandbox
+	if sb == nil || !slices.ContainsFunc(calls, func(c *call) bool { return c.run.inSandbox }) {
 		return func() {}
 	}
-	before, err := r.sandbox.Snapshot()
+	log := th.x.e.log.With("session_id", th.x.session.ID)
+	changes, err := sb.Track()
 	if err != nil {
-		r.e.log.Warn("sandbox snapshot failed", "session", r.session.ID, "err", err)
+		log.Warn("sandbox snapshot failed", "err", err)
 		return func() {}
 	}
 	return func() {
-		patch, _, err := r.sandbox.Diff(before)
+		patch, err := changes()
 		if err != nil {
-			r.e.log.Warn("sandbox diff failed", "session", r.session.ID, "err", err)
+			log.Warn("sandbox diff failed", "err", err)
 			return
 		}
 		if patch.Empty() {
 			return
 		}
 		msg := calls[0].msg
-		p := r.newPart(msg, forge.PartPatch)
+		p := th.newPart(msg, forge.PartPatch)
 		p.Data = mustJSON(patch)
 		msg.Parts = append(msg.Parts, p)
-		r.partEvent(forge.EventPatch, msg, p)
-		if err := r.flush(nil); err != nil {
-			r.e.log.Warn("flush patch failed", "turn", r.turn.ID, "err", err)
-		}
+		th.partEvent(forge.EventPatch, p)
+		_ = th.flush() // a failure is recorded; the loop ends the turn
 	}
 }

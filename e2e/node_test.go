@@ -1,0 +1,48 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge/provider/openai/openaitest"
+)
+
+// TestNodeClients runs the Node tests in e2e/node (the official openai JS
+// client and the AI SDK's DefaultChatTransport, pinned in its
+// package-lock.json) against a real forge serve. Install them with
+// `npm ci --prefix e2e/node`; without them the test is skipped, unless
+// FORGE_TEST_REQUIRE_SERVICES=1 makes that a failure.
+func TestNodeClients(t *testing.T) {
+	dir, err := filepath.Abs("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := func(why string) {
+		if os.Getenv("FORGE_TEST_REQUIRE_SERVICES") == "1" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); err != nil {
+		missing("e2e/node/node_modules is not installed: run npm ci --prefix e2e/node")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not installed")
+	}
+	s := start(t, t.TempDir()+"/forge.db", openaitest.New(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "openai.test.mjs", "aisdk.test.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FORGE_URL="+s.URL)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test:\n%s", out)
+	if err != nil {
+		t.Fatalf("node tests failed: %v", err)
+	}
+}

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+)
+
+// checkpointer keeps the text and reasoning parts of every thread of a
+// turn that are receiving deltas, and rewrites their rows with the text so
+// far about once per CheckpointInterval (DESIGN.md: a crash loses at most
+// about the last second of streamed text). Child threads' parts are
+// checkpointed like the main thread's.
+type checkpointer struct {
+	mu    sync.Mutex // guards parts and every streamingPart's fields
+	parts map[string]*streamingPart
+}
+
+// streamingPart is a part receiving deltas. part belongs to the thread's
+// executor, which changes it only through the checkpointer.
+type streamingPart struct {
+	part   *forge.Part
+	thread string
+	buf    []byte
+	saved  int // len(buf) when last checkpointed
+}
+
+// start registers p, of thread, as receiving deltas.
+func (c *checkpointer) start(p *forge.Part, thread string) *streamingPart {
+	sp := &streamingPart{part: p, thread: thread}
+	c.mu.Lock()
+	c.parts[p.ID] = sp
+	c.mu.Unlock()
+	return sp
+}
+
+func (c *checkpointer) append(sp *streamingPart, text string) {
+	c.mu.Lock()
+	sp.buf = append(sp.buf, text...)
+	c.mu.Unlock()
+}
+
+// end moves the streamed text onto the part, sets its state and stops
+// checkpointing it.
+func (c *checkpointer) end(sp *streamingPart, state string) {
+	c.mu.Lock()
+	sp.part.Text = string(sp.buf)
+	sp.part.State = state
+	delete(c.parts, sp.part.ID)
+	c.mu.Unlock()
+}
+
+// takeOpen stops checkpointing every part still streaming and returns
+// their rows, interrupted with the text so far (the terminal write closes
+// them; a child thread still running keeps its own copy).
+func (c *checkpointer) takeOpen() map[string][]*forge.Part {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string][]*forge.Part{}
+	for id, sp := range c.parts {
+		row := sp.part.Clone()
+		row.Text, row.State = string(sp.buf), forge.StateInterrupted
+		out[sp.thread] = append(out[sp.thread], row)
+		delete(c.parts, id)
+	}
+	return out
+}
+
+// dirty returns the rows of the parts whose text changed since their last
+// checkpoint, and a func marking them saved once committed.
+func (c *checkpointer) dirty(now time.Time) ([]*forge.Part, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var rows []*forge.Part
+	var saved []*streamingPart
+	var lens []int
+	for _, sp := range c.parts {
+		if len(sp.buf) == sp.saved {
+			continue
+		}
+		row := sp.part.Clone()
+		row.Text, row.UpdatedAt = string(sp.buf), now
+		rows = append(rows, row)
+		saved, lens = append(saved, sp), append(lens, len(sp.buf))
+	}
+	return rows, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, sp := range saved {
+			sp.saved = lens[i]
+		}
+	}
+}
+
+// checkpointLoop checkpoints until stop is closed.
+func (x *execution) checkpointLoop(stop <-chan struct{}) {
+	t := time.NewTicker(x.e.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			x.checkpoint()
+		}
+	}
+}
+
+// checkpoint rewrites the dirty streaming parts' rows in one transaction,
+// fenced on the turn, with no event. It goes through the event log so it
+// is ordered with the turn's other writes: a part's completed row, written
+// after it stopped streaming, is never overwritten by an older checkpoint.
+func (x *execution) checkpoint() {
+	_, err := x.e.events.Write(x.ctx, x.tenant, x.session.ID, nil, func(ctx context.Context, _ []forge.Event) error {
+		rows, saved := x.streams.dirty(x.e.clock.Now())
+		if len(rows) == 0 {
+			return nil
+		}
+		if err := x.e.store.Commit(ctx, &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Parts: rows}); err != nil {
+			return err
+		}
+		saved()
+		return nil
+	})
+	if err != nil && !errors.Is(err, forge.ErrTurnEnded) {
+		x.e.log.Warn("checkpoint failed", "session_id", x.session.ID, "turn_id", x.turn.ID, "err", err)
+	}
+}

@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/eventlog"
+)
+
+var (
+	errTimeout = errors.New("turn timed out")
+	errStopped = errors.New("turn stopped")
+)
+
+// storeError is a write that still failed after its retries: the turn
+// ends errored with code store_error, and nothing that depends on the
+// unsaved state (a tool call) happens.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return "the turn could not be saved: " + e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// execution is one executing turn: what its threads share. The main
+// thread's executor goroutine owns turn; child threads run inside the
+// main thread's tool calls.
+type execution struct {
+	e       *Engine
+	tenant  string
+	session *forge.Session
+	turn    *forge.Turn
+	// base is what the turn chained from left: thread states, capability
+	// states and extra snapshot state (MCP info), carried forward.
+	base        *forge.Snapshot
+	compactOnly bool // a POST /compact turn
+	main        *thread
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed after the terminal write
+
+	// streams are the parts of every thread receiving deltas, checkpointed
+	// about once per CheckpointInterval.
+	streams checkpointer
+
+	mu sync.Mutex // guards the following
+	// reason is the cancel reason, set once; reasonText the client's text.
+	reason, reasonText string
+	// storeErr is the first write that failed after its retries.
+	storeErr error
+	// mcpInits are the MCP servers started by this turn's threads.
+	mcpInits []forge.MCPInitialized
+}
+
+func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Turn, base *forge.Snapshot) *execution {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	if base == nil {
+		base = &forge.Snapshot{}
+	}
+	return &execution{
+		e: e, tenant: tenant, session: sess, turn: turn, base: base,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		streams: checkpointer{parts: map[string]*streamingPart{}},
+	}
+}
+
+// stop cancels the turn with a reason code and the client's free text; the
+// first reason given wins.
+func (x *execution) stop(reason, message string) {
+	x.mu.Lock()
+	if x.reason == "" {
+		x.reason, x.reasonText = reason, message
+	}
+	x.mu.Unlock()
+	x.cancel(errStopped)
+}
+
+// cancelReason is why the turn's context ended.
+func (x *execution) cancelReason() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.reason != "" {
+		return x.reason
+	}
+	if errors.Is(context.Cause(x.ctx), errTimeout) {
+		return forge.CancelTimeout
+	}
+	return forge.CancelClient
+}
+
+func (x *execution) cancelled() bool { return x.ctx.Err() != nil }
+
+// failedWrite returns the write that failed for good, if any.
+func (x *execution) failedWrite() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.storeErr
+}
+
+func (x *execution) noteMCP(inits []forge.MCPInitialized) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.mcpInits = append(x.mcpInits, inits...)
+}
+
+// mcpSnapshot is the MCP info the snapshot keeps: the base turn's, updated
+// by the servers this turn started.
+func (x *execution) mcpSnapshot() (json.RawMessage, error) {
+	var infos []forge.MCPInitialized
+	if raw := x.base.Extra["mcp"]; raw != nil {
+		if err := json.Unmarshal(raw, &infos); err != nil {
+			return nil, fmt.Errorf("snapshot mcp info: %w", err)
+		}
+	}
+	x.mu.Lock()
+	inits := append([]forge.MCPInitialized(nil), x.mcpInits...)
+	x.mu.Unlock()
+	if len(inits) == 0 {
+		return x.base.Extra["mcp"], nil
+	}
+	for _, in := range inits {
+		replaced := false
+		for i := range infos {
+			if infos[i].Server == in.Server {
+				infos[i], replaced = in, true
+			}
+		}
+		if !replaced {
+			infos = append(infos, in)
+		}
+	}
+	return json.Marshal(infos)
+}
+
+// commit writes w's rows and events in one transaction fenced on the turn,
+// then publishes the events (through the event log, which retries).
+// terminal, when set, makes it the turn's terminal write with that
+// snapshot; committed, when set, runs once the transaction landed and
+// before anything is published. On success w is emptied; on failure it
+// keeps everything, so a later write (the terminal one) carries it, and
+// the failure is recorded: the turn then ends store_error.
+func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func()) error {
+	if w.empty() && terminal == nil {
+		return nil
+	}
+	b := &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Snapshot: terminal,
+		Messages: w.messages(), Parts: w.parts()}
+	if terminal != nil {
+		b.Turn = x.turn
+	}
+	_, err := x.e.events.Write(x.ctx, x.tenant, x.session.ID, w.events, func(ctx context.Context, evs []forge.Event) error {
+		b.Events = evs
+		if err := x.e.store.Commit(ctx, b); err != nil {
+			return err
+		}
+		if committed != nil {
+			committed()
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, forge.ErrTurnEnded) {
+			return err
+		}
+		return x.writeFailed(err)
+	}
+	w.reset()
+	return nil
+}
+
+// writeFailed records a write that failed for good and returns it as a
+// *storeError.
+func (x *execution) writeFailed(err error) error {
+	se := &storeError{err: err}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.storeErr == nil {
+		x.storeErr = se
+	}
+	return se
+}
+
+// batch is a thread's pending writes: rows and the events describing them,
+// committed together at the points where order matters (before a part's
+// first delta, before tools run, each tool result, the terminal write).
+// The thread's executor owns it.
+type batch struct {
+	events    []eventlog.Draft
+	partRows  map[string]*forge.Part
+	partOrder []string
+	msgRows   map[string]*forge.Message
+	msgOrder  []string
+}
+
+func (w *batch) empty() bool {
+	return len(w.events) == 0 && len(w.partOrder) == 0 && len(w.msgOrder) == 0
+}
+
+func (w *batch) event(d eventlog.Draft) { w.events = append(w.events, d) }
+
+// part queues p's row as it is now, updated at now.
+func (w *batch) part(p *forge.Part, now time.Time) {
+	if w.partRows == nil {
+		w.partRows = map[string]*forge.Part{}
+	}
+	if _, ok := w.partRows[p.ID]; !ok {
+		w.partOrder = append(w.partOrder, p.ID)
+	}
+	c := p.Clone()
+	c.UpdatedAt = now
+	w.partRows[p.ID] = c
+}
+
+// message queues m's envelope row (its parts are queued on their own).
+func (w *batch) message(m *forge.Message) {
+	if w.msgRows == nil {
+		w.msgRows = map[string]*forge.Message{}
+	}
+	c := *m
+	c.Parts = nil
+	if _, ok := w.msgRows[m.ID]; !ok {
+		w.msgOrder = append(w.msgOrder, m.ID)
+	}
+	w.msgRows[m.ID] = &c
+}
+
+func (w *batch) parts() []*forge.Part {
+	out := make([]*forge.Part, 0, len(w.partOrder))
+	for _, id := range w.partOrder {
+		out = append(out, w.partRows[id])
+	}
+	return out
+}
+
+func (w *batch) messages() []*forge.Message {
+	out := make([]*forge.Message, 0, len(w.msgOrder))
+	for _, id := range w.msgOrder {
+		out = append(out, w.msgRows[id])
+	}
+	return out
+}
+
+func (w *batch) reset() {
+	w.events, w.partOrder, w.msgOrder = nil, nil, nil
+	clear(w.partRows)
+	clear(w.msgRows)
+}

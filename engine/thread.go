@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/eventlog"
+)
+
+// thread executes one thread of a turn: the main thread, or a child thread
+// running a subagent delegation. Its executor goroutine owns its fields.
+type thread struct {
+	x     *execution
+	id    string
+	agent *forge.Agent
+	// depth is how many delegations lead to this thread (0: main).
+	depth       int
+	history     []*forge.Message // this thread's model view, oldest first
+	resolutions []resolution
+	tools       *toolSet
+	w           batch
+	// iterations counts this thread's model calls; usage sums its calls'
+	// usage and its children's.
+	iterations int
+	usage      forge.Usage
+	// children are the states of the child threads this thread delegated
+	// to in this turn (kept in the snapshot, so a paused one resumes).
+	children map[string]forge.ThreadState
+}
+
+func (x *execution) newThread(id string, agent *forge.Agent, depth int, history []*forge.Message) *thread {
+	return &thread{x: x, id: id, agent: agent, depth: depth, history: history, children: map[string]forge.ThreadState{}}
+}
+
+func (th *thread) lastMessageID() *string {
+	if n := len(th.history); n > 0 {
+		id := th.history[n-1].ID
+		return &id
+	}
+	return nil
+}
+
+func (th *thread) newMessage(role string) *forge.Message {
+	x := th.x
+	return &forge.Message{
+		ID:        x.e.ids.New(forge.PrefixMessage),
+		Tenant:    x.tenant,
+		SessionID: x.session.ID,
+		TurnID:    x.turn.ID,
+		ThreadID:  th.id,
+		Role:      role,
+		ParentID:  th.lastMessageID(),
+		CreatedAt: x.e.clock.Now(),
+		Parts:     []*forge.Part{},
+	}
+}
+
+func (th *thread) newPart(m *forge.Message, typ string) *forge.Part {
+	now := th.x.e.clock.Now()
+	return &forge.Part{
+		ID: th.x.e.ids.New(forge.PrefixPart), MessageID: m.ID, SessionID: m.SessionID,
+		TurnID: m.TurnID, Type: typ, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+// event queues an event of this thread for the next flush.
+func (th *thread) event(typ, id string, data any) {
+	th.w.event(eventlog.Draft{Type: typ, ID: id, TurnID: th.x.turn.ID, ThreadID: th.id, Data: data})
+}
+
+func (th *thread) putPart(p *forge.Part) { th.w.part(p, th.x.e.clock.Now()) }
+
+// partEvent queues a part row and its event (the part as it is now).
+func (th *thread) partEvent(typ string, p *forge.Part) {
+	th.putPart(p)
+	th.event(typ, p.ID, p.Clone())
+}
+
+// messageEvent queues a message envelope row and its event.
+func (th *thread) messageEvent(typ string, m *forge.Message) {
+	th.w.message(m)
+	th.event(typ, m.ID, m.Clone())
+}
+
+// flush commits the thread's pending writes (see execution.commit).
+func (th *thread) flush() error { return th.x.commit(&th.w, nil, nil) }
+
+// delta publishes a text or reasoning delta, after flushing what came
+// before it so seqs and the stored rows stay in order (the part's row must
+// exist before it can be checkpointed).
+func (th *thread) delta(sp *streamingPart, text string) error {
+	if err := th.flush(); err != nil {
+		return err
+	}
+	x := th.x
+	if _, err := x.e.events.PublishDelta(x.ctx, x.tenant, x.session.ID, eventlog.Draft{
+		Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
+		Data: forge.DeltaData{Delta: text},
+	}); err != nil {
+		return x.writeFailed(err)
+	}
+	x.streams.append(sp, text)
+	return nil
+}

@@ -1,0 +1,341 @@
+// Package eventlog is the one write path and the one read path of session
+// events (DESIGN.md "Writes, events and the store"): a sequencer per
+// session, write-then-publish over a forge.Store and a forge.Bus, and
+// subscriptions that replay the stored log, merge what the bus still holds
+// (deltas included) and follow the live tail, with no gap and no
+// duplicate.
+//
+// Every writer goes through a Log: the turn executor, its checkpointer,
+// recovery, compaction, and anything that writes to a session outside a
+// turn (forum ingestion: drafts with no TurnID). Seqs are reserved in
+// blocks in the store before any seq of a block is published, so they are
+// never reused, even across a crash; after a restart the first write
+// reserves a block above every earlier one.
+//
+// A Log assumes it is the only writer of a session while it writes it (one
+// process owns a SQLite file; in distributed mode the holder of the
+// session's turn lease): seq order, commit order and publish order then
+// agree, which is what the read side's merge relies on.
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+)
+
+// Store is what a Log needs from the store.
+type Store interface {
+	// ReserveSeqs raises the session's reserved bound by n and returns it.
+	ReserveSeqs(ctx context.Context, tenant, sessionID string, n int64) (int64, error)
+	ListEvents(ctx context.Context, tenant string, q forge.EventQuery) ([]forge.Event, error)
+	GetSession(ctx context.Context, tenant, id string) (*forge.Session, error)
+	GetTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
+	Commit(ctx context.Context, b *forge.Batch) error
+	BeginTurn(ctx context.Context, b *forge.BeginTurn) error
+}
+
+var _ Store = forge.Store(nil)
+
+// Defaults of Config.
+const (
+	DefaultSeqBlock = 1024
+	DefaultPageSize = 1000
+)
+
+// DefaultRetryDelays are the waits before each retry of a failed commit.
+var DefaultRetryDelays = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, time.Second}
+
+// Config wires a Log.
+type Config struct {
+	Store  Store
+	Bus    forge.Bus
+	Clock  forge.Clock
+	Logger *slog.Logger
+	// SeqBlock is how many seqs one reservation claims (a store write,
+	// amortised over that many events).
+	SeqBlock int64
+	// RetryDelays: a failed commit or reservation is tried again after
+	// each of these waits; errors a caller branches on (ErrTurnEnded,
+	// ErrConflict, ErrTurnInProgress, ErrNotFound, ErrInvalid) are final.
+	// Nil means DefaultRetryDelays; an empty non-nil slice, no retry.
+	RetryDelays []time.Duration
+	// Sleep waits between retries; nil sleeps for real (tests inject one
+	// that does not).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// PageSize is how many stored events a replay reads at a time.
+	PageSize int
+}
+
+// Log is the event log of every session a process writes or reads.
+type Log struct {
+	store    Store
+	bus      forge.Bus
+	clock    forge.Clock
+	log      *slog.Logger
+	block    int64
+	retry    []time.Duration
+	sleep    func(context.Context, time.Duration) error
+	pageSize int
+
+	mu   sync.Mutex // guards seqs
+	seqs map[string]*sequencer
+}
+
+// New returns a Log.
+func New(cfg Config) *Log {
+	if cfg.Clock == nil {
+		cfg.Clock = forge.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SeqBlock <= 0 {
+		cfg.SeqBlock = DefaultSeqBlock
+	}
+	if cfg.RetryDelays == nil {
+		cfg.RetryDelays = DefaultRetryDelays
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = DefaultPageSize
+	}
+	return &Log{store: cfg.Store, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, block: cfg.SeqBlock,
+		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, seqs: map[string]*sequencer{}}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sequencer hands out one session's seqs. Its lock is held across seq
+// assignment, commit and publish, so the three happen in seq order.
+type sequencer struct {
+	tenant  string
+	session string
+
+	mu       sync.Mutex // guards the following
+	next     int64      // next seq to hand out, 0 before the first reservation
+	reserved int64      // highest seq of the committed reservation
+}
+
+func (l *Log) sequencer(tenant, session string) *sequencer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sq := l.seqs[session]
+	if sq == nil {
+		sq = &sequencer{tenant: tenant, session: session}
+		l.seqs[session] = sq
+	}
+	return sq
+}
+
+// Forget drops the session's sequencer (its session was deleted). A later
+// write would reserve a new block.
+func (l *Log) Forget(sessionID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.seqs, sessionID)
+}
+
+// Cursor returns a seq below every seq this Log will hand out for the
+// session from now on (0 when it has handed out none): a subscription
+// after it misses nothing written later.
+func (l *Log) Cursor(sessionID string) int64 {
+	l.mu.Lock()
+	sq := l.seqs[sessionID]
+	l.mu.Unlock()
+	if sq == nil {
+		return 0
+	}
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	return max(sq.next-1, 0)
+}
+
+// seqLocked hands out the next seq, committing a new reservation first when
+// the current one is used up: no seq is published before it is reserved.
+func (l *Log) seqLocked(ctx context.Context, sq *sequencer) (int64, error) {
+	if sq.next == 0 || sq.next > sq.reserved {
+		var hi int64
+		err := l.retrying(ctx, func(ctx context.Context) error {
+			var err error
+			hi, err = l.store.ReserveSeqs(ctx, sq.tenant, sq.session, l.block)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("reserve seqs: %w", err)
+		}
+		sq.next, sq.reserved = hi-l.block+1, hi
+	}
+	s := sq.next
+	sq.next++
+	return s, nil
+}
+
+// final reports errors a retry cannot fix.
+func final(err error) bool {
+	for _, s := range []error{forge.ErrTurnEnded, forge.ErrConflict, forge.ErrTurnInProgress, forge.ErrNotFound, forge.ErrInvalid} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// retrying runs op, and again after each retry delay while it fails with
+// an error that is not final. op runs with a context that outlives a
+// cancelled ctx: the terminal write of a cancelled turn must land.
+func (l *Log) retrying(ctx context.Context, op func(ctx context.Context) error) error {
+	ctx = context.WithoutCancel(ctx)
+	err := op(ctx)
+	for i := 0; err != nil && !final(err) && i < len(l.retry); i++ {
+		l.log.Warn("store write failed; retrying", "attempt", i+1, "in", l.retry[i], "err", err)
+		if serr := l.sleep(ctx, l.retry[i]); serr != nil {
+			return err
+		}
+		err = op(ctx)
+	}
+	return err
+}
+
+// Draft is an event waiting for its seq.
+type Draft struct {
+	Type string
+	// ID is the record the event is about (API.md's envelope id).
+	ID string
+	// TurnID is the turn the event belongs to; "" for an event outside
+	// any turn (a forum message copied into a monologue).
+	TurnID   string
+	ThreadID string
+	// Data is the event's payload, encoded as JSON once the seq is known.
+	Data any
+	// OnSeq, when set, is called with the event's seq before Data is
+	// encoded (turn.done carries its own seq as the turn's last_seq).
+	OnSeq func(seq int64)
+}
+
+func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
+	if d.OnSeq != nil {
+		d.OnSeq(seq)
+	}
+	raw, err := json.Marshal(d.Data)
+	if err != nil {
+		return forge.Event{}, fmt.Errorf("encode %s event: %w", d.Type, err)
+	}
+	ev := forge.Event{Seq: seq, ID: d.ID, Type: d.Type, SessionID: session, CreatedAt: l.clock.Now(), Data: raw}
+	if d.TurnID != "" {
+		t := d.TurnID
+		ev.TurnID = &t
+	}
+	if d.ThreadID != "" {
+		th := d.ThreadID
+		ev.ThreadID = &th
+	}
+	return ev, nil
+}
+
+// Write assigns seqs to drafts, calls commit with the events (it persists
+// them and the rows they describe in one transaction; it is retried on
+// errors that are not final), then publishes them on the bus, in seq
+// order. Nothing is published when commit fails. With no drafts it orders
+// a commit of rows alone (a checkpoint) among the session's writes.
+// turn.created makes the bus begin the turn's backlog, turn.done ends it.
+// A failed publish is logged: the events are stored, and readers get them
+// from the store.
+func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
+	sq := l.sequencer(tenant, sessionID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	evs := make([]forge.Event, 0, len(drafts))
+	for _, d := range drafts {
+		seq, err := l.seqLocked(ctx, sq)
+		if err != nil {
+			return nil, err
+		}
+		ev, err := l.event(sessionID, seq, d)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	if err := l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, evs) }); err != nil {
+		return nil, err
+	}
+	for _, ev := range evs {
+		l.publishLocked(ctx, ev)
+	}
+	return evs, nil
+}
+
+func (l *Log) publishLocked(ctx context.Context, ev forge.Event) {
+	ctx = context.WithoutCancel(ctx)
+	if ev.Type == forge.EventTurnCreated && ev.TurnID != nil {
+		if err := l.bus.BeginTurn(ctx, ev.SessionID, *ev.TurnID); err != nil {
+			l.log.Warn("bus: begin turn failed", "session_id", ev.SessionID, "turn_id", *ev.TurnID, "err", err)
+		}
+	}
+	if err := l.bus.Publish(ctx, ev); err != nil {
+		l.log.Warn("bus: publish failed", "session_id", ev.SessionID, "seq", ev.Seq, "type", ev.Type, "err", err)
+	}
+	if ev.Type == forge.EventTurnDone && ev.TurnID != nil {
+		if err := l.bus.EndTurn(ctx, ev.SessionID, *ev.TurnID); err != nil {
+			l.log.Warn("bus: end turn failed", "session_id", ev.SessionID, "turn_id", *ev.TurnID, "err", err)
+		}
+	}
+}
+
+// Commit is Write for a running turn's batch: it sets b.Events and
+// commits b with the store's Commit (fenced on b.TurnID).
+func (l *Log) Commit(ctx context.Context, b *forge.Batch, drafts ...Draft) ([]forge.Event, error) {
+	return l.Write(ctx, b.Tenant, b.SessionID, drafts, func(ctx context.Context, evs []forge.Event) error {
+		b.Events = evs
+		return l.store.Commit(ctx, b)
+	})
+}
+
+// Begin is Write for a turn's creation: it sets b.Events and
+// b.Turn.LastSeq and commits b with the store's BeginTurn.
+func (l *Log) Begin(ctx context.Context, tenant string, b *forge.BeginTurn, drafts ...Draft) ([]forge.Event, error) {
+	return l.Write(ctx, tenant, b.Turn.SessionID, drafts, func(ctx context.Context, evs []forge.Event) error {
+		b.Events = evs
+		if len(evs) > 0 {
+			b.Turn.LastSeq = evs[len(evs)-1].Seq
+		}
+		return l.store.BeginTurn(ctx, b)
+	})
+}
+
+// PublishDelta gives a bus-only event (a model.message.delta) its seq and
+// publishes it. Its error is the seq reservation's: a bus failure is
+// logged.
+func (l *Log) PublishDelta(ctx context.Context, tenant, sessionID string, d Draft) (forge.Event, error) {
+	sq := l.sequencer(tenant, sessionID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	seq, err := l.seqLocked(ctx, sq)
+	if err != nil {
+		return forge.Event{}, err
+	}
+	ev, err := l.event(sessionID, seq, d)
+	if err != nil {
+		return forge.Event{}, err
+	}
+	l.publishLocked(ctx, ev)
+	return ev, nil
+}

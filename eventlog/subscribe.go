@@ -1,0 +1,286 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"math"
+
+	"github.com/forge-runtime/forge"
+)
+
+// Query selects what a subscription yields.
+type Query struct {
+	// After is the last seq the reader has; events after it follow.
+	After int64
+	// TurnID, when set, keeps only that turn's events and ends the stream
+	// after its turn.done.
+	TurnID string
+}
+
+// Events replays what followed q.After (the stored log merged with what
+// the bus still holds, deltas included), then follows the live tail, with
+// no gap and no duplicate. A turn stream ends after its turn.done; a
+// session stream ends with ctx. A reader the bus cuts off for falling
+// behind resumes from its own cursor without the caller noticing.
+func (l *Log) Events(ctx context.Context, tenant, sessionID string, q Query) iter.Seq2[forge.Event, error] {
+	return func(yield func(forge.Event, error) bool) {
+		after := q.After
+		if q.TurnID != "" {
+			// Nothing of the turn lies before its first event: subscribing
+			// from there spares copying the events of earlier turns that
+			// the bus still holds.
+			first, err := l.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: q.TurnID, After: q.After, Limit: 1})
+			if err != nil {
+				yield(forge.Event{}, err)
+				return
+			}
+			if len(first) > 0 {
+				after = max(after, first[0].Seq-1)
+			}
+		}
+		s, err := l.Subscribe(ctx, tenant, sessionID, after)
+		if err != nil {
+			yield(forge.Event{}, err)
+			return
+		}
+		s.after = q.After
+		for ev, err := range s.Events(ctx, q.TurnID) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// Subscription is a subscription taken before it is read: what is
+// published after Subscribe returned reaches it however late Events runs
+// (a streamed turn subscribes before the turn begins).
+type Subscription struct {
+	l       *Log
+	tenant  string
+	session string
+	after   int64
+	held    []forge.Event
+	sub     forge.BusSubscription
+}
+
+// Subscribe subscribes to the session's events after after. The caller
+// ranges over Events once, or calls Close.
+func (l *Log) Subscribe(ctx context.Context, tenant, sessionID string, after int64) (*Subscription, error) {
+	if _, err := l.store.GetSession(ctx, tenant, sessionID); err != nil {
+		return nil, err
+	}
+	held, sub, err := l.bus.Subscribe(ctx, sessionID, after)
+	if err != nil {
+		return nil, err
+	}
+	return &Subscription{l: l, tenant: tenant, session: sessionID, after: after, held: held, sub: sub}, nil
+}
+
+// Close releases the subscription (Events does when it ends).
+func (s *Subscription) Close() {
+	if s.sub != nil {
+		_ = s.sub.Close()
+		s.sub = nil
+	}
+}
+
+// Events yields the subscription's events, only turnID's when set (then
+// it ends after that turn's turn.done). It may be ranged over once.
+func (s *Subscription) Events(ctx context.Context, turnID string) iter.Seq2[forge.Event, error] {
+	return func(yield func(forge.Event, error) bool) {
+		defer s.Close()
+		if s.sub == nil {
+			yield(forge.Event{}, errors.New("eventlog: subscription already read or closed"))
+			return
+		}
+		if turnID != "" {
+			t, err := s.l.store.GetTurn(ctx, s.tenant, s.session, turnID)
+			if err != nil {
+				yield(forge.Event{}, err)
+				return
+			}
+			if t.Ended() && s.after >= t.LastSeq {
+				return // nothing of the turn follows its turn.done
+			}
+		}
+		r := &reader{l: s.l, tenant: s.tenant, session: s.session, turnID: turnID, last: s.after, yield: yield}
+		// A new subscriber reads a turn that ended before it subscribed
+		// from the stored log, as API.md says: the bus's copies of its
+		// deltas are not replayed. One cut off mid-stream gets them all.
+		held := dropEndedDeltas(s.held)
+		for {
+			resume, err := r.pass(ctx, held, s.sub)
+			s.Close()
+			if err != nil {
+				if !errors.Is(err, errStop) {
+					yield(forge.Event{}, err)
+				}
+				return
+			}
+			if !resume {
+				return
+			}
+			// Cut off for falling behind: resubscribe from our cursor.
+			h, sub, err := s.l.bus.Subscribe(ctx, s.session, r.last)
+			if err != nil {
+				yield(forge.Event{}, err)
+				return
+			}
+			held, s.sub = h, sub
+		}
+	}
+}
+
+// dropEndedDeltas removes from held the deltas of turns whose turn.done
+// is also held (turns that ended before the subscription).
+func dropEndedDeltas(held []forge.Event) []forge.Event {
+	ended := map[string]bool{}
+	for _, ev := range held {
+		if ev.Type == forge.EventTurnDone && ev.TurnID != nil {
+			ended[*ev.TurnID] = true
+		}
+	}
+	if len(ended) == 0 {
+		return held
+	}
+	out := make([]forge.Event, 0, len(held))
+	for _, ev := range held {
+		if ev.Type == forge.EventModelDelta && ev.TurnID != nil && ended[*ev.TurnID] {
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// errStop ends a reader without an error for the caller: it stopped
+// reading, the turn stream ended, or ctx ended.
+var errStop = errors.New("stop")
+
+// reader yields one subscriber's events in seq order, each once.
+type reader struct {
+	l       *Log
+	tenant  string
+	session string
+	turnID  string
+	last    int64 // the last seq yielded (or the cursor)
+	yield   func(forge.Event, error) bool
+}
+
+// emit yields ev unless it is at or below the cursor or of another turn.
+func (r *reader) emit(ev forge.Event) error {
+	if ev.Seq <= r.last {
+		return nil
+	}
+	if r.turnID != "" && (ev.TurnID == nil || *ev.TurnID != r.turnID) {
+		return nil
+	}
+	r.last = ev.Seq
+	if !r.yield(ev, nil) {
+		return errStop
+	}
+	if r.turnID != "" && ev.Type == forge.EventTurnDone {
+		return errStop
+	}
+	return nil
+}
+
+// pass reads one bus subscription: the stored events after the cursor,
+// merged by seq with what the bus returns, then the live tail. It reports
+// resume when the bus cut the subscription off.
+//
+// The merge is exact because a session has one writer, which commits and
+// publishes in seq order: a delta below a stored event's seq was published
+// before that event was committed, so once a store page is read, one
+// non-blocking Next returns every bus event below the page's seqs that
+// this subscription will ever get.
+func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubscription) (resume bool, err error) {
+	pending := held   // bus events not yet yielded, in seq order
+	busLast := r.last // the highest seq the bus returned
+	if n := len(held); n > 0 {
+		busLast = max(busLast, held[n-1].Seq)
+	}
+	horizon := int64(math.MaxInt64)
+	// take adds what the bus has now to pending (with wait, at least one
+	// event), calling Next until it has nothing more: then pending holds
+	// every event published before the call, or the subscription was cut
+	// off and horizon says up to where it is complete.
+	take := func(wait bool) error {
+		for {
+			evs, err := sub.Next(ctx, wait)
+			switch {
+			case errors.Is(err, forge.ErrLagged):
+				// Everything up to busLast arrived; past it, we cannot know.
+				horizon = busLast
+				return nil
+			case err != nil && ctx.Err() != nil:
+				return errStop
+			case err != nil:
+				return err
+			}
+			if len(evs) == 0 {
+				return nil
+			}
+			pending = append(pending, evs...)
+			busLast = evs[len(evs)-1].Seq
+			wait = false
+		}
+	}
+	flushBelow := func(seq int64) error {
+		for len(pending) > 0 && pending[0].Seq < seq {
+			ev := pending[0]
+			pending = pending[1:]
+			if err := r.emit(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	storeAfter := r.last
+	for {
+		page, err := r.l.store.ListEvents(ctx, r.tenant, forge.EventQuery{SessionID: r.session, TurnID: r.turnID, After: storeAfter, Limit: r.l.pageSize})
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, errStop
+			}
+			return false, err
+		}
+		if horizon == math.MaxInt64 {
+			if err := take(false); err != nil {
+				return false, err
+			}
+		}
+		for _, ev := range page {
+			if ev.Seq > horizon {
+				return true, flushBelow(math.MaxInt64)
+			}
+			if err := flushBelow(ev.Seq); err != nil {
+				return false, err
+			}
+			if len(pending) > 0 && pending[0].Seq == ev.Seq {
+				pending = pending[1:] // the bus's copy of a stored event
+			}
+			if err := r.emit(ev); err != nil {
+				return false, err
+			}
+		}
+		if len(page) < r.l.pageSize {
+			break
+		}
+		storeAfter = page[len(page)-1].Seq
+	}
+	if err := flushBelow(math.MaxInt64); err != nil {
+		return false, err
+	}
+	for horizon == math.MaxInt64 {
+		if err := take(true); err != nil {
+			return false, err
+		}
+		if err := flushBelow(math.MaxInt64); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}

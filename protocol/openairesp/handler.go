@@ -1,0 +1,564 @@
+// Package openairesp serves the OpenAI Responses API over Forge (API.md,
+// "Speaking OpenAI Responses"): a response is a turn, a conversation is a
+// session, a model is an agent. Mounted by httpapi under /openai/v1/.
+package openairesp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/protocol"
+)
+
+// Prefix is where the API is served.
+const Prefix = "/openai/v1/"
+
+// recordScope is the idempotency-record scope keeping what a response has
+// that a turn does not (metadata, background): see docs/decisions.md.
+const recordScope = "openai:response"
+
+// Protocol is the OpenAI Responses protocol, for httpapi.Config.Protocols.
+type Protocol struct{}
+
+// Prefix implements httpapi.Protocol.
+func (Protocol) Prefix() string { return Prefix }
+
+// WriteError implements httpapi.Protocol: OpenAI's error shape.
+func (Protocol) WriteError(w http.ResponseWriter, status int, code, message string) {
+	if status == http.StatusUnauthorized {
+		code = "invalid_api_key"
+	}
+	writeErrorBody(w, status, "", code, message)
+}
+
+// Handler implements httpapi.Protocol.
+func (Protocol) Handler(env protocol.Env) http.Handler { return &handler{env: env} }
+
+type handler struct {
+	env protocol.Env
+}
+
+type route struct {
+	method string
+	h      func(w http.ResponseWriter, r *http.Request, tenant string, args []string) error
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, strings.TrimSuffix(Prefix, "/"))
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	var routes []route
+	switch {
+	case len(seg) == 1 && seg[0] == "responses":
+		routes = []route{{"POST", h.create}}
+	case len(seg) == 2 && seg[0] == "responses" && seg[1] != "":
+		routes = []route{{"GET", h.get}}
+	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "cancel":
+		routes = []route{{"POST", h.cancel}}
+	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "input_items":
+		routes = []route{{"GET", h.inputItems}}
+	case len(seg) == 1 && seg[0] == "models":
+		routes = []route{{"GET", h.listModels}}
+	case len(seg) == 2 && seg[0] == "models" && seg[1] != "":
+		routes = []route{{"GET", h.getModel}}
+	default:
+		writeErrorBody(w, http.StatusNotFound, "", "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	for _, rt := range routes {
+		if r.Method == rt.method || (rt.method == "GET" && r.Method == "HEAD") {
+			tenant, err := h.env.Tenant(r)
+			if err == nil {
+				err = rt.h(w, r, tenant, seg[1:])
+			}
+			if err != nil {
+				h.fail(w, r, err)
+			}
+			return
+		}
+	}
+	w.Header().Set("Allow", routes[0].method)
+	writeErrorBody(w, http.StatusMethodNotAllowed, "", "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path)
+}
+
+// record is what Forge keeps of a response beside its turn.
+type record struct {
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	Background bool              `json:"background,omitempty"`
+}
+
+func (h *handler) saveRecord(ctx context.Context, tenant, turnID string, rec record) {
+	if len(rec.Metadata) == 0 && !rec.Background {
+		return
+	}
+	body, _ := json.Marshal(rec)
+	_, err := h.env.Store.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{
+		Key: turnID, Scope: recordScope, Status: http.StatusOK, Body: body, CreatedAt: h.env.Clock.Now(),
+	})
+	if err != nil {
+		h.env.Log.Warn("keeping a response's metadata failed", "turn", turnID, "err", err)
+	}
+}
+
+func (h *handler) loadRecord(ctx context.Context, tenant, turnID string) record {
+	var rec record
+	r, err := h.env.Store.GetIdempotency(ctx, tenant, recordScope, turnID)
+	if err == nil {
+		_ = json.Unmarshal(r.Body, &rec)
+	}
+	return rec
+}
+
+// base is the response object of a turn before any of its events.
+func base(t *forge.Turn, ses *forge.Session, rec record) Response {
+	r := Response{
+		ID: t.ID, Object: "response", CreatedAt: t.CreatedAt.Unix(), Status: "in_progress",
+		Background: rec.Background, Model: ses.Agent, Output: []any{}, ParallelToolCalls: true,
+		PreviousResponseID: t.PreviousTurnID, Conversation: &Conversation{ID: ses.ID},
+		ToolChoice: "auto", Tools: []any{}, Truncation: "disabled", Metadata: rec.Metadata, Store: true,
+	}
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	r.Text.Format.Type = "text"
+	return r
+}
+
+// create serves POST /responses.
+func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, _ []string) error {
+	var body createBody
+	if err := h.env.Decode(w, r, &body, true); err != nil {
+		return err
+	}
+	if name, ok := body.agentSettings(); ok {
+		return invalid(name, "%s is set by the agent in Forge and cannot be sent per request: change the agent (PUT /v1/agents/{name}) instead", name)
+	}
+	input, err := parseInput(body.Input)
+	if err != nil {
+		return err
+	}
+	meta, err := metadata(body.Metadata)
+	if err != nil {
+		return err
+	}
+	conv, err := conversationID(body.Conversation)
+	if err != nil {
+		return err
+	}
+	ses, req, err := h.target(r.Context(), tenant, &body, conv, meta)
+	if err != nil {
+		return err
+	}
+	req.Input = input
+	stream := body.Stream != nil && *body.Stream
+	background := body.Background != nil && *body.Background
+	rec := record{Metadata: meta, Background: background}
+	if stream {
+		return h.createStream(w, r, tenant, ses, req, rec)
+	}
+	if background {
+		turn, err := h.env.Runtime.StartTurn(protocol.Detach(r), tenant, ses.ID, req)
+		if err != nil {
+			return startError(err)
+		}
+		h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
+		writeJSON(w, http.StatusOK, base(turn, ses, rec))
+		return nil
+	}
+	// Waiting: the turn's live events build the answer as they come (no
+	// read of the stored log afterwards).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, ses.ID, req)
+	if err != nil {
+		return startError(err)
+	}
+	h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a turn may outlast the server's WriteTimeout
+	enc := newEncoder(base(turn, ses, rec), -1, nil)
+	proj := protocol.NewProjector(ses.MainThreadID)
+	for ev, err := range events {
+		if err == nil {
+			err = proj.Apply(ev, enc.step)
+		}
+		if err == nil {
+			err = enc.err
+		}
+		if err != nil {
+			return err
+		}
+		if proj.Done() {
+			break
+		}
+	}
+	if !proj.Done() {
+		return r.Context().Err()
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(protocol.WriteWait))
+	writeJSON(w, http.StatusOK, &enc.resp)
+	return nil
+}
+
+// target resolves the session a new response goes to and how its turn
+// chains: from previous_response_id (chain or fork), from a
+// conversation's tip, or in a new session of the agent model names.
+func (h *handler) target(ctx context.Context, tenant string, body *createBody, conv string, meta map[string]string) (*forge.Session, engine.TurnRequest, error) {
+	var req engine.TurnRequest
+	model := ""
+	if body.Model != nil {
+		model = *body.Model
+	}
+	if body.PreviousResponseID != nil && conv != "" {
+		return nil, req, invalid("previous_response_id", "previous_response_id and conversation exclude each other: a response already belongs to its conversation")
+	}
+	var sid string
+	switch {
+	case body.PreviousResponseID != nil:
+		prev := *body.PreviousResponseID
+		if prev == "" {
+			return nil, req, invalid("previous_response_id", "previous_response_id must be a response id")
+		}
+		t, err := h.env.Store.GetTurnByID(ctx, tenant, prev)
+		if err != nil {
+			return nil, req, notFound(err, "previous_response_id", "previous_response_not_found", "previous response %q not found", prev)
+		}
+		sid, req.PreviousTurnID = t.SessionID, &prev
+	case conv != "":
+		sid = conv
+	default:
+		if model == "" {
+			return nil, req, invalid("model", "model is required: the name of a Forge agent")
+		}
+		if _, err := h.env.Store.GetAgent(ctx, tenant, model); err != nil {
+			return nil, req, notFound(err, "model", "model_not_found", "The model `%s` does not exist: models are Forge agents (GET /openai/v1/models)", model)
+		}
+		now := h.env.Clock.Now()
+		metaJSON, _ := json.Marshal(meta)
+		ses := &forge.Session{
+			ID: h.env.IDs.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindDirect, Agent: model,
+			MainThreadID: h.env.IDs.New(forge.PrefixThread), Metadata: metaJSON, CreatedAt: now, UpdatedAt: now,
+		}
+		if err := h.env.Store.CreateSession(ctx, ses); err != nil {
+			return nil, req, err
+		}
+		return ses, req, nil
+	}
+	ses, err := h.env.Store.GetSession(ctx, tenant, sid)
+	if err != nil {
+		return nil, req, notFound(err, "conversation", "conversation_not_found", "conversation %q not found", sid)
+	}
+	if ses.Kind != forge.KindDirect {
+		return nil, req, invalid("conversation", "conversation %q is a %s session; responses go to direct sessions only", sid, ses.Kind)
+	}
+	if model != "" && model != ses.Agent {
+		return nil, req, invalid("model", "model %q does not match the conversation's agent %q: a conversation talks to one agent", model, ses.Agent)
+	}
+	return ses, req, nil
+}
+
+// startError words the engine's refusals of a new turn for this API.
+func startError(err error) error {
+	switch {
+	case errors.Is(err, forge.ErrTurnInProgress):
+		return newError(http.StatusConflict, "", "conversation_locked", "another response is in progress in this conversation; wait for it or cancel it")
+	case errors.Is(err, forge.ErrPendingActions):
+		return newError(http.StatusBadRequest, "input", "pending_actions", "%s: answer the open calls with function_call_output or mcp_approval_response items", err.Error())
+	case errors.Is(err, forge.ErrUnknownCall), errors.Is(err, forge.ErrDuplicateCall), errors.Is(err, forge.ErrIncompleteResolution):
+		return newError(http.StatusBadRequest, "input", forge.ErrorCode(err), "%s", err.Error())
+	}
+	return err
+}
+
+// createStream starts the turn subscribed, and streams it.
+func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant string, ses *forge.Session, req engine.TurnRequest, rec record) error {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, ses.ID, req)
+	if err != nil {
+		return startError(err)
+	}
+	h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
+	h.stream(ctx, w, ses, turn, rec, events, -1)
+	return nil
+}
+
+// stream writes a turn's events as a Responses stream, skipping events
+// numbered at or below after.
+func (h *handler) stream(ctx context.Context, w http.ResponseWriter, ses *forge.Session, turn *forge.Turn, rec record, events iter.Seq2[forge.Event, error], after int64) {
+	sse := protocol.NewSSE(w)
+	defer sse.End()
+	if sse.Start("Forge-Turn-Id", turn.ID) != nil {
+		return
+	}
+	proj := protocol.NewProjector(ses.MainThreadID)
+	enc := newEncoder(base(turn, ses, rec), after, func(typ string, data []byte) { sse.Frame(typ, "", data) })
+	protocol.Pump(ctx, sse, h.env.KeepAlive, events, func(ev forge.Event, err error) bool {
+		if err == nil {
+			err = proj.Apply(ev, enc.step)
+		}
+		if err == nil {
+			err = enc.err
+		}
+		if err != nil {
+			_, code, msg := h.env.Classify(err)
+			h.env.Log.Warn("response stream ended by an error", "turn", turn.ID, "err", err)
+			data, _ := json.Marshal(streamEvent{Type: "error", SequenceNumber: enc.seq + 1, Code: code, Message: msg})
+			sse.Frame("error", "", data)
+			return true
+		}
+		return proj.Done()
+	})
+}
+
+// build is a turn's response object as its stored events make it now.
+func (h *handler) build(ctx context.Context, tenant string, ses *forge.Session, t *forge.Turn, rec record) (*Response, error) {
+	enc := newEncoder(base(t, ses, rec), -1, nil)
+	proj := protocol.NewProjector(ses.MainThreadID)
+	for ev, err := range protocol.StoredTurnEvents(ctx, h.env.Store, tenant, ses.ID, t.ID) {
+		if err != nil {
+			return nil, err
+		}
+		if err := proj.Apply(ev, enc.step); err != nil {
+			return nil, err
+		}
+	}
+	if enc.err != nil {
+		return nil, enc.err
+	}
+	if !proj.Done() && t.Ended() {
+		enc.finish(t) // a turn whose log lacks its end (an older store)
+	}
+	resp := enc.resp
+	return &resp, nil
+}
+
+// lookup finds a response's turn and session.
+func (h *handler) lookup(ctx context.Context, tenant, id string) (*forge.Turn, *forge.Session, error) {
+	t, err := h.env.Store.GetTurnByID(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, notFound(err, "", "not_found", "Response with id '%s' not found.", id)
+	}
+	ses, err := h.env.Store.GetSession(ctx, tenant, t.SessionID)
+	if err != nil {
+		return nil, nil, notFound(err, "", "not_found", "Response with id '%s' not found.", id)
+	}
+	return t, ses, nil
+}
+
+// getBody is the optional JSON body of GET /responses/{id}.
+type getBody struct {
+	Stream        *bool           `json:"stream"`
+	StartingAfter *int64          `json:"starting_after"`
+	Include       json.RawMessage `json:"include"`
+}
+
+// get serves GET /responses/{id}, with ?stream=true the event stream
+// (replayed, then live) after ?starting_after.
+func (h *handler) get(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
+	q := r.URL.Query()
+	// The official SDKs ask for the stream in the query (JS) or in a JSON
+	// body of the GET (Go); either works, as does Accept.
+	var body getBody
+	if err := h.env.Decode(w, r, &body, false); err != nil {
+		return err
+	}
+	stream := body.Stream != nil && *body.Stream
+	if v := q.Get("stream"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return invalid("stream", "stream must be true or false")
+		}
+		stream = b
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		stream = true
+	}
+	after := int64(-1)
+	if body.StartingAfter != nil {
+		if *body.StartingAfter < 0 {
+			return invalid("starting_after", "starting_after must be a non-negative sequence number")
+		}
+		after = *body.StartingAfter
+	}
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return invalid("starting_after", "starting_after must be a non-negative sequence number")
+		}
+		after = n
+	}
+	t, ses, err := h.lookup(r.Context(), tenant, args[0])
+	if err != nil {
+		return err
+	}
+	rec := h.loadRecord(r.Context(), tenant, t.ID)
+	if stream {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		h.stream(ctx, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after)
+		return nil
+	}
+	resp, err := h.build(r.Context(), tenant, ses, t, rec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// cancel serves POST /responses/{id}/cancel.
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
+	t, ses, err := h.lookup(r.Context(), tenant, args[0])
+	if err != nil {
+		return err
+	}
+	if !t.Ended() {
+		_, err := h.env.Runtime.Cancel(protocol.Detach(r), tenant, ses.ID, "cancelled through the OpenAI Responses API")
+		if err != nil && !errors.Is(err, forge.ErrConflict) && !errors.Is(err, forge.ErrTurnEnded) {
+			return err
+		}
+		if t, err = h.env.Runtime.WaitTurn(r.Context(), tenant, ses.ID, t.ID); err != nil {
+			return err
+		}
+	}
+	if t.Status != forge.TurnCancelled {
+		return invalid("", "Cannot cancel a response that has already ended (its status is %s).", t.Status)
+	}
+	resp, err := h.build(r.Context(), tenant, ses, t, h.loadRecord(r.Context(), tenant, t.ID))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// inputItems serves GET /responses/{id}/input_items: the turn's input as
+// Responses input items.
+func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return invalid("limit", "limit must be between 1 and 100")
+		}
+		limit = n
+	}
+	order := q.Get("order")
+	if order == "" {
+		order = "desc"
+	}
+	if order != "asc" && order != "desc" {
+		return invalid("order", "order must be asc or desc")
+	}
+	t, _, err := h.lookup(r.Context(), tenant, args[0])
+	if err != nil {
+		return err
+	}
+	var userMsg string
+	msgs, err := h.env.Store.TurnMessages(r.Context(), tenant, t.ID)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Role == forge.RoleUser {
+			userMsg = m.ID
+			break
+		}
+	}
+	type item = map[string]any
+	items := make([]item, 0, len(t.Input))
+	for i, in := range t.Input {
+		id := t.ID + "_in" + strconv.Itoa(i)
+		switch in.Type {
+		case forge.InputMessage:
+			if userMsg != "" {
+				id = userMsg
+			}
+			items = append(items, item{"type": "message", "id": id, "role": "user", "status": "completed",
+				"content": []item{{"type": "input_text", "text": in.Text}}})
+		case forge.InputToolResult:
+			out := ""
+			if in.Output != nil {
+				out = *in.Output
+			}
+			items = append(items, item{"type": "function_call_output", "id": id, "call_id": in.CallID, "output": out, "status": "completed"})
+		case forge.InputApproval:
+			items = append(items, item{"type": "mcp_approval_response", "id": id, "approval_request_id": in.CallID,
+				"approve": in.Approved != nil && *in.Approved, "reason": in.Reason})
+		}
+	}
+	if order == "desc" {
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+	}
+	if after := q.Get("after"); after != "" {
+		for i, it := range items {
+			if it["id"] == after {
+				items = items[i+1:]
+				break
+			}
+		}
+	}
+	more := len(items) > limit
+	if more {
+		items = items[:limit]
+	}
+	page := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
+	if len(items) > 0 {
+		page["first_id"], page["last_id"] = items[0]["id"], items[len(items)-1]["id"]
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+type model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func modelOf(a *forge.Agent) model {
+	return model{ID: a.Name, Object: "model", Created: a.CreatedAt.Unix(), OwnedBy: "forge"}
+}
+
+// listModels serves GET /models: the tenant's agents.
+func (h *handler) listModels(w http.ResponseWriter, r *http.Request, tenant string, _ []string) error {
+	data := []model{}
+	opts := forge.ListOptions{Limit: 1000}
+	for {
+		agents, next, err := h.env.Store.ListAgents(r.Context(), tenant, opts)
+		if err != nil {
+			return err
+		}
+		for _, a := range agents {
+			data = append(data, modelOf(a))
+		}
+		if next == "" {
+			break
+		}
+		opts.Cursor = next
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	return nil
+}
+
+// getModel serves GET /models/{name}.
+func (h *handler) getModel(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
+	a, err := h.env.Store.GetAgent(r.Context(), tenant, args[0])
+	if err != nil {
+		return notFound(err, "model", "model_not_found", "The model `%s` does not exist: models are Forge agents", args[0])
+	}
+	writeJSON(w, http.StatusOK, modelOf(a))
+	return nil
+}

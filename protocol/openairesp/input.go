@@ -1,0 +1,335 @@
+package openairesp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/forge-runtime/forge"
+)
+
+// createBody is the body of POST /responses. Fields Forge honours are
+// typed; agent-owned settings are kept raw only to be refused when set.
+type createBody struct {
+	Model              *string         `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Stream             *bool           `json:"stream"`
+	Background         *bool           `json:"background"`
+	Metadata           json.RawMessage `json:"metadata"`
+	Store              *bool           `json:"store"`
+	Include            json.RawMessage `json:"include"`
+	StreamOptions      json.RawMessage `json:"stream_options"`
+	// Client identification, accepted and not used.
+	User             json.RawMessage `json:"user"`
+	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
+	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
+
+	// Agent-owned: refused unless absent, null or the default.
+	Instructions         json.RawMessage `json:"instructions"`
+	Tools                json.RawMessage `json:"tools"`
+	ToolChoice           json.RawMessage `json:"tool_choice"`
+	Temperature          json.RawMessage `json:"temperature"`
+	TopP                 json.RawMessage `json:"top_p"`
+	MaxOutputTokens      json.RawMessage `json:"max_output_tokens"`
+	MaxToolCalls         json.RawMessage `json:"max_tool_calls"`
+	ParallelToolCalls    json.RawMessage `json:"parallel_tool_calls"`
+	Reasoning            json.RawMessage `json:"reasoning"`
+	Text                 json.RawMessage `json:"text"`
+	Truncation           json.RawMessage `json:"truncation"`
+	Prompt               json.RawMessage `json:"prompt"`
+	TopLogprobs          json.RawMessage `json:"top_logprobs"`
+	ServiceTier          json.RawMessage `json:"service_tier"`
+	PromptCacheRetention json.RawMessage `json:"prompt_cache_retention"`
+	ContextManagement    json.RawMessage `json:"context_management"`
+}
+
+// agentSettings returns the first agent-owned setting the body sets.
+func (b *createBody) agentSettings() (string, bool) {
+	fields := []struct {
+		name string
+		raw  json.RawMessage
+		def  []string // values equal to what the agent does anyway
+	}{
+		{"instructions", b.Instructions, []string{`""`}},
+		{"tools", b.Tools, []string{`[]`}},
+		{"tool_choice", b.ToolChoice, []string{`"auto"`}},
+		{"temperature", b.Temperature, nil},
+		{"top_p", b.TopP, nil},
+		{"max_output_tokens", b.MaxOutputTokens, nil},
+		{"max_tool_calls", b.MaxToolCalls, nil},
+		{"parallel_tool_calls", b.ParallelToolCalls, []string{`true`}},
+		{"reasoning", b.Reasoning, []string{`{}`}},
+		{"text", b.Text, []string{`{}`, `{"format":{"type":"text"}}`}},
+		{"truncation", b.Truncation, []string{`"disabled"`}},
+		{"prompt", b.Prompt, nil},
+		{"top_logprobs", b.TopLogprobs, []string{`0`}},
+		{"service_tier", b.ServiceTier, []string{`"auto"`, `"default"`}},
+		{"prompt_cache_retention", b.PromptCacheRetention, nil},
+		{"context_management", b.ContextManagement, nil},
+	}
+	for _, f := range fields {
+		v := compact(f.raw)
+		if v == "" || v == "null" {
+			continue
+		}
+		isDefault := false
+		for _, d := range f.def {
+			isDefault = isDefault || v == d
+		}
+		if !isDefault {
+			return f.name, true
+		}
+	}
+	return "", false
+}
+
+func compact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// inputItem is one item of an input array, with the fields of every type
+// Forge takes.
+type inputItem struct {
+	Type    *string         `json:"type"`
+	Role    *string         `json:"role"`
+	Content json.RawMessage `json:"content"`
+	// function_call_output
+	CallID *string         `json:"call_id"`
+	Output json.RawMessage `json:"output"`
+	// mcp_approval_response
+	ApprovalRequestID *string `json:"approval_request_id"`
+	Approve           *bool   `json:"approve"`
+	Reason            *string `json:"reason"`
+	// Accepted and not used.
+	ID        json.RawMessage `json:"id"`
+	Status    json.RawMessage `json:"status"`
+	Name      json.RawMessage `json:"name"`
+	Namespace json.RawMessage `json:"namespace"`
+	Caller    json.RawMessage `json:"caller"`
+}
+
+// parseInput turns input into Forge turn input: one user message, or
+// resolutions of open calls.
+func parseInput(raw json.RawMessage) ([]forge.Input, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || string(v) == "null" {
+		return nil, invalid("input", "input is required: a string, or an array of input items")
+	}
+	if v[0] == '"' {
+		var text string
+		if err := json.Unmarshal(v, &text); err != nil {
+			return nil, invalid("input", "input is not a valid string")
+		}
+		if strings.TrimSpace(text) == "" {
+			return nil, invalid("input", "input must not be blank")
+		}
+		return []forge.Input{{Type: forge.InputMessage, Text: text}}, nil
+	}
+	if v[0] != '[' {
+		return nil, invalid("input", "input must be a string or an array of input items")
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, invalid("input", "input must be an array of input items")
+	}
+	if len(items) == 0 {
+		return nil, invalid("input", "input must hold at least one item")
+	}
+	var out []forge.Input
+	messages := 0
+	for i, raw := range items {
+		in, err := parseItem(i, raw)
+		if err != nil {
+			return nil, err
+		}
+		if in.Type == forge.InputMessage {
+			messages++
+		}
+		out = append(out, in)
+	}
+	switch {
+	case messages > 1:
+		return nil, invalid("input", "input holds %d messages; Forge keeps the conversation: send only the new user message", messages)
+	case messages == 1 && len(out) > 1:
+		return nil, invalid("input", "input mixes a message with function_call_output or mcp_approval_response items: answer the open calls first, then send the message")
+	}
+	return out, nil
+}
+
+func parseItem(i int, raw json.RawMessage) (forge.Input, error) {
+	param := func(f string) string { return "input[" + itoa(i) + "]" + f }
+	var it inputItem
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&it); err != nil {
+		return forge.Input{}, invalid(param(""), "input[%d] is not an input item Forge takes (a user message, function_call_output or mcp_approval_response): %s",
+			i, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	typ := "message"
+	if it.Type != nil {
+		typ = *it.Type
+	}
+	switch typ {
+	case "message":
+		role := ""
+		if it.Role != nil {
+			role = *it.Role
+		}
+		if role != "user" {
+			return forge.Input{}, invalid(param(".role"), "input[%d] has role %q: Forge keeps the conversation and the agent owns its instructions, so input takes only the new user message", i, role)
+		}
+		text, err := contentText(it.Content, param(".content"))
+		if err != nil {
+			return forge.Input{}, err
+		}
+		return forge.Input{Type: forge.InputMessage, Text: text}, nil
+	case "function_call_output":
+		if it.CallID == nil || *it.CallID == "" {
+			return forge.Input{}, invalid(param(".call_id"), "input[%d].call_id is required", i)
+		}
+		out, err := callOutput(it.Output, param(".output"))
+		if err != nil {
+			return forge.Input{}, err
+		}
+		return forge.Input{Type: forge.InputToolResult, CallID: *it.CallID, Output: &out}, nil
+	case "mcp_approval_response":
+		if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
+			return forge.Input{}, invalid(param(".approval_request_id"), "input[%d].approval_request_id is required: the id of the mcp_approval_request", i)
+		}
+		if it.Approve == nil {
+			return forge.Input{}, invalid(param(".approve"), "input[%d].approve is required: true or false", i)
+		}
+		in := forge.Input{Type: forge.InputApproval, CallID: *it.ApprovalRequestID, Approved: it.Approve}
+		if it.Reason != nil {
+			in.Reason = *it.Reason
+		}
+		return in, nil
+	}
+	return forge.Input{}, invalid(param(".type"), "input[%d] has type %q; Forge takes a user message, function_call_output or mcp_approval_response", i, typ)
+}
+
+// contentText joins a message's text content: a string, or input_text
+// parts.
+func contentText(raw json.RawMessage, param string) (string, error) {
+	v := bytes.TrimSpace(raw)
+	var text string
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		if err := json.Unmarshal(v, &text); err != nil {
+			return "", invalid(param, "content is not a valid string")
+		}
+	case len(v) > 0 && v[0] == '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(v, &parts); err != nil {
+			return "", invalid(param, "content must be a string or an array of input_text parts")
+		}
+		var b strings.Builder
+		for j, p := range parts {
+			if p.Type != "input_text" && p.Type != "text" {
+				return "", invalid(param, "content[%d] has type %q: Forge agents take text (input_text)", j, p.Type)
+			}
+			b.WriteString(p.Text)
+		}
+		text = b.String()
+	default:
+		return "", invalid(param, "content is required: a string or an array of input_text parts")
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", invalid(param, "the message must not be blank")
+	}
+	return text, nil
+}
+
+// callOutput is a function_call_output's output: a string, or text parts
+// joined.
+func callOutput(raw json.RawMessage, param string) (string, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", invalid(param, "output is not a valid string")
+		}
+		return s, nil
+	}
+	if len(v) > 0 && v[0] == '[' {
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(v, &parts); err != nil {
+			return "", invalid(param, "output must be a string or an array of input_text parts")
+		}
+		var b strings.Builder
+		for j, p := range parts {
+			if p.Type != "input_text" && p.Type != "output_text" && p.Type != "text" {
+				return "", invalid(param, "output[%d] has type %q: Forge takes text outputs", j, p.Type)
+			}
+			b.WriteString(p.Text)
+		}
+		return b.String(), nil
+	}
+	return "", invalid(param, "output is required: a string")
+}
+
+// conversationID reads conversation: a session id, or {"id": ...}.
+func conversationID(raw json.RawMessage) (string, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || string(v) == "null" {
+		return "", nil
+	}
+	var id string
+	if v[0] == '{' {
+		var c struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(v, &c); err != nil {
+			return "", invalid("conversation", "conversation must be a conversation id or {\"id\": ...}")
+		}
+		id = c.ID
+	} else if err := json.Unmarshal(v, &id); err != nil {
+		return "", invalid("conversation", "conversation must be a conversation id or {\"id\": ...}")
+	}
+	if id == "" {
+		return "", invalid("conversation", "conversation must name a conversation (a Forge session id)")
+	}
+	return id, nil
+}
+
+// metadata reads metadata: an object of strings (at most 16 keys of 64
+// characters, values of 512, as OpenAI's).
+func metadata(raw json.RawMessage) (map[string]string, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || string(v) == "null" {
+		return map[string]string{}, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(v, &m); err != nil {
+		return nil, invalid("metadata", "metadata must be an object of string values")
+	}
+	if len(m) > 16 {
+		return nil, invalid("metadata", "metadata holds %d keys; at most 16", len(m))
+	}
+	for k, val := range m {
+		if len(k) > 64 || len(val) > 512 {
+			return nil, invalid("metadata", "metadata keys are at most 64 characters and values at most 512")
+		}
+	}
+	return m, nil
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
