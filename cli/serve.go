@@ -35,6 +35,7 @@ type serveOptions struct {
 	sandboxRoot   string
 	subagentDepth int
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
+	pprofAddr     string    // loopback address of the profiling listener ("": none)
 	logOut        io.Writer // where the log goes (nil: stderr)
 
 	// unsafeCommands lets sandbox commands run without bubblewrap.
@@ -79,6 +80,7 @@ and only listens on loopback addresses.`,
 	f.BoolVar(&o.unsafeCommands, "unsafe-unsandboxed-commands", false,
 		"run the bash tool's commands even when bubblewrap isolation is not available (they can then read the server's environment, keys, database and every session's sandbox); without it such commands are refused")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
+	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
 	return cmd
 }
 
@@ -158,6 +160,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.pprofAddr != "" && !isLoopback(o.pprofAddr) {
+		return fmt.Errorf("--pprof-addr %s: profiles expose the server's internals and have no authentication; use a loopback address", o.pprofAddr)
+	}
 	models, err := loadModels(o.config, log)
 	if err != nil {
 		return err
@@ -209,6 +214,14 @@ func serve(ctx context.Context, o serveOptions) error {
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
+	}
+	if o.pprofAddr != "" {
+		pln, err := net.Listen("tcp", o.pprofAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
+		defer serveProfiles(pln, log)()
 	}
 	// Streams are tied to baseCtx so they end when the engine has stopped.
 	baseCtx, cancelStreams := context.WithCancel(context.Background())

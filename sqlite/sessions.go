@@ -72,14 +72,38 @@ func scanSession(sc interface{ Scan(...any) error }, tenant string) (*forge.Sess
 	return &ses, nil
 }
 
-// GetSession returns a live session.
+// sessionColCount is the number of sessionCols.
+var sessionColCount = colCount(sessionCols)
+
+// GetSession returns a live session (from the row cache when it holds it).
 func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
-	ses, err := scanSession(s.queryRow(ctx, `SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, tenant, id), tenant)
+	if vals, ok := s.rc.session(tenant, id); ok {
+		return scanSession(valuesRow(vals), tenant)
+	}
+	epoch := s.rc.begin()
+	vals, err := s.queryValues(ctx, sessionColCount, `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, tenant, id)
 	if err != nil {
 		return nil, notFound(err, "session %s not found", id)
 	}
+	ses, err := scanSession(valuesRow(vals), tenant)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	s.rc.fillSession(epoch, tenant, id, vals)
 	return ses, nil
+}
+
+// putSessionAfter makes a write that changed a live session's row put it
+// in the row cache as the statement returned it (sessionCols, then
+// deleted_at), or drop it if the session is deleted.
+func putSessionAfter(x *tx, s *Store, tenant, id string, vals []any) {
+	if len(vals) != sessionColCount+1 || vals[sessionColCount] != nil {
+		x.after(func() { s.rc.dropSession(tenant, id) })
+		return
+	}
+	vals = vals[:sessionColCount:sessionColCount]
+	x.after(func() { s.rc.putSession(tenant, id, vals) })
 }
 
 // ListSessions lists live sessions, oldest first. The cursor is the last id.
@@ -118,6 +142,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return forge.Errorf(forge.ErrNotFound, "session %s not found", id)
 		}
+		t.after(func() { s.rc.dropSession(tenant, id) })
 		return nil
 	})
 }

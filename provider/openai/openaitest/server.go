@@ -51,8 +51,16 @@ type Server struct {
 
 // New starts a fake on 127.0.0.1, closed by t.Cleanup.
 func New(t testing.TB) *Server {
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake on 127.0.0.1 outside a test (a load command's model
+// server, say); the caller must Close it.
+func Start() *Server {
 	s := &Server{script: fakeapi.NewScript(Text("ok")), created: time.Now().Unix()}
-	s.lb = fakeapi.Start(t, http.HandlerFunc(s.serve))
+	s.lb = fakeapi.Listen(http.HandlerFunc(s.serve))
 	return s
 }
 
