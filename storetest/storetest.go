@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"Durability", durabilityTests},
 		{"Content", contentTests},
 		{"Keys", keyTests},
+		{"Forums", forumTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
