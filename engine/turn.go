@@ -95,6 +95,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		if err := canCompact(agent, base, open); err != nil {
 			return nil, false, err
 		}
+	} else if req.Trigger != nil {
+		if len(open) > 0 {
+			return nil, false, forge.Errorf(forge.ErrPendingActions, "%d call(s) await resolution (first: %s %s)", len(open), open[0].Type, open[0].CallID)
+		}
 	} else if resolutions, err = validateInput(req.Input, open); err != nil {
 		return nil, false, err
 	}
