@@ -35,7 +35,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newKeysCommand(), newMigrateCommand())
+	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newForumCommand(), newKeysCommand(), newMigrateCommand())
 	return root
 }
 
