@@ -27,7 +27,7 @@ type stream struct {
 	untilDone bool   // end after turn.done
 	post      *TurnRequest
 	path      string // the events path when it is no session's (a forum's)
-	last      int64 // the last seq yielded (or the caller's after)
+	last      int64  // the last seq yielded (or the caller's after)
 	retryHint time.Duration
 }
 
