@@ -144,6 +144,9 @@ type SourceMeta struct {
 	SourceActorID        string `json:"source_actor_id"`
 	// Type is "reply" on a monologue's final message that was published.
 	Type string `json:"type,omitempty"`
+	// SeededFrom is set on a copy carried into a new monologue by a
+	// compaction swap: the monologue it was first copied into.
+	SeededFrom string `json:"seeded_from,omitempty"`
 }
 
 // MetadataTypeReply marks a monologue message published as a reply.

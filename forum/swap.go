@@ -65,6 +65,13 @@ func (w *worker) maybeSwap(ctx context.Context) error {
 		tail = history[i:]
 	}
 	nm := w.s.newMonologue(w.stint.Tenant, w.stint.ForumID, w.stint.ID, w.stint.Actor.Agent)
+	through := w.lastCopy
+	for _, m := range history {
+		if src, ok := sourceOf(m); ok {
+			through = max(through, src.SourceMessageID)
+		}
+	}
+	nm.Metadata, _ = json.Marshal(map[string]string{"forum_id": w.stint.ForumID, "participant_id": w.stint.ID, "copied_through": through})
 	seed := make([]*forge.Message, 0, len(tail)+2)
 	newReq := w.reseed(request, nm)
 	newSum := w.reseed(summary, nm)
@@ -92,6 +99,15 @@ func (w *worker) reseed(m *forge.Message, into *forge.Session) *forge.Message {
 	c := m.Clone()
 	c.ID = w.s.ids.New(forge.PrefixMessage)
 	c.SessionID, c.TurnID, c.ThreadID, c.ParentID = into.ID, "", into.MainThreadID, nil
+	if len(c.Metadata) > 0 {
+		var meta map[string]any
+		if json.Unmarshal(c.Metadata, &meta) == nil && meta["source_message_id"] != nil {
+			meta["seeded_from"] = m.SessionID
+			if b, err := json.Marshal(meta); err == nil {
+				c.Metadata = b
+			}
+		}
+	}
 	for _, p := range c.Parts {
 		p.ID = w.s.ids.New(forge.PrefixPart)
 		p.MessageID, p.SessionID, p.TurnID = c.ID, into.ID, ""

@@ -115,6 +115,9 @@ func (w *worker) ingest(ctx context.Context, m *forge.Message, members int) {
 	if idTime(m.ID) < idTime(w.stint.ID) {
 		return // from before the join
 	}
+	if m.ID <= w.lastCopy {
+		return // delivered and read from the store both (a catch-up)
+	}
 	cp, err := w.copyIn(ctx, m)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -126,6 +129,7 @@ func (w *worker) ingest(ctx context.Context, m *forge.Message, members int) {
 	w.lastCopy = max(w.lastCopy, m.ID)
 	if w.triggers(m, members) {
 		w.pending = &forge.TurnTrigger{CopyID: cp.ID, SourceConversationID: m.SessionID, SourceMessageID: m.ID}
+		w.s.logger.Debug("forum: trigger", "participant_id", w.stint.ID, "source_message_id", m.ID, "copy_id", cp.ID)
 	}
 }
 
@@ -299,7 +303,18 @@ func (w *worker) catchUpFromStore(ctx context.Context) {
 				last = max(last, src.SourceMessageID)
 			}
 		}
+		// A monologue made by a swap was copied into through this message
+		// (its predecessor's newest copy).
+		if sess, err := w.s.session(ctx, w.stint.Tenant, mono); err == nil {
+			var meta struct {
+				CopiedThrough string `json:"copied_through"`
+			}
+			if json.Unmarshal(sess.Metadata, &meta) == nil {
+				last = max(last, meta.CopiedThrough)
+			}
+		}
 	}
+	w.s.logger.Debug("forum: catch-up", "participant_id", w.stint.ID, "last", last)
 	var tipID string
 	if sess, err := w.s.session(ctx, w.stint.Tenant, mono); err == nil && sess.TipTurnID != nil {
 		tipID = *sess.TipTurnID
@@ -314,6 +329,7 @@ func (w *worker) catchUpFromStore(ctx context.Context) {
 		for _, m := range page {
 			w.ingest(ctx, m, members)
 		}
+		w.lastCopy = max(w.lastCopy, last)
 		if next == "" {
 			break
 		}
@@ -329,8 +345,8 @@ func (w *worker) catchUpFromStore(ctx context.Context) {
 		}
 		for _, c := range copies {
 			src, ok := sourceOf(c)
-			if !ok || (tipID != "" && idTime(c.ID) < idTime(tipID)) {
-				continue
+			if !ok || src.SeededFrom != "" || (tipID != "" && idTime(c.ID) < idTime(tipID)) {
+				continue // answered in the old monologue, or before the tip turn
 			}
 			orig, err := w.forumMessage(ctx, src)
 			if err == nil && w.triggers(orig, members) {
