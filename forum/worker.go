@@ -315,9 +315,19 @@ func (w *worker) catchUpFromStore(ctx context.Context) {
 		}
 	}
 	w.s.logger.Debug("forum: catch-up", "participant_id", w.stint.ID, "last", last)
+	// The newest triggered turn answered every copy made before it; a
+	// compaction turn (no trigger) after it, left by a crash before its
+	// swap, answered nothing.
 	var tipID string
 	if sess, err := w.s.session(ctx, w.stint.Tenant, mono); err == nil && sess.TipTurnID != nil {
 		tipID = *sess.TipTurnID
+		for n := 0; n < 8; n++ {
+			t, err := w.s.store.GetTurn(ctx, w.stint.Tenant, mono, tipID)
+			if err != nil || t.Trigger != nil || t.PreviousTurnID == nil {
+				break
+			}
+			tipID = *t.PreviousTurnID
+		}
 	}
 	members := w.room.memberCount()
 	cursor := last
