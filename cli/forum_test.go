@@ -32,8 +32,9 @@ func realServer(t *testing.T) *httptest.Server {
 	models := provider.NewRegistry()
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
 	log := slog.New(slog.DiscardHandler)
-	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log})
-	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log})
+	ids := forge.NewULIDGen(nil)
+	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids})
+	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log, IDs: ids})
 	eng.SetObserver(forums)
 	if err := forums.Open(ctx); err != nil {
 		t.Fatal(err)

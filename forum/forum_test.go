@@ -44,8 +44,9 @@ func openNode(t testing.TB, db string, onCopy func(string)) *node {
 	if os.Getenv("FORUM_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log})
-	fs := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log, OnCopy: onCopy, Sweep: 100 * time.Millisecond})
+	ids := forge.NewULIDGen(nil) // one generator: ids of turns and copies compare by time
+	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids})
+	fs := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log, IDs: ids, OnCopy: onCopy, Sweep: 100 * time.Millisecond})
 	eng.SetObserver(fs)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,9 @@ type Config struct {
 	// window of agents that set none (the monologue swap threshold).
 	Models any
 	Clock  forge.Clock
+	// IDs must be the engine's generator: the forum layer orders copies
+	// and turns by the time in their ids, which one monotonic generator
+	// keeps exact within a millisecond.
 	IDs    forge.IDGen
 	Logger *slog.Logger
 	// Sweep is how often a worker looks again at what it could not do

@@ -63,11 +63,12 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 	}
 	models := provider.NewRegistry()
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
+	ids := forge.NewULIDGen(nil)
 	eng := engine.New(engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
 	})
-	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger})
+	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
 	eng.SetObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)

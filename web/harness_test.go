@@ -261,11 +261,12 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ids := forge.NewULIDGen(nil)
 	eng := engine.New(engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0), Sandboxes: sandboxes,
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
 	})
-	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger})
+	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
 	eng.SetObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
