@@ -1,5 +1,5 @@
-// Package cli is the forge command line: serve, chat, sessions, show, keys,
-// migrate, version.
+// Package cli is the forge command line: serve, chat, forum, sessions, show,
+// keys, migrate, version.
 package cli
 
 import (
@@ -91,8 +91,8 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newSessionsCommand(), newShowCommand(),
-		newKeysCommand(), newMigrateCommand())
+	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newForumCommand(),
+		newSessionsCommand(), newShowCommand(), newKeysCommand(), newMigrateCommand())
 	return root
 }
 

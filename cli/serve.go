@@ -16,6 +16,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/protocol/aisdk"
@@ -204,10 +205,17 @@ func serve(ctx context.Context, o serveOptions) error {
 		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
 		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout,
 	})
+	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log})
+	eng.SetObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
+	// After Recover: the forum layer reruns triggered turns a crash
+	// abandoned and publishes replies a crash left unpublished.
+	if err := forums.Open(ctx); err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Forums: forums, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
 		Logger: log, Clock: clock, IDs: ids, Models: models,
 		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}}})
 
@@ -258,6 +266,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	}()
 	gctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
+	if err := forums.Close(gctx); err != nil {
+		log.Error("forums close", "err", err)
+	}
 	if err := eng.Close(gctx); err != nil {
 		log.Error("engine close", "err", err)
 	}

@@ -88,6 +88,8 @@ type Config struct {
 	StoreRetryDelays []time.Duration
 	// Sleep waits between retries; nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Observer, when set, hears about monologue turns (forum.Service).
+	Observer TurnObserver
 }
 
 // TurnRequest is the body of POST /turns, decoded.
@@ -100,6 +102,21 @@ type TurnRequest struct {
 	// Compact makes the turn a compaction of its own (POST /compact): no
 	// input, one summary call, no other model call.
 	Compact bool
+	// Trigger starts a monologue turn that answers the copies already
+	// ingested (no input, no user message); only the forum layer sets it.
+	Trigger *forge.TurnTrigger
+	// Forum marks a request of the forum layer: the only one that may
+	// start turns on a monologue other than resolutions (Trigger, or
+	// Compact before a swap).
+	Forum bool
+}
+
+// TurnObserver hears about the turns of monologue sessions (the forum
+// layer): their start, once the turn is created, and their end, after the
+// terminal write. Calls must not block.
+type TurnObserver interface {
+	MonologueTurnStarted(tenant string, turn *forge.Turn)
+	MonologueTurnEnded(tenant string, turn *forge.Turn)
 }
 
 // Engine owns running turns. Every goroutine it starts is waited for by Close.
@@ -116,6 +133,7 @@ type Engine struct {
 	sandboxTools map[string]bool
 
 	wg        sync.WaitGroup
+	observer  TurnObserver
 	histories historyCache
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
@@ -173,6 +191,7 @@ func New(cfg Config) *Engine {
 		sandboxTools: map[string]bool{},
 		gaveUp:       make(chan struct{}),
 		running:      map[string]*execution{},
+		observer:     cfg.Observer,
 	}
 	if cfg.Sandboxes != nil {
 		for _, name := range cfg.Sandboxes.ToolNames() {
@@ -181,6 +200,24 @@ func New(cfg Config) *Engine {
 	}
 	return e
 }
+
+// SetObserver sets the observer of monologue turns; call it before the
+// first turn starts (the forum layer is built after the engine).
+func (e *Engine) SetObserver(o TurnObserver) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.observer = o
+}
+
+func (e *Engine) turnObserver() TurnObserver {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.observer
+}
+
+// Log is the engine's event log: every writer of a session in this
+// process goes through it (the forum layer's copies into monologues).
+func (e *Engine) Log() *eventlog.Log { return e.events }
 
 // IsBuiltin reports whether name is a server-side built-in tool.
 func (e *Engine) IsBuiltin(name string) bool {

@@ -43,6 +43,10 @@ func (e *Engine) execute(x *execution) {
 	x.finish(out)
 	e.unregister(x)
 	close(x.done)
+	if o := e.turnObserver(); o != nil && x.session.Kind == forge.KindMonologue {
+		ended := *x.turn
+		o.MonologueTurnEnded(x.tenant, &ended)
+	}
 }
 
 func (th *thread) cancelledOutcome() outcome {

@@ -19,6 +19,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
@@ -62,14 +63,20 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 	}
 	models := provider.NewRegistry()
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
+	ids := forge.NewULIDGen(nil)
 	eng := engine.New(engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
 	})
+	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
+	eng.SetObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cfg := httpapi.Config{Store: st, Engine: eng, Logger: logger}
+	if err := forums.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := httpapi.Config{Store: st, Engine: eng, Forums: forums, Logger: logger}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -83,6 +90,7 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 			srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			_ = forums.Close(ctx)
 			_ = eng.Close(ctx)
 			_ = st.Close(ctx)
 		})

@@ -58,6 +58,8 @@ type Config struct {
 	Models ModelCatalog
 	// Protocols are other wire protocols served beside /v1 (protocols.go).
 	Protocols []Protocol
+	// Forums, when set, serves /v1/forums (normally a *forum.Service).
+	Forums Forums
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -73,6 +75,7 @@ type Server struct {
 	handler   http.Handler
 	models    ModelCatalog
 	protocols []Protocol
+	forumSvc  Forums
 
 	locks keyedMutex // serializes idempotent requests sharing a key
 
@@ -95,6 +98,7 @@ func New(cfg Config) *Server {
 		writeWait: sseWriteWait,
 		models:    cfg.Models,
 		protocols: cfg.Protocols,
+		forumSvc:  cfg.Forums,
 	}
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
@@ -158,6 +162,18 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/sessions/{sid}/turns/{tid}/events", s.turnEvents, false},
 
 		{"GET", "/v1/models", s.listModels, false},
+
+		{"POST", "/v1/forums", s.createForum, false},
+		{"GET", "/v1/forums", s.listForums, false},
+		{"GET", "/v1/forums/{fid}", s.getForum, false},
+		{"DELETE", "/v1/forums/{fid}", s.deleteForum, false},
+		{"POST", "/v1/forums/{fid}/members", s.addMember, false},
+		{"GET", "/v1/forums/{fid}/members", s.listMembers, false},
+		{"GET", "/v1/forums/{fid}/members/{par}", s.getMember, false},
+		{"DELETE", "/v1/forums/{fid}/members/{par}", s.removeMember, false},
+		{"POST", "/v1/forums/{fid}/messages", s.postMessage, false},
+		{"GET", "/v1/forums/{fid}/messages", s.listForumMessages, false},
+		{"GET", "/v1/forums/{fid}/events", s.forumEvents, false},
 	}
 }
 

@@ -51,8 +51,33 @@ func (s *sseWriter) start() error {
 	return s.flush()
 }
 
-// event appends ev's frame: id, event type and the JSON envelope.
+// ephemeralEnvelope is the envelope of an event that is no position in
+// the log (forum.typing): no seq, and no id: line.
+type ephemeralEnvelope struct {
+	Type      string          `json:"type"`
+	SessionID string          `json:"session_id"`
+	TurnID    *string         `json:"turn_id"`
+	ThreadID  *string         `json:"thread_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// event appends ev's frame: id, event type and the JSON envelope. An
+// event with no seq (forum.typing) has no id: line and no seq.
 func (s *sseWriter) event(ev *forge.Event) error {
+	if ev.Seq == 0 {
+		data, err := json.Marshal(ephemeralEnvelope{Type: ev.Type, SessionID: ev.SessionID, TurnID: ev.TurnID,
+			ThreadID: ev.ThreadID, CreatedAt: ev.CreatedAt, Data: ev.Data})
+		if err != nil {
+			return err
+		}
+		s.buf = append(s.buf, "event: "...)
+		s.buf = append(s.buf, oneLine(ev.Type)...)
+		s.buf = append(s.buf, "\ndata: "...)
+		s.buf = append(s.buf, data...)
+		s.buf = append(s.buf, "\n\n"...)
+		return nil
+	}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 type turnVals struct {
 	output, actions, errJSON, usage, input any
 	cancel, ended, cancelMsg               any
+	trigger                                any
 }
 
 func encodeTurn(t *forge.Turn) (turnVals, error) {
@@ -38,6 +39,9 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 	}
 	v.cancel = strPtr(t.CancelReason)
 	v.cancelMsg = strPtr(t.CancelMessage)
+	if v.trigger, err = encJSON(t.Trigger); err != nil {
+		return v, err
+	}
 	v.ended = nullTime(t.EndedAt)
 	return v, nil
 }
@@ -121,10 +125,10 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		// turn win over a moved tip (the running turn is what moved it).
 		_, err = x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, cancel_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			idempotency_key, created_at, ended_at, cancel_message, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
-			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg)
+			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger)
 		if err != nil {
 			return turnInsertErr(err, &t)
 		}
@@ -321,7 +325,7 @@ func fenceErr(x *tx, b *forge.Batch) error {
 
 const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
 	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.usage, t.iterations, t.last_seq,
-	t.idempotency_key, t.created_at, t.ended_at, t.cancel_message`
+	t.idempotency_key, t.created_at, t.ended_at, t.cancel_message, t.trigger`
 
 var (
 	// turnColsBare is turnCols without the table alias (for RETURNING).
@@ -334,13 +338,13 @@ func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 	var (
 		t                                     forge.Turn
 		prev, input, output, actions, errJSON sql.NullString
-		cancel, usage, key, cancelMsg         sql.NullString
+		cancel, usage, key, cancelMsg, trig   sql.NullString
 		created                               int64
 		ended                                 sql.NullInt64
 	)
 	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &prev, &t.AgentID, &t.AgentVersion, &t.Status,
 		&input, &output, &actions, &errJSON, &cancel, &usage, &t.Iterations, &t.LastSeq,
-		&key, &created, &ended, &cancelMsg); err != nil {
+		&key, &created, &ended, &cancelMsg, &trig); err != nil {
 		return nil, err
 	}
 	t.PreviousTurnID = fromNullStr(prev)
@@ -352,7 +356,7 @@ func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 	for _, f := range []struct {
 		s   sql.NullString
 		dst any
-	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}} {
+	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}, {trig, &t.Trigger}} {
 		if err := decJSON(f.s, f.dst); err != nil {
 			return nil, fmt.Errorf("turn %s: %w", t.ID, err)
 		}
