@@ -88,6 +88,9 @@ type Config struct {
 	StoreRetryDelays []time.Duration
 	// Sleep waits between retries; nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Observer, when set, watches turns, model calls and tool calls
+	// (metrics, traces). Observers combines several.
+	Observer Observer
 }
 
 // TurnRequest is the body of POST /turns, decoded.
@@ -112,6 +115,7 @@ type Engine struct {
 	log    *slog.Logger
 	tools  map[string]forge.Tool
 	models forge.Models
+	obs    Observer // nil: nothing observes
 	// sandboxTools are the names of the sandbox's tools.
 	sandboxTools map[string]bool
 
@@ -170,6 +174,7 @@ func New(cfg Config) *Engine {
 		log:          cfg.Logger,
 		tools:        cfg.Tools,
 		models:       cfg.Models,
+		obs:          cfg.Observer,
 		sandboxTools: map[string]bool{},
 		gaveUp:       make(chan struct{}),
 		running:      map[string]*execution{},

@@ -173,6 +173,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, false, err
 	}
 	created := *turn
+	x.observeTurnStart(ctx, agent)
 	e.wg.Add(1)
 	go e.execute(x)
 	return &created, false, nil
