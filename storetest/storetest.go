@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"Durability", durabilityTests},
 		{"Content", contentTests},
 		{"Keys", keyTests},
+		{"Operations", operationTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
