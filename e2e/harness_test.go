@@ -84,8 +84,24 @@ func start(t *testing.T, db string, model *openaitest.Server, args ...string) *s
 
 func tryStart(t *testing.T, db string, model *openaitest.Server, args ...string) (*server, error) {
 	t.Helper()
+	return tryStartEnv(t, db, model, nil, args...)
+}
+
+// startEnv is start with more environment variables (NAME=value).
+func startEnv(t *testing.T, db string, model *openaitest.Server, env []string, args ...string) *server {
+	t.Helper()
+	s, err := tryStartEnv(t, db, model, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func tryStartEnv(t *testing.T, db string, model *openaitest.Server, env []string, args ...string) (*server, error) {
+	t.Helper()
 	cmd := exec.Command(forgeBin, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "debug"}, args...)...)
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL(), "FORGE_API_KEYS=")
+	cmd.Env = append(cmd.Env, env...)
 	s := &server{t: t, cmd: cmd, db: db, logs: &syncBuffer{}, exit: make(chan error, 1)}
 	cmd.Stderr = s.logs
 	out, err := cmd.StdoutPipe()

@@ -2,9 +2,7 @@ package opentelemetry_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -12,120 +10,21 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/opentelemetry"
+	"github.com/forge-runtime/forge/opentelemetry/otlptest"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
 	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
 )
-
-// receiver is a loopback OTLP/HTTP trace receiver: it decodes the export
-// requests (protobuf, gzip or not) as a collector would.
-type receiver struct {
-	t   *testing.T
-	srv *httptest.Server
-
-	mu        sync.Mutex
-	spans     []*tracepb.Span
-	resources []map[string]string
-}
-
-func newReceiver(t *testing.T) *receiver {
-	r := &receiver{t: t}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
-	if req.Method != "POST" || req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
-		http.Error(w, "unexpected request", http.StatusBadRequest)
-		r.t.Errorf("receiver: %s %s %s", req.Method, req.URL.Path, req.Header.Get("Content-Type"))
-		return
-	}
-	var body io.Reader = req.Body
-	if req.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
-	}
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var export coltracepb.ExportTraceServiceRequest
-	if err := proto.Unmarshal(raw, &export); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		r.t.Errorf("receiver: the export is not an ExportTraceServiceRequest: %v", err)
-		return
-	}
-	r.mu.Lock()
-	for _, rs := range export.ResourceSpans {
-		r.resources = append(r.resources, attrs(rs.GetResource().GetAttributes()))
-		for _, ss := range rs.ScopeSpans {
-			r.spans = append(r.spans, ss.Spans...)
-		}
-	}
-	r.mu.Unlock()
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
-}
-
-func (r *receiver) all() []*tracepb.Span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans)
-}
-
-// attrs flattens attributes to strings (arrays as JSON).
-func attrs(kvs []*commonpb.KeyValue) map[string]string {
-	out := map[string]string{}
-	for _, kv := range kvs {
-		out[kv.Key] = anyString(kv.Value)
-	}
-	return out
-}
-
-func anyString(v *commonpb.AnyValue) string {
-	switch x := v.GetValue().(type) {
-	case *commonpb.AnyValue_StringValue:
-		return x.StringValue
-	case *commonpb.AnyValue_IntValue:
-		b, _ := json.Marshal(x.IntValue)
-		return string(b)
-	case *commonpb.AnyValue_BoolValue:
-		b, _ := json.Marshal(x.BoolValue)
-		return string(b)
-	case *commonpb.AnyValue_DoubleValue:
-		b, _ := json.Marshal(x.DoubleValue)
-		return string(b)
-	case *commonpb.AnyValue_ArrayValue:
-		var parts []string
-		for _, e := range x.ArrayValue.Values {
-			parts = append(parts, anyString(e))
-		}
-		b, _ := json.Marshal(parts)
-		return string(b)
-	}
-	return ""
-}
 
 // traced is a server wired as forge serve wires it with tracing on.
 type traced struct {
@@ -203,14 +102,12 @@ func message(text string) map[string]any {
 	return map[string]any{"input": []any{map[string]any{"type": "message", "text": text}}}
 }
 
-func spanID(b []byte) string { return hex.EncodeToString(b) }
-
 // The OTLP exporter reads OTEL_EXPORTER_OTLP_ENDPOINT: these tests set it
 // and cannot run in parallel.
 
 func TestSpansFollowTheGenAIConventions(t *testing.T) {
-	rcv := newReceiver(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.srv.URL)
+	rcv := otlptest.New(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL())
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
 	s := newTraced(t)
@@ -247,15 +144,11 @@ func TestSpansFollowTheGenAIConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	byName := map[string][]*tracepb.Span{}
-	for _, sp := range rcv.all() {
-		byName[sp.Name] = append(byName[sp.Name], sp)
-	}
+	byName := map[string][]otlptest.Span{}
 	var names []string
-	for n, l := range byName {
-		for range l {
-			names = append(names, n)
-		}
+	for _, sp := range rcv.Spans() {
+		byName[sp.Name] = append(byName[sp.Name], sp)
+		names = append(names, sp.Name)
 	}
 	slices.Sort(names)
 	want := []string{"chat echo", "chat echo", "chat echo", "chat echo", "execute_tool echo", "execute_tool subagent_writer",
@@ -264,26 +157,25 @@ func TestSpansFollowTheGenAIConventions(t *testing.T) {
 		t.Fatalf("spans\n got %v\nwant %v", names, want)
 	}
 	root := byName["invoke_agent lead"][0]
-	if hex.EncodeToString(root.TraceId) != traceID || spanID(root.ParentSpanId) != callerSpan {
-		t.Fatalf("invoke_agent is not the caller's child: trace %x parent %x", root.TraceId, root.ParentSpanId)
+	if root.TraceID != traceID || root.ParentID != callerSpan {
+		t.Fatalf("invoke_agent is not the caller's child: trace %s parent %s", root.TraceID, root.ParentID)
 	}
-	ra := attrs(root.Attributes)
 	for k, v := range map[string]string{
 		"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "forge.scripted", "gen_ai.request.model": "echo",
 		"gen_ai.agent.name": "lead", "gen_ai.conversation.id": ses.ID, "forge.turn.id": turn.ID, "forge.turn.status": "done",
 		"gen_ai.usage.input_tokens": "305", "gen_ai.usage.output_tokens": "31",
 	} {
-		if ra[k] != v {
-			t.Errorf("invoke_agent %s = %q, want %q", k, ra[k], v)
+		if root.Attrs[k] != v {
+			t.Errorf("invoke_agent %s = %q, want %q", k, root.Attrs[k], v)
 		}
 	}
-	if root.Kind != tracepb.Span_SPAN_KIND_INTERNAL || root.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
-		t.Errorf("invoke_agent kind %v status %v", root.Kind, root.Status)
+	if root.Kind != tracepb.Span_SPAN_KIND_INTERNAL || root.Error {
+		t.Errorf("invoke_agent kind %v error %v", root.Kind, root.Error)
 	}
 	delegation := byName["execute_tool subagent_writer"][0]
 	var leadChats, writerChats int
 	for _, sp := range byName["chat echo"] {
-		a := attrs(sp.Attributes)
+		a := sp.Attrs
 		if a["gen_ai.operation.name"] != "chat" || a["gen_ai.provider.name"] != "forge.scripted" || a["gen_ai.request.model"] != "echo" ||
 			sp.Kind != tracepb.Span_SPAN_KIND_CLIENT {
 			t.Errorf("chat span %v kind %v", a, sp.Kind)
@@ -291,7 +183,7 @@ func TestSpansFollowTheGenAIConventions(t *testing.T) {
 		switch a["gen_ai.agent.name"] {
 		case "lead":
 			leadChats++
-			if spanID(sp.ParentSpanId) != spanID(root.SpanId) || !bytes.Equal(sp.TraceId, root.TraceId) {
+			if sp.ParentID != root.SpanID || sp.TraceID != root.TraceID {
 				t.Errorf("lead's chat span is not under invoke_agent")
 			}
 			wantFinish, in, out := `["tool_calls"]`, "100", "10"
@@ -301,18 +193,20 @@ func TestSpansFollowTheGenAIConventions(t *testing.T) {
 			if a["gen_ai.response.finish_reasons"] != wantFinish || a["gen_ai.usage.input_tokens"] != in || a["gen_ai.usage.output_tokens"] != out {
 				t.Errorf("lead's chat span %v", a)
 			}
-			if !slices.ContainsFunc(sp.Events, func(e *tracepb.Span_Event) bool { return e.Name == "gen_ai.first_token" }) {
+			if !slices.Contains(sp.Events, "gen_ai.first_token") {
 				t.Errorf("lead's chat span has no first token event")
+			}
+			if sp.StartNano < root.StartNano || sp.EndNano > root.EndNano {
+				t.Errorf("lead's chat span is not within invoke_agent")
 			}
 		case "writer":
 			writerChats++
-			if spanID(sp.ParentSpanId) != spanID(delegation.SpanId) {
+			if sp.ParentID != delegation.SpanID {
 				t.Errorf("the subagent's chat span is not under its execute_tool span")
 			}
 		case "broken":
-			if sp.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || a["error.type"] != "400" ||
-				a["gen_ai.response.finish_reasons"] != `["error"]` {
-				t.Errorf("failed chat span %v status %v", a, sp.Status)
+			if !sp.Error || a["error.type"] != "400" || a["gen_ai.response.finish_reasons"] != `["error"]` {
+				t.Errorf("failed chat span %v error %v", a, sp.Error)
 			}
 		}
 	}
@@ -321,25 +215,24 @@ func TestSpansFollowTheGenAIConventions(t *testing.T) {
 	}
 	for _, name := range []string{"execute_tool echo", "execute_tool subagent_writer"} {
 		sp := byName[name][0]
-		a := attrs(sp.Attributes)
+		a := sp.Attrs
 		tool := strings.TrimPrefix(name, "execute_tool ")
-		if spanID(sp.ParentSpanId) != spanID(root.SpanId) || a["gen_ai.operation.name"] != "execute_tool" ||
+		if sp.ParentID != root.SpanID || a["gen_ai.operation.name"] != "execute_tool" ||
 			a["gen_ai.tool.name"] != tool || !strings.HasPrefix(a["gen_ai.tool.call.id"], "call_") || a["forge.tool.outcome"] != "ok" {
-			t.Errorf("%s: parent %x attributes %v", name, sp.ParentSpanId, a)
+			t.Errorf("%s: parent %s attributes %v", name, sp.ParentID, a)
 		}
 	}
 	bad := byName["invoke_agent broken"][0]
-	if ba := attrs(bad.Attributes); bad.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || ba["error.type"] != "model_error" ||
-		ba["forge.turn.status"] != "errored" || len(bad.ParentSpanId) != 0 {
-		t.Errorf("errored turn span %v status %v parent %x", ba, bad.Status, bad.ParentSpanId)
+	if ba := bad.Attrs; !bad.Error || ba["error.type"] != "model_error" || ba["forge.turn.status"] != "errored" || bad.ParentID != "" {
+		t.Errorf("errored turn span %v error %v parent %s", ba, bad.Error, bad.ParentID)
 	}
-	res := rcv.resources[0]
+	res := root.Resource
 	if res["service.name"] != "forge" || res["service.version"] != "test" || res["deployment.environment.name"] != "test" {
 		t.Errorf("resource %v", res)
 	}
 	// No content leaves: the input, the texts, the tool arguments.
-	for _, sp := range rcv.all() {
-		for k, v := range attrs(sp.Attributes) {
+	for _, sp := range rcv.Spans() {
+		for k, v := range sp.Attrs {
 			if strings.Contains(v, "marker") {
 				t.Errorf("span %s carries content: %s = %q", sp.Name, k, v)
 			}
