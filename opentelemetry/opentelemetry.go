@@ -207,7 +207,11 @@ func (t *Tracer) TurnEnded(ctx context.Context, e engine.TurnEnd) {
 	if e.Recovered {
 		// The turn ran in a process that died; its spans died with it.
 		// Recovery is a short span of its own, so the end is visible.
-		_, span = t.tracer.Start(ctx, "invoke_agent "+e.Agent, trace.WithTimestamp(e.End),
+		name := "invoke_agent"
+		if e.Agent != "" {
+			name += " " + e.Agent
+		}
+		_, span = t.tracer.Start(ctx, name, trace.WithTimestamp(e.End),
 			trace.WithAttributes(semconv.GenAIOperationNameInvokeAgent, semconv.GenAIConversationID(e.SessionID),
 				attrTenant.String(e.Tenant), attrTurnID.String(e.TurnID), attrRecovered.Bool(true)))
 	}

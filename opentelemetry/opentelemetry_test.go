@@ -272,3 +272,28 @@ func TestOnlyHTTPProtobufIsSpoken(t *testing.T) {
 		}
 	}
 }
+
+func TestRecoveredTurnIsASpanOfItsOwn(t *testing.T) {
+	rcv := otlptest.New(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL())
+	ctx := context.Background()
+	tr, err := opentelemetry.New(ctx, opentelemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(ctx)
+	tr.TurnEnded(ctx, engine.TurnEnd{Tenant: "acme", SessionID: "ses_1", TurnID: "turn_1", Status: "cancelled",
+		CancelReason: "abandoned", Recovered: true, End: time.Now()})
+	if err := tr.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("spans %v", spans)
+	}
+	a := spans[0].Attrs
+	if spans[0].Name != "invoke_agent" || a["forge.turn.recovered"] != "true" || a["forge.turn.cancel_reason"] != "abandoned" ||
+		a["forge.turn.id"] != "turn_1" || a["gen_ai.conversation.id"] != "ses_1" || spans[0].Error {
+		t.Fatalf("recovered turn span %s %v", spans[0].Name, a)
+	}
+}
