@@ -297,7 +297,9 @@ func BenchmarkHTTPTrivialTurn(b *testing.B) { benchTrivialTurn(b, newBenchStack(
 
 // BenchmarkHTTPTrivialTurnMetrics is BenchmarkHTTPTrivialTurn with the
 // Prometheus metrics forge serve runs with by default.
-func BenchmarkHTTPTrivialTurnMetrics(b *testing.B) { benchTrivialTurn(b, newBenchStack(b, withMetrics)) }
+func BenchmarkHTTPTrivialTurnMetrics(b *testing.B) {
+	benchTrivialTurn(b, newBenchStack(b, withMetrics))
+}
 
 // BenchmarkHTTPTrivialTurnTraced is BenchmarkHTTPTrivialTurn with the
 // metrics and OpenTelemetry tracing exported to a loopback OTLP receiver.
