@@ -302,7 +302,8 @@ func BenchmarkHTTPTrivialTurnMetrics(b *testing.B) {
 }
 
 // BenchmarkHTTPTrivialTurnTraced is BenchmarkHTTPTrivialTurn with the
-// metrics and OpenTelemetry tracing exported to a loopback OTLP receiver.
+// metrics and OpenTelemetry tracing exported over OTLP/HTTP to a loopback
+// endpoint that drops the exports.
 func BenchmarkHTTPTrivialTurnTraced(b *testing.B) {
 	benchTrivialTurn(b, newBenchStack(b, withMetrics, withTracing))
 }
