@@ -64,7 +64,13 @@ calls. GET /v1/models lists what is configured. The scripted provider
 API keys: forge keys create --tenant T --db ... (kept in the database, every
 server sharing it accepts them at once), or FORGE_API_KEYS="key1=tenant1,
 key2=tenant2" for a single node. Without keys the server runs single-tenant
-and only listens on loopback addresses.`,
+and only listens on loopback addresses.
+
+Operations: GET /healthz (the process is up), GET /readyz (the store
+answers; 503 from the moment SIGTERM starts the drain), GET /metrics
+(Prometheus; --metrics=false turns it off). OTEL_EXPORTER_OTLP_ENDPOINT
+turns on OpenTelemetry traces over OTLP/HTTP (the other OTEL_* variables
+apply). --log-format json writes one JSON object per line on stderr.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), o)
 		},
