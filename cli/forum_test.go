@@ -35,7 +35,7 @@ func realServer(t *testing.T) *httptest.Server {
 	ids := forge.NewULIDGen(nil)
 	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids})
 	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log, IDs: ids})
-	eng.SetObserver(forums)
+	eng.SetMonologueObserver(forums)
 	if err := forums.Open(ctx); err != nil {
 		t.Fatal(err)
 	}

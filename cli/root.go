@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -77,7 +78,9 @@ func Main(args []string) int {
 	root := NewRootCommand()
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "forge:", err)
+		if !errors.As(err, new(reportedError)) {
+			fmt.Fprintln(os.Stderr, "forge:", err)
+		}
 		return 1
 	}
 	return 0

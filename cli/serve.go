@@ -33,6 +33,8 @@ type serveOptions struct {
 	turnTimeout   time.Duration
 	shutdownGrace time.Duration
 	logLevel      string
+	logFormat     string // text or json
+	metrics       bool   // serve /metrics
 	sandboxRoot   string
 	subagentDepth int
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
@@ -64,7 +66,13 @@ calls. GET /v1/models lists what is configured. The scripted provider
 API keys: forge keys create --tenant T --db ... (kept in the database, every
 server sharing it accepts them at once), or FORGE_API_KEYS="key1=tenant1,
 key2=tenant2" for a single node. Without keys the server runs single-tenant
-and only listens on loopback addresses.`,
+and only listens on loopback addresses.
+
+Operations: GET /healthz (the process is up), GET /readyz (the store
+answers; 503 from the moment SIGTERM starts the drain), GET /metrics
+(Prometheus; --metrics=false turns it off). OTEL_EXPORTER_OTLP_ENDPOINT
+turns on OpenTelemetry traces over OTLP/HTTP (the other OTEL_* variables
+apply). --log-format json writes one JSON object per line on stderr.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), o)
 		},
@@ -76,6 +84,8 @@ and only listens on loopback addresses.`,
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", logText, "log format on stderr: text, or json (one JSON object per line)")
+	f.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics (to any valid key; to all on loopback without keys)")
 	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes; ./forge.sandboxes with PostgreSQL)")
 	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
 	f.BoolVar(&o.unsafeCommands, "unsafe-unsandboxed-commands", false,
@@ -148,15 +158,22 @@ func loadModels(flag string, log *slog.Logger) (*provider.Registry, error) {
 }
 
 func serve(ctx context.Context, o serveOptions) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
 	logOut := o.logOut
 	if logOut == nil {
 		logOut = os.Stderr
 	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(o.logFormat, o.logLevel, logOut)
+	if err != nil {
+		return err
+	}
+	if err := run(ctx, o, log); err != nil {
+		log.Error("forge serve failed", "err", err)
+		return reportedError{err}
+	}
+	return nil
+}
+
+func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	keys, err := parseKeys(o.apiKeys)
 	if err != nil {
 		return err
@@ -200,13 +217,18 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer sandboxes.Close(context.Background())
 	mcpServers := mcp.NewManager(mcp.Options{Logger: log})
 	defer mcpServers.Close(context.Background())
+	tel, err := setupTelemetry(ctx, o.metrics, store, models, log)
+	if err != nil {
+		return err
+	}
+	defer tel.close(context.Background(), log)
 	eng := engine.New(engine.Config{
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
-		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout,
+		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, Observer: tel.observer(),
 	})
 	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log})
-	eng.SetObserver(forums)
+	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		return err
 	}
@@ -217,7 +239,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Forums: forums, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
 		Logger: log, Clock: clock, IDs: ids, Models: models,
-		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}}})
+		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}},
+		Metrics:   tel.metricsHandler(), Ready: readiness(store)})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -235,7 +258,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	baseCtx, cancelStreams := context.WithCancel(context.Background())
 	defer cancelStreams()
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           tel.serving(api),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		// Room above the API's documented header limit, so that the API
@@ -254,16 +278,12 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", o.shutdownGrace)
-	// Stop taking new connections, let running turns finish within the
-	// grace period, then cancel the rest (reason shutdown).
-	shutdownDone := make(chan struct{})
-	go func() {
-		defer close(shutdownDone)
-		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace+5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	// Drain: readiness fails at once (load balancers stop sending work)
+	// while the server keeps answering; new turns are refused (503), running
+	// ones get the grace period, then end cancelled (reason shutdown).
+	// Then the listener closes and the streams still open end.
+	api.Drain()
+	log.Info("shutting down: draining", "grace", o.shutdownGrace)
 	gctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
 	if err := forums.Close(gctx); err != nil {
@@ -273,7 +293,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		log.Error("engine close", "err", err)
 	}
 	cancelStreams()
-	<-shutdownDone
+	sctx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelShutdown()
+	_ = srv.Shutdown(sctx)
 	_ = srv.Close()
 	log.Info("stopped")
 	return nil

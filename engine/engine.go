@@ -88,8 +88,11 @@ type Config struct {
 	StoreRetryDelays []time.Duration
 	// Sleep waits between retries; nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Observer, when set, hears about monologue turns (forum.Service).
-	Observer TurnObserver
+	// Observer, when set, watches turns, model calls and tool calls
+	// (metrics, traces). Observers combines several.
+	Observer Observer
+	// Monologues, when set, hears about monologue turns (forum.Service).
+	Monologues MonologueObserver
 }
 
 // TurnRequest is the body of POST /turns, decoded.
@@ -111,10 +114,10 @@ type TurnRequest struct {
 	Forum bool
 }
 
-// TurnObserver hears about the turns of monologue sessions (the forum
+// MonologueObserver hears about the turns of monologue sessions (the forum
 // layer): their start, once the turn is created, and their end, after the
 // terminal write. Calls must not block.
-type TurnObserver interface {
+type MonologueObserver interface {
 	MonologueTurnStarted(tenant string, turn *forge.Turn)
 	MonologueTurnEnded(tenant string, turn *forge.Turn)
 }
@@ -129,11 +132,14 @@ type Engine struct {
 	log    *slog.Logger
 	tools  map[string]forge.Tool
 	models forge.Models
+	obs    Observer // nil: nothing observes
 	// sandboxTools are the names of the sandbox's tools.
 	sandboxTools map[string]bool
 
 	wg        sync.WaitGroup
-	observer  TurnObserver
+	// monologues hears about monologue turns (set after New: the forum
+	// layer is built on the engine); guarded by mu.
+	monologues MonologueObserver
 	histories historyCache
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
@@ -188,10 +194,11 @@ func New(cfg Config) *Engine {
 		log:          cfg.Logger,
 		tools:        cfg.Tools,
 		models:       cfg.Models,
+		obs:          cfg.Observer,
 		sandboxTools: map[string]bool{},
 		gaveUp:       make(chan struct{}),
 		running:      map[string]*execution{},
-		observer:     cfg.Observer,
+		monologues:   cfg.Monologues,
 	}
 	if cfg.Sandboxes != nil {
 		for _, name := range cfg.Sandboxes.ToolNames() {
@@ -201,18 +208,18 @@ func New(cfg Config) *Engine {
 	return e
 }
 
-// SetObserver sets the observer of monologue turns; call it before the
-// first turn starts (the forum layer is built after the engine).
-func (e *Engine) SetObserver(o TurnObserver) {
+// SetMonologueObserver sets the observer of monologue turns; call it
+// before the first turn starts (the forum layer is built after the engine).
+func (e *Engine) SetMonologueObserver(o MonologueObserver) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.observer = o
+	e.monologues = o
 }
 
-func (e *Engine) turnObserver() TurnObserver {
+func (e *Engine) monologueObserver() MonologueObserver {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.observer
+	return e.monologues
 }
 
 // Log is the engine's event log: every writer of a session in this

@@ -43,6 +43,12 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed after the terminal write
 
+	// obsCtx is the observer's context of the turn (observer.go); nil
+	// without an observer. endedElsewhere marks a terminal write that lost.
+	// Both belong to the executor.
+	obsCtx         context.Context
+	endedElsewhere bool
+
 	// streams are the parts of every thread receiving deltas, checkpointed
 	// about once per CheckpointInterval.
 	streams checkpointer

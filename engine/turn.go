@@ -207,7 +207,8 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, false, err
 	}
 	created := *turn
-	if o := e.turnObserver(); o != nil && sess.Kind == forge.KindMonologue {
+	x.observeTurnStart(ctx, agent)
+	if o := e.monologueObserver(); o != nil && sess.Kind == forge.KindMonologue {
 		o.MonologueTurnStarted(tenant, &created)
 	}
 	e.wg.Add(1)

@@ -47,7 +47,7 @@ func openNode(t testing.TB, db string, onCopy func(string)) *node {
 	ids := forge.NewULIDGen(nil) // one generator: ids of turns and copies compare by time
 	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids})
 	fs := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log, IDs: ids, OnCopy: onCopy, Sweep: 100 * time.Millisecond})
-	eng.SetObserver(fs)
+	eng.SetMonologueObserver(fs)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -192,13 +192,13 @@ func (s *Service) moved(w *worker, oldID, newID string) {
 	s.monos[newID] = w
 }
 
-// MonologueTurnStarted implements engine.TurnObserver: the room sees the
+// MonologueTurnStarted implements engine.MonologueObserver: the room sees the
 // agent typing.
 func (s *Service) MonologueTurnStarted(tenant string, t *forge.Turn) {
 	s.typingEvent(t.SessionID, true)
 }
 
-// MonologueTurnEnded implements engine.TurnObserver: typing ends and the
+// MonologueTurnEnded implements engine.MonologueObserver: typing ends and the
 // stint's worker publishes the reply.
 func (s *Service) MonologueTurnEnded(tenant string, t *forge.Turn) {
 	s.typingEvent(t.SessionID, false)
@@ -210,7 +210,7 @@ func (s *Service) MonologueTurnEnded(tenant string, t *forge.Turn) {
 	}
 }
 
-var _ engine.TurnObserver = (*Service)(nil)
+var _ engine.MonologueObserver = (*Service)(nil)
 
 func (s *Service) typingEvent(monologueID string, typing bool) {
 	s.mu.Lock()

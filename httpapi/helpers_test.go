@@ -36,6 +36,7 @@ type stack struct {
 	srv   *httptest.Server
 	// handler is the API handler srv serves, for in-process calls.
 	handler http.Handler
+	api     *httpapi.Server
 	key     string // bearer key sent by default
 	// close stops the server, the engine and the store (once).
 	close func()
@@ -69,7 +70,7 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
 	})
 	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
-	eng.SetObserver(forums)
+	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +81,10 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := httpapi.New(cfg).Handler()
+	api := httpapi.New(cfg)
+	h := api.Handler()
 	srv := httptest.NewServer(h)
-	s := &stack{t: t, store: st, eng: eng, srv: srv, handler: h}
+	s := &stack{t: t, store: st, eng: eng, srv: srv, handler: h, api: api}
 	var once sync.Once
 	s.close = func() {
 		once.Do(func() {

@@ -228,12 +228,12 @@ func (s *Server) frame(sw *sseWriter, it sseItem, ok bool, turnID, sid string) (
 			return true
 		}
 		_, code, msg := classify(it.err)
-		s.log.Warn("event stream ended by an error", "session", sid, "turn", turnID, "err", it.err)
+		s.log.Warn("event stream ended by an error", "session_id", sid, "turn_id", turnID, "err", it.err)
 		sw.errorEvent(code, msg)
 		return true
 	}
 	if err := sw.event(&it.ev); err != nil {
-		s.log.Debug("event stream write failed", "session", sid, "err", err)
+		s.log.Debug("event stream write failed", "session_id", sid, "turn_id", turnID, "err", err)
 		return true
 	}
 	return turnID != "" && it.ev.Type == forge.EventTurnDone && it.ev.TurnID != nil && *it.ev.TurnID == turnID

@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -38,6 +39,8 @@ type Store struct {
 	r    *pool         // readers
 	ids  forge.IDGen
 	now  func() time.Time
+	// onWrite, when set, is told how long each write took (ObserveWrites).
+	onWrite atomic.Pointer[func(time.Duration, error)]
 
 	// Checkpointer settings (tests change them).
 	checkpointInterval time.Duration
@@ -163,6 +166,24 @@ func (s *Store) open(ctx context.Context) error {
 	s.r = newPool(rdb)
 	if err := rdb.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Ping checks that the store can serve: it is open and the file answers
+// a read.
+func (s *Store) Ping(ctx context.Context) error {
+	select {
+	case <-s.w.quit:
+		return errClosed
+	default:
+	}
+	if err := s.r.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	var one int
+	if err := s.r.db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	return nil
 }

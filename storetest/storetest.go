@@ -66,6 +66,7 @@ func Run(t *testing.T, h Harness) {
 		{"Content", contentTests},
 		{"Keys", keyTests},
 		{"Forums", forumTests},
+		{"Operations", operationTests},
 	}
 	parallel := func(t *testing.T) {
 		if !h.Serial {

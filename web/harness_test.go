@@ -267,7 +267,7 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
 	})
 	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
-	eng.SetObserver(forums)
+	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
