@@ -28,6 +28,9 @@ var (
 	// the disk full), as opposed to an answer about the data. A turn that
 	// ends because of it has the error code CodeStoreError.
 	ErrStore = errors.New("store_error")
+	// ErrUnavailable refuses work this server cannot take now (it is
+	// shutting down); another replica, or this one after a restart, can.
+	ErrUnavailable = errors.New("unavailable")
 
 	// ErrTurnEnded is returned by a write fenced on a turn that already has
 	// its terminal status: the first terminal write won, this one lost.
@@ -66,6 +69,7 @@ var errorKinds = []ErrorKind{
 	{ErrUnsupportedMediaType, "unsupported_media_type"},
 	{ErrIdempotencyMismatch, "idempotency_mismatch"},
 	{ErrStore, CodeStoreError},
+	{ErrUnavailable, "unavailable"},
 	{ErrTurnEnded, "conflict"},
 	{ErrLocked, CodeStoreError},
 }

@@ -24,20 +24,29 @@ const (
 
 // Message is an envelope of parts.
 type Message struct {
-	ID        string    `json:"id"`
-	Tenant    string    `json:"-"`
-	SessionID string    `json:"session_id"`
-	TurnID    string    `json:"turn_id"`
-	ThreadID  string    `json:"thread_id"`
-	Role      string    `json:"role"`
-	ParentID  *string   `json:"parent_id"`
-	Author    string    `json:"author,omitempty"`
-	Model     string    `json:"model,omitempty"`
-	Finish    string    `json:"finish,omitempty"`
-	Usage     *Usage    `json:"usage,omitempty"`
-	Summary   bool      `json:"summary,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	Parts     []*Part   `json:"parts"`
+	ID        string  `json:"id"`
+	Tenant    string  `json:"-"`
+	SessionID string  `json:"session_id"`
+	TurnID    string  `json:"turn_id"`
+	ThreadID  string  `json:"thread_id"`
+	Role      string  `json:"role"`
+	ParentID  *string `json:"parent_id"`
+	Author    string  `json:"author,omitempty"`
+	Model     string  `json:"model,omitempty"`
+	Finish    string  `json:"finish,omitempty"`
+	Usage     *Usage  `json:"usage,omitempty"`
+	Summary   bool    `json:"summary,omitempty"`
+	// Metadata is the message's metadata: a forum message's as its author
+	// gave it, a copy's source (SourceMeta), a published reply's type.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Origin makes a message that belongs to no turn unique in its session
+	// ("copy:<source message>", "reply:<monologue turn>"): a retried
+	// delivery writes nothing twice.
+	Origin string `json:"-"`
+	// Forum holds a forum message's forum fields (forum sessions only).
+	Forum     *ForumInfo `json:"-"`
+	CreatedAt time.Time  `json:"created_at"`
+	Parts     []*Part    `json:"parts"`
 }
 
 // Part types.
@@ -105,6 +114,11 @@ func (p *Part) Clone() *Part {
 // Clone returns a copy of m with cloned parts.
 func (m *Message) Clone() *Message {
 	c := *m
+	if m.Forum != nil {
+		f := *m.Forum
+		f.Mentions = append([]string(nil), m.Forum.Mentions...)
+		c.Forum = &f
+	}
 	if m.Usage != nil {
 		u := *m.Usage
 		c.Usage = &u

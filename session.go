@@ -24,6 +24,8 @@ type Session struct {
 	MainThreadID string          `json:"main_thread_id"`
 	Metadata     json.RawMessage `json:"metadata"`
 	TipTurnID    *string         `json:"tip_turn_id"`
+	// Guards are a forum's guards (nil on other kinds).
+	Guards *ForumGuards `json:"guards,omitempty"`
 	// Usage is the running total of the usage of the session's ended
 	// turns, added by each turn's terminal write.
 	Usage     Usage     `json:"usage"`
@@ -72,13 +74,15 @@ type Turn struct {
 	Error           *TurnError       `json:"error"`
 	CancelReason    *string          `json:"cancel_reason"`
 	// CancelMessage is the free text a client gave when cancelling.
-	CancelMessage  *string    `json:"cancel_message,omitempty"`
-	Usage          Usage      `json:"usage"`
-	Iterations     int        `json:"iterations"`
-	LastSeq        int64      `json:"last_seq"`
-	IdempotencyKey string     `json:"-"`
-	CreatedAt      time.Time  `json:"created_at"`
-	EndedAt        *time.Time `json:"ended_at"`
+	CancelMessage  *string `json:"cancel_message,omitempty"`
+	Usage          Usage   `json:"usage"`
+	Iterations     int     `json:"iterations"`
+	LastSeq        int64   `json:"last_seq"`
+	IdempotencyKey string  `json:"-"`
+	// Trigger is, on a monologue turn, the ingested copy it answers.
+	Trigger   *TurnTrigger `json:"trigger,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
+	EndedAt   *time.Time   `json:"ended_at"`
 }
 
 // Ended reports whether the turn has its terminal status.

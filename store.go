@@ -15,6 +15,7 @@ type Store interface {
 	MessageStore
 	EventStore
 	IdempotencyStore
+	ForumStore
 	Close(ctx context.Context) error
 }
 

@@ -25,8 +25,7 @@ import (
 
 // chatOptions are the flags of forge chat.
 type chatOptions struct {
-	server  string
-	apiKey  string
+	serverFlags
 	agent   string
 	model   string
 	session string
@@ -59,7 +58,7 @@ prompt, Ctrl-C, Ctrl-D or /quit exits. /new starts a new session.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.modelSet = cmd.Flags().Changed("model")
-			c, err := client.New(o.server, client.WithAPIKey(o.apiKey), client.WithUserAgent("forge-chat/"+Version))
+			c, err := o.client("forge-chat")
 			if err != nil {
 				return err
 			}
@@ -75,12 +74,7 @@ prompt, Ctrl-C, Ctrl-D or /quit exits. /new starts a new session.`,
 		},
 	}
 	f := cmd.Flags()
-	server := os.Getenv("FORGE_URL")
-	if server == "" {
-		server = "http://127.0.0.1:8080"
-	}
-	f.StringVar(&o.server, "server", server, "URL of the Forge server (env FORGE_URL)")
-	f.StringVar(&o.apiKey, "api-key", os.Getenv("FORGE_API_KEY"), "API key (env FORGE_API_KEY)")
+	o.register(f)
 	f.StringVar(&o.agent, "agent", "", "agent to talk to (default: the server's only or first agent)")
 	f.StringVar(&o.model, "model", defaultChatModel, "model of the agent chat creates when it has none to use")
 	f.StringVar(&o.session, "session", "", "session to continue (default: a new session)")

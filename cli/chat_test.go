@@ -260,6 +260,7 @@ func waitExit(t *testing.T, errc <-chan error, out *syncBuffer) {
 }
 
 func TestChatStreamsAndAnswersActions(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		switch n {
 		case 0:
@@ -342,6 +343,7 @@ error: a turn is already running (turn_in_progress)
 }
 
 func TestChatCtrlCCancelsTurnThenExitsAtPrompt(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, nil)
 	api.script = func(n int, ft *fakeTurn) {
 		ft.text(forge.PartText, "Sure.")
@@ -384,6 +386,7 @@ working
 }
 
 func TestChatSecondCtrlCStopsWaiting(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		ft.text(forge.PartText, "stuck")
@@ -409,6 +412,7 @@ func TestChatSecondCtrlCStopsWaiting(t *testing.T) {
 }
 
 func TestChatCommandsAndSigterm(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		ft.text(forge.PartText, "echo: /etc")
 		ft.done(forge.TurnDone, nil)
@@ -432,6 +436,7 @@ func TestChatCommandsAndSigterm(t *testing.T) {
 }
 
 func TestChatPendingActionsRecovery(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(n int, ft *fakeTurn) {
 		switch n {
 		case 0:
@@ -472,6 +477,7 @@ func TestChatPendingActionsRecovery(t *testing.T) {
 }
 
 func TestChatAgentFlag(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, nil)
 	api.agents = []forge.Agent{{Name: "a", Model: "scripted/echo"}, {Name: "b", Model: "openai/gpt-4.1-mini"}}
 	c := testClient(t, api.srv.URL)
@@ -501,6 +507,7 @@ func TestChatAgentFlag(t *testing.T) {
 }
 
 func TestChatServerDown(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
@@ -515,8 +522,9 @@ func TestChatServerDown(t *testing.T) {
 // ---- end to end: the real server (forge serve) in-process ----
 
 // startServer runs forge serve in-process on a free loopback port with a
-// fresh SQLite database and returns its URL once /healthz answers.
-func startServer(t *testing.T) string {
+// fresh SQLite database and returns its URL once /healthz answers. opts
+// change the server's options.
+func startServer(t *testing.T, opts ...func(*serveOptions)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -527,9 +535,11 @@ func startServer(t *testing.T) string {
 	db := filepath.Join(t.TempDir(), "forge.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveOptions{addr: addr, db: db, turnTimeout: time.Minute, shutdownGrace: time.Second, logLevel: "error"})
-	}()
+	so := serveOptions{addr: addr, db: db, turnTimeout: time.Minute, shutdownGrace: time.Second, logLevel: "error"}
+	for _, o := range opts {
+		o(&so)
+	}
+	go func() { done <- serve(ctx, so) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -689,6 +699,7 @@ func count(s, sub string) int { return strings.Count(s, sub) }
 // TestChatEndToEnd drives the chat loop against the real stack (httpapi,
 // engine, sqlite, the scripted provider) served in-process.
 func TestChatEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

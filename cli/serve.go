@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +16,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/protocol/aisdk"
@@ -37,9 +36,12 @@ type serveOptions struct {
 	turnTimeout   time.Duration
 	shutdownGrace time.Duration
 	logLevel      string
+	logFormat     string // text or json
+	metrics       bool   // serve /metrics
 	sandboxRoot   string
 	subagentDepth int
 	config        string    // model providers config file ("" : $FORGE_CONFIG, else none)
+	pprofAddr     string    // loopback address of the profiling listener ("": none)
 	logOut        io.Writer // where the log goes (nil: stderr)
 
 	// unsafeCommands lets sandbox commands run without bubblewrap.
@@ -69,6 +71,12 @@ server sharing it accepts them at once), or FORGE_API_KEYS="key1=tenant1,
 key2=tenant2" for a single node. Without keys the server runs single-tenant
 and only listens on loopback addresses.
 
+Operations: GET /healthz (the process is up), GET /readyz (the store
+answers; 503 from the moment SIGTERM starts the drain), GET /metrics
+(Prometheus; --metrics=false turns it off). OTEL_EXPORTER_OTLP_ENDPOINT
+turns on OpenTelemetry traces over OTLP/HTTP (the other OTEL_* variables
+apply). --log-format json writes one JSON object per line on stderr.
+
 Several replicas: run identical servers behind a load balancer with
 --db postgres://... --redis redis://host:6379/0 (pool settings such as
 pool_size=64 go in the URL). Any replica serves any request; a turn's owner
@@ -89,11 +97,14 @@ docs/distributed.md.`,
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", logText, "log format on stderr: text, or json (one JSON object per line)")
+	f.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics (to any valid key; to all on loopback without keys)")
 	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes; ./forge.sandboxes with PostgreSQL)")
 	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
 	f.BoolVar(&o.unsafeCommands, "unsafe-unsandboxed-commands", false,
 		"run the bash tool's commands even when bubblewrap isolation is not available (they can then read the server's environment, keys, database and every session's sandbox); without it such commands are refused")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
+	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
 	return cmd
 }
 
@@ -160,18 +171,28 @@ func loadModels(flag string, log *slog.Logger) (*provider.Registry, error) {
 }
 
 func serve(ctx context.Context, o serveOptions) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
 	logOut := o.logOut
 	if logOut == nil {
 		logOut = os.Stderr
 	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(o.logFormat, o.logLevel, logOut)
+	if err != nil {
+		return err
+	}
+	if err := run(ctx, o, log); err != nil {
+		log.Error("forge serve failed", "err", err)
+		return reportedError{err}
+	}
+	return nil
+}
+
+func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	keys, err := parseKeys(o.apiKeys)
 	if err != nil {
 		return err
+	}
+	if o.pprofAddr != "" && !isLoopback(o.pprofAddr) {
+		return fmt.Errorf("--pprof-addr %s: profiles expose the server's internals and have no authentication; use a loopback address", o.pprofAddr)
 	}
 	models, err := loadModels(o.config, log)
 	if err != nil {
@@ -218,21 +239,17 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer sandboxes.Close(context.Background())
 	mcpServers := mcp.NewManager(mcp.Options{Logger: log})
 	defer mcpServers.Close(context.Background())
+	tel, err := setupTelemetry(ctx, o.metrics, store, models, log)
+	if err != nil {
+		return err
+	}
+	defer tel.close(context.Background(), log)
 	cfg := engine.Config{
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
-		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, LeaseTTL: o.lease,
+		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, Observer: tel.observer(), LeaseTTL: o.lease,
 	}
-	var draining atomic.Bool
-	ready := []httpapi.ReadyCheck{
-		{Name: "store", Check: pinger(store)},
-		{Name: "shutdown", Check: func(context.Context) error {
-			if draining.Load() {
-				return errors.New("shutting down")
-			}
-			return nil
-		}},
-	}
+	ready := readiness(store)
 	if leases, ok := store.(forge.LeaseStore); ok {
 		// PostgreSQL: turns are owned by leases, so that replicas (or a
 		// restarted server) end only the turns whose owner is gone.
@@ -248,23 +265,40 @@ func serve(ctx context.Context, o serveOptions) error {
 		ready = append(ready, httpapi.ReadyCheck{Name: "redis", Check: rb.Ping})
 	}
 	eng := engine.New(cfg)
+	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log})
+	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		_ = eng.Close(context.Background())
 		return err
 	}
-	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
-		Logger: log, Clock: clock, IDs: ids, Models: models, Ready: ready,
-		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}}})
+	// After Recover: the forum layer reruns triggered turns a crash
+	// abandoned and publishes replies a crash left unpublished.
+	if err := forums.Open(ctx); err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Forums: forums, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
+		Logger: log, Clock: clock, IDs: ids, Models: models,
+		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}},
+		Metrics:   tel.metricsHandler(), Ready: ready})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
 	}
+	if o.pprofAddr != "" {
+		pln, err := net.Listen("tcp", o.pprofAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
+		defer serveProfiles(pln, log)()
+	}
 	// Streams are tied to baseCtx so they end when the engine has stopped.
 	baseCtx, cancelStreams := context.WithCancel(context.Background())
 	defer cancelStreams()
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           tel.serving(api),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		// Room above the API's documented header limit, so that the API
@@ -276,7 +310,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	// above MaxHeaderBytes, malformed requests) into JSON errors.
 	go func() { serveErr <- httpapi.Serve(srv, ln) }()
 	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "redis", redisbus.Redacted(o.redis),
-		"replica", eng.ReplicaID(), "version", Version)
+		"replica", eng.ReplicaID(), "version", version())
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 
 	select {
@@ -284,15 +318,17 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", o.shutdownGrace)
-	// Readiness fails at once, so a load balancer sends no new requests;
-	// the server keeps answering (streams of finishing turns, reads; new
-	// turns are refused) while running turns finish within the grace
-	// period; the rest are cancelled (reason shutdown). Then the listener
-	// closes and open streams end.
-	draining.Store(true)
+	// Drain: readiness fails at once (load balancers stop sending work)
+	// while the server keeps answering; new turns are refused (503), running
+	// ones get the grace period, then end cancelled (reason shutdown).
+	// Then the listener closes and the streams still open end.
+	api.Drain()
+	log.Info("shutting down: draining", "grace", o.shutdownGrace)
 	gctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
+	if err := forums.Close(gctx); err != nil {
+		log.Error("forums close", "err", err)
+	}
 	if err := eng.Close(gctx); err != nil {
 		log.Error("engine close", "err", err)
 	}
@@ -303,16 +339,4 @@ func serve(ctx context.Context, o serveOptions) error {
 	_ = srv.Close()
 	log.Info("stopped")
 	return nil
-}
-
-// pinger is how readiness checks the store: its Ping when it has one
-// (PostgreSQL), else a one-row read.
-func pinger(s forge.Store) func(context.Context) error {
-	if p, ok := s.(interface{ Ping(context.Context) error }); ok {
-		return p.Ping
-	}
-	return func(ctx context.Context) error {
-		_, _, err := s.ListAgents(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 1})
-		return err
-	}
 }

@@ -56,6 +56,7 @@ type route = struct {
 }
 
 func TestAPIError(t *testing.T) {
+	t.Parallel()
 	srv, _ := jsonServer(t, map[string]route{
 		"POST /v1/sessions/ses_1/turns":  {409, `{"error":{"code":"pending_actions","message":"the session has open calls"}}`},
 		"GET /v1/agents/x":               {502, "<html>bad gateway</html>\nmore"},
@@ -103,6 +104,7 @@ func TestAPIError(t *testing.T) {
 }
 
 func TestAgentsSessionsAndAuth(t *testing.T) {
+	t.Parallel()
 	srv, seen := jsonServer(t, map[string]route{
 		"POST /v1/agents":                 {201, `{"id":"ag_1","name":"a","version":1,"model":"scripted/echo","iteration_limit":100}`},
 		"PUT /v1/agents/a":                {200, `{"id":"ag_1","name":"a","version":2,"model":"scripted/echo"}`},
@@ -179,6 +181,7 @@ func TestAgentsSessionsAndAuth(t *testing.T) {
 }
 
 func TestTurns(t *testing.T) {
+	t.Parallel()
 	srv, seen := jsonServer(t, map[string]route{
 		"POST /v1/sessions/ses_1/turns":       {202, `{"id":"turn_1","session_id":"ses_1","status":"running"}`},
 		"GET /v1/sessions/ses_1/turns/turn_1": {200, `{"id":"turn_1","status":"done","output":{"message_id":"msg_1","text":"ok"}}`},
@@ -219,6 +222,7 @@ func TestTurns(t *testing.T) {
 }
 
 func TestNewBaseURL(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"http://h:1":          "http://h:1",
 		"http://h:1/":         "http://h:1",

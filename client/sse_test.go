@@ -36,6 +36,7 @@ func readAll(t *testing.T, r io.Reader) ([]Frame, error) {
 }
 
 func TestSSEFixture(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("testdata/frames.sse")
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +74,7 @@ func TestSSEFixture(t *testing.T) {
 }
 
 func TestSSECleanEOF(t *testing.T) {
+	t.Parallel()
 	frames, err := readAll(t, strings.NewReader("data: a\n\n: bye\n"))
 	if err != io.EOF || len(frames) != 1 || frames[0].Data != "a" {
 		t.Fatalf("frames %+v, err %v; want one frame then io.EOF", frames, err)
@@ -85,6 +87,7 @@ func TestSSECleanEOF(t *testing.T) {
 }
 
 func TestSSELongLines(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 5<<20) // 5 MiB, far beyond bufio's buffer
 	stream := "id: 1\nevent: big\ndata: " + long + "\n\nid: 2\ndata: small\n\n"
 	for name, r := range map[string]io.Reader{
@@ -110,6 +113,7 @@ func TestSSELongLines(t *testing.T) {
 
 // TestSSETurnFixture reads a whole turn in the API's exact format.
 func TestSSETurnFixture(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("testdata/turn.sse")
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,8 @@ type stream struct {
 	turnID    string // "" until known for a POSTed turn; "" for session streams
 	untilDone bool   // end after turn.done
 	post      *TurnRequest
-	last      int64 // the last seq yielded (or the caller's after)
+	path      string // the events path when it is no session's (a forum's)
+	last      int64  // the last seq yielded (or the caller's after)
 	retryHint time.Duration
 }
 
@@ -127,7 +128,11 @@ func (s *stream) request(ctx context.Context) (*http.Request, error) {
 		if s.last > 0 {
 			q["after"] = []string{strconv.FormatInt(s.last, 10)}
 		}
-		req, err = s.c.newRequest(ctx, http.MethodGet, eventsPath(s.sessionID, s.turnID), q, nil)
+		path := s.path
+		if path == "" {
+			path = eventsPath(s.sessionID, s.turnID)
+		}
+		req, err = s.c.newRequest(ctx, http.MethodGet, path, q, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -259,6 +264,13 @@ func (s *stream) connect(ctx context.Context, yield func(forge.Event, error) boo
 			} else if ev.TurnID != nil {
 				s.turnID = *ev.TurnID
 			}
+		}
+		if ev.Seq == 0 && !f.HasID {
+			// An ephemeral event (forum.typing): no position in the log.
+			if !yield(ev, nil) {
+				return progressed, true, nil
+			}
+			continue
 		}
 		if ev.Seq <= s.last {
 			continue // already yielded before a reconnection

@@ -208,6 +208,7 @@ func equalSeqs(a, b []int64) bool {
 }
 
 func TestTurnEventsReconnectsWithoutDuplicates(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(conn int, r *http.Request) connPlan {
 		switch conn {
 		case 1:
@@ -244,6 +245,7 @@ func TestTurnEventsReconnectsWithoutDuplicates(t *testing.T) {
 }
 
 func TestTurnEventsAfter(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(int, *http.Request) connPlan { return connPlan{frames: -1} })
 	c := newTestClient(t, srv.server.URL)
 	got, err := collect(t, c.TurnEvents(context.Background(), fxSession, fxTurn, 12))
@@ -259,6 +261,7 @@ func TestTurnEventsAfter(t *testing.T) {
 }
 
 func TestStreamTurnResumesOnTurnEvents(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(conn int, r *http.Request) connPlan {
 		if conn == 1 {
 			return connPlan{frames: 6, partial: true}
@@ -303,6 +306,7 @@ func TestStreamTurnResumesOnTurnEvents(t *testing.T) {
 }
 
 func TestStreamTurnDropBeforeFirstEvent(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(conn int, r *http.Request) connPlan {
 		switch conn {
 		case 1:
@@ -327,6 +331,7 @@ func TestStreamTurnDropBeforeFirstEvent(t *testing.T) {
 }
 
 func TestStreamIdleTimeoutReconnects(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(conn int, r *http.Request) connPlan {
 		if conn == 1 {
 			return connPlan{frames: 5, hang: true}
@@ -351,6 +356,7 @@ func TestStreamIdleTimeoutReconnects(t *testing.T) {
 }
 
 func TestStreamRetriesAreBounded(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(int, *http.Request) connPlan { return connPlan{status: 503} })
 	c := newTestClient(t, srv.server.URL, WithReconnect(2, time.Millisecond, time.Millisecond))
 	got, err := collect(t, c.TurnEvents(context.Background(), fxSession, fxTurn, 0))
@@ -367,6 +373,7 @@ func TestStreamRetriesAreBounded(t *testing.T) {
 }
 
 func TestStreamProgressResetsRetries(t *testing.T) {
+	t.Parallel()
 	// Every connection delivers two events then drops: more drops than the
 	// retry budget, but each one made progress.
 	srv := newSSEServer(t, func(int, *http.Request) connPlan { return connPlan{frames: 2, partial: true} })
@@ -378,6 +385,7 @@ func TestStreamProgressResetsRetries(t *testing.T) {
 }
 
 func TestStreamAPIErrorIsNotRetried(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(int, *http.Request) connPlan { return connPlan{status: 409} })
 	c := newTestClient(t, srv.server.URL)
 	n := 0
@@ -395,6 +403,7 @@ func TestStreamAPIErrorIsNotRetried(t *testing.T) {
 }
 
 func TestStreamBreakAndCancel(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(int, *http.Request) connPlan { return connPlan{frames: 3, hang: true} })
 	c := newTestClient(t, srv.server.URL)
 	n := 0
@@ -427,6 +436,7 @@ func TestStreamBreakAndCancel(t *testing.T) {
 }
 
 func TestSessionEventsDoesNotStopAtTurnDone(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(conn int, r *http.Request) connPlan {
 		if conn == 1 {
 			return connPlan{frames: -1} // whole turn, then a clean end
@@ -464,6 +474,7 @@ func TestSessionEventsDoesNotStopAtTurnDone(t *testing.T) {
 }
 
 func TestStreamTurnHeaderNamesTheTurn(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(conn int, r *http.Request) connPlan {
 		if conn == 1 {
 			return connPlan{frames: 0, partial: true, turnHeader: true}
@@ -482,6 +493,7 @@ func TestStreamTurnHeaderNamesTheTurn(t *testing.T) {
 }
 
 func TestStreamErrorFrames(t *testing.T) {
+	t.Parallel()
 	srv := newSSEServer(t, func(conn int, r *http.Request) connPlan {
 		if conn == 1 {
 			return connPlan{frames: 3, errorFrame: "internal"}

@@ -19,9 +19,8 @@ func startAnthropic(t *testing.T) (*server, *anthropictest.Server) {
 	t.Helper()
 	model := anthropictest.New(t)
 	model.SetAPIKey(anthropicKey)
-	t.Setenv("ANTHROPIC_API_KEY", anthropicKey)
-	t.Setenv("ANTHROPIC_BASE_URL", model.URL())
-	return start(t, t.TempDir()+"/forge.db", openaitest.New(t)), model
+	env := []string{"ANTHROPIC_API_KEY=" + anthropicKey, "ANTHROPIC_BASE_URL=" + model.URL()}
+	return startEnv(t, t.TempDir()+"/forge.db", openaitest.New(t), env), model
 }
 
 // skipIfUnconfigured skips the test when this forge build does not register
@@ -51,6 +50,7 @@ func anthropicAgent(t *testing.T, s *server, body obj) {
 // forge serve: the thinking block goes back with its signature unchanged,
 // before the tool_use, and the tool result follows in the next user message.
 func TestAnthropicToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	s, model := startAnthropic(t)
 	anthropicAgent(t, s, obj{"name": "a", "model": "anthropic/claude-sonnet-4-5", "instructions": "be brief",
 		"tools": []any{"echo"}, "model_params": obj{"reasoning_effort": "low"}})
@@ -106,6 +106,7 @@ func TestAnthropicToolRoundTrip(t *testing.T) {
 // delta of the model reaches the client, in order, and that the turn ends
 // with the whole text and the usage.
 func TestAnthropicStreamedAnswer(t *testing.T) {
+	t.Parallel()
 	s, model := startAnthropic(t)
 	anthropicAgent(t, s, obj{"name": "a", "model": "anthropic/claude-haiku-4-5"})
 	sid := s.session("a")

@@ -11,6 +11,7 @@ import (
 )
 
 func TestKill9MidStreamThenRestart(t *testing.T) {
+	t.Parallel()
 	model := openaitest.New(t)
 	db := t.TempDir() + "/forge.db"
 	s := start(t, db, model)
@@ -22,7 +23,17 @@ func TestKill9MidStreamThenRestart(t *testing.T) {
 	seen := until(t, ch, func(seen []event) bool { return deltaText(seen) == "confirmed before the crash" })
 	tid := seen[0].Data["id"].(string)
 	lastSeen := seen[len(seen)-1].ID
-	time.Sleep(1500 * time.Millisecond) // at least one checkpoint tick
+	// Wait for a checkpoint to store the streamed text (GET /messages
+	// reads the store), then kill.
+	waitFor(t, func() bool {
+		msgs := s.must(200, "GET", "/v1/sessions/"+sid+"/messages", nil)["data"].([]any)
+		for _, p := range msgs[len(msgs)-1].(obj)["parts"].([]any) {
+			if p.(obj)["type"] == "text" && p.(obj)["text"] == "confirmed before the crash" {
+				return true
+			}
+		}
+		return false
+	})
 	s.kill9()
 
 	// A second server on the same file must wait for the first to die;
@@ -69,6 +80,7 @@ func TestKill9MidStreamThenRestart(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestSecondServerOnSameFileRefuses(t *testing.T) {
+	t.Parallel()
 	model := openaitest.New(t)
 	db := t.TempDir() + "/forge.db"
 	start(t, db, model)
@@ -78,6 +90,7 @@ func TestSecondServerOnSameFileRefuses(t *testing.T) {
 }
 
 func TestGracefulShutdownCancelsAfterGrace(t *testing.T) {
+	t.Parallel()
 	model := openaitest.New(t)
 	db := t.TempDir() + "/forge.db"
 	s := start(t, db, model, "--shutdown-grace", "500ms")
@@ -100,6 +113,7 @@ func TestGracefulShutdownCancelsAfterGrace(t *testing.T) {
 }
 
 func TestGracefulShutdownLetsTurnsFinish(t *testing.T) {
+	t.Parallel()
 	model := openaitest.New(t)
 	db := t.TempDir() + "/forge.db"
 	s := start(t, db, model, "--shutdown-grace", "20s")
@@ -122,6 +136,7 @@ func TestGracefulShutdownLetsTurnsFinish(t *testing.T) {
 }
 
 func TestRefusesPublicAddressWithoutKeys(t *testing.T) {
+	t.Parallel()
 	model := openaitest.New(t)
 	_, err := tryStart(t, t.TempDir()+"/forge.db", model, "--addr", "0.0.0.0:0")
 	if err == nil || !strings.Contains(err.Error(), "without API keys") {

@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,22 +29,38 @@ import (
 var forgeBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "forge-e2e")
-	if err != nil {
-		panic(err)
-	}
 	http.DefaultClient.Timeout = 60 * time.Second // a hung request fails the test, with logs
-	forgeBin = filepath.Join(dir, "forge")
-	build := exec.Command("go", "build", "-o", forgeBin, "./cmd/forge")
-	build.Dir = ".."
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	bin, err := buildForge()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "building forge:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	forgeBin = bin
+	os.Exit(m.Run())
+}
+
+// buildForge builds cmd/forge into a directory of the user's cache kept
+// for this checkout: go build skips the link when the binary there is up
+// to date, which saves seconds on every run.
+func buildForge() (string, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "forge-e2e", hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "forge")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/forge")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	return bin, build.Run()
 }
 
 // server is a running `forge serve` process.
@@ -84,8 +102,25 @@ func start(t testing.TB, db string, model *openaitest.Server, args ...string) *s
 
 func tryStart(t testing.TB, db string, model *openaitest.Server, args ...string) (*server, error) {
 	t.Helper()
+	return tryStartEnv(t, db, model, nil, args...)
+}
+
+// startEnv is start with env ("K=V") added to the server's environment
+// (rather than the test process's, so that tests can run in parallel).
+func startEnv(t testing.TB, db string, model *openaitest.Server, env []string, args ...string) *server {
+	t.Helper()
+	s, err := tryStartEnv(t, db, model, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func tryStartEnv(t testing.TB, db string, model *openaitest.Server, env []string, args ...string) (*server, error) {
+	t.Helper()
 	cmd := exec.Command(forgeBin, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "debug"}, args...)...)
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL(), "FORGE_API_KEYS=")
+	cmd.Env = append(cmd.Env, env...)
 	s := &server{t: t, cmd: cmd, db: db, logs: &syncBuffer{}, exit: make(chan error, 1)}
 	cmd.Stderr = s.logs
 	out, err := cmd.StdoutPipe()

@@ -13,16 +13,17 @@ func startResponses(t *testing.T) (*server, *openaitest.Server) {
 	t.Helper()
 	model := openaitest.New(t)
 	model.SetAPIKey("sk-resp")
-	t.Setenv("E2E_RESPONSES_KEY", "sk-resp")
+
 	cfg := t.TempDir() + "/forge.yaml"
 	yaml := "providers:\n  - name: oai\n    kind: openai-responses\n    base_url: " + model.URL() + "\n    api_key_env: E2E_RESPONSES_KEY\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return start(t, t.TempDir()+"/forge.db", model, "--config", cfg), model
+	return startEnv(t, t.TempDir()+"/forge.db", model, []string{"E2E_RESPONSES_KEY=sk-resp"}, "--config", cfg), model
 }
 
 func TestResponsesToolRoundTripAndStream(t *testing.T) {
+	t.Parallel()
 	s, model := startResponses(t)
 	s.agent(obj{"name": "r", "model": "oai/gpt-test", "instructions": "be brief", "tools": []any{"echo"}})
 	sid := s.session("r")

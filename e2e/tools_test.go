@@ -12,6 +12,7 @@ import (
 // TestTodoListReadableThroughAPI: the agent keeps a task list with the todo
 // capability; the list survives a restart and is readable through the API.
 func TestTodoListReadableThroughAPI(t *testing.T) {
+	t.Parallel()
 	model := openaitest.New(t)
 	db := t.TempDir() + "/forge.db"
 	s := start(t, db, model)
@@ -40,6 +41,7 @@ func TestTodoListReadableThroughAPI(t *testing.T) {
 // TestSandboxToolsThroughServe: write_file and bash run in the session's
 // sandbox next to the database, and the step records a patch event.
 func TestSandboxToolsThroughServe(t *testing.T) {
+	t.Parallel()
 	model := openaitest.New(t)
 	db := t.TempDir() + "/forge.db"
 	s := start(t, db, model)

@@ -18,6 +18,7 @@ func newServer(t *testing.T) (*server, *openaitest.Server) {
 }
 
 func TestTurnModes(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test", "instructions": "be brief"})
 	sid := s.session("a")
@@ -90,6 +91,7 @@ func TestTurnModes(t *testing.T) {
 }
 
 func TestResumeWhileRunningAndAfterEnd(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
 	sid := s.session("a")
@@ -138,6 +140,7 @@ func TestResumeWhileRunningAndAfterEnd(t *testing.T) {
 }
 
 func TestClientToolAndValidation(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test", "tools": []any{
 		obj{"name": "ask_user", "description": "ask", "input_schema": obj{"type": "object"}, "client": true},
@@ -183,6 +186,7 @@ func TestClientToolAndValidation(t *testing.T) {
 }
 
 func TestApprovalAllowAndDeny(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test", "tools": []any{"echo"}, "approval": obj{"echo": "ask"}})
 	for _, approved := range []bool{true, false} {
@@ -206,6 +210,7 @@ func TestApprovalAllowAndDeny(t *testing.T) {
 }
 
 func TestCancelAndSupersede(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
 	sid := s.session("a")
@@ -243,6 +248,7 @@ func TestCancelAndSupersede(t *testing.T) {
 }
 
 func TestForkAndNewRoot(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
 	sid := s.session("a")
@@ -278,6 +284,7 @@ func TestForkAndNewRoot(t *testing.T) {
 }
 
 func TestIterationLimit(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test", "tools": []any{"echo"}, "iteration_limit": 2})
 	sid := s.session("a")
@@ -293,6 +300,7 @@ func TestIterationLimit(t *testing.T) {
 }
 
 func TestConcurrentSessions(t *testing.T) {
+	t.Parallel()
 	s, model := newServer(t)
 	model.SetDefault(openaitest.Text("con", "current"))
 	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
@@ -325,6 +333,7 @@ func TestConcurrentSessions(t *testing.T) {
 }
 
 func TestBadInputNeverFails5xx(t *testing.T) {
+	t.Parallel()
 	s, _ := newServer(t)
 	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
 	sid := s.session("a")

@@ -53,14 +53,18 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 	results := make(chan callResult, len(toRun))
 	for _, c := range toRun {
 		x.e.wg.Add(1)
+		tool, callID := c.part.Tool, c.part.CallID
 		go func() {
 			defer x.e.wg.Done()
+			observed := th.observeToolCall(c, tool, callID)
 			switch c.run.kind {
 			case delegation:
-				child := th.delegate(c, c.run.sub)
+				child := th.delegate(c, c.run.sub, observed.context(nil))
+				observed.ended(x.e, delegationOutcome(child.out), nil)
 				results <- callResult{c: c, child: &child}
 			default:
 				res, err := callTool(toolCtx, c.run.tool, c.part)
+				observed.ended(x.e, toolOutcome(toolCtx, res, err), err)
 				results <- callResult{c: c, res: res, err: err}
 			}
 		}()
@@ -103,6 +107,33 @@ func callTool(ctx context.Context, t forge.Tool, p *forge.Part) (res forge.ToolR
 		}
 	}()
 	return t.Call(ctx, p.Arguments)
+}
+
+// toolOutcome classifies a tool call's end for the observer.
+func toolOutcome(ctx context.Context, res forge.ToolResult, err error) string {
+	var auth *forge.AuthRequiredError
+	switch {
+	case errors.As(err, &auth):
+		return ToolAuthRequired
+	case err != nil && ctx.Err() != nil:
+		return ToolCancelled
+	case err != nil || res.IsError:
+		return ToolError
+	}
+	return ToolOK
+}
+
+// delegationOutcome classifies a delegation's end for the observer.
+func delegationOutcome(out outcome) string {
+	switch {
+	case len(out.actions) > 0:
+		return ToolPaused
+	case out.status == forge.TurnCancelled:
+		return ToolCancelled
+	case out.status == forge.TurnDone:
+		return ToolOK
+	}
+	return ToolError
 }
 
 func (th *thread) recordResult(cr callResult) *forge.RequiredAction {

@@ -157,6 +157,9 @@ func (th *thread) contextWindow() (int64, bool) {
 }
 
 func (th *thread) compactionEnabled() bool {
+	if th.x.session.Kind == forge.KindMonologue {
+		return false // never in place: the forum layer swaps monologues
+	}
 	return th.agent.Compaction.Enabled == nil || *th.agent.Compaction.Enabled
 }
 

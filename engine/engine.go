@@ -108,6 +108,11 @@ type Config struct {
 	// Peers, when set, reaches the replica running a turn this one does
 	// not (cancel, supersede, delete).
 	Peers Peers
+	// Observer, when set, watches turns, model calls and tool calls
+	// (metrics, traces). Observers combines several.
+	Observer Observer
+	// Monologues, when set, hears about monologue turns (forum.Service).
+	Monologues MonologueObserver
 }
 
 // Peers carries control signals between replicas. *redis.Bus implements
@@ -133,6 +138,21 @@ type TurnRequest struct {
 	// Compact makes the turn a compaction of its own (POST /compact): no
 	// input, one summary call, no other model call.
 	Compact bool
+	// Trigger starts a monologue turn that answers the copies already
+	// ingested (no input, no user message); only the forum layer sets it.
+	Trigger *forge.TurnTrigger
+	// Forum marks a request of the forum layer: the only one that may
+	// start turns on a monologue other than resolutions (Trigger, or
+	// Compact before a swap).
+	Forum bool
+}
+
+// MonologueObserver hears about the turns of monologue sessions (the forum
+// layer): their start, once the turn is created, and their end, after the
+// terminal write. Calls must not block.
+type MonologueObserver interface {
+	MonologueTurnStarted(tenant string, turn *forge.Turn)
+	MonologueTurnEnded(tenant string, turn *forge.Turn)
 }
 
 // Engine owns running turns. Every goroutine it starts is waited for by Close.
@@ -145,10 +165,14 @@ type Engine struct {
 	log    *slog.Logger
 	tools  map[string]forge.Tool
 	models forge.Models
+	obs    Observer // nil: nothing observes
 	// sandboxTools are the names of the sandbox's tools.
 	sandboxTools map[string]bool
 
 	wg        sync.WaitGroup
+	// monologues hears about monologue turns (set after New: the forum
+	// layer is built on the engine); guarded by mu.
+	monologues MonologueObserver
 	histories historyCache
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
@@ -215,9 +239,11 @@ func New(cfg Config) *Engine {
 		log:          cfg.Logger,
 		tools:        cfg.Tools,
 		models:       cfg.Models,
+		obs:          cfg.Observer,
 		sandboxTools: map[string]bool{},
 		gaveUp:       make(chan struct{}),
 		running:      map[string]*execution{},
+		monologues:   cfg.Monologues,
 	}
 	if cfg.Sandboxes != nil {
 		for _, name := range cfg.Sandboxes.ToolNames() {
@@ -236,6 +262,23 @@ func New(cfg Config) *Engine {
 
 // ReplicaID is this process's id as a turn's lease owner.
 func (e *Engine) ReplicaID() string { return e.replica }
+// SetMonologueObserver sets the observer of monologue turns; call it
+// before the first turn starts (the forum layer is built after the engine).
+func (e *Engine) SetMonologueObserver(o MonologueObserver) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.monologues = o
+}
+
+func (e *Engine) monologueObserver() MonologueObserver {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.monologues
+}
+
+// Log is the engine's event log: every writer of a session in this
+// process goes through it (the forum layer's copies into monologues).
+func (e *Engine) Log() *eventlog.Log { return e.events }
 
 // IsBuiltin reports whether name is a server-side built-in tool.
 func (e *Engine) IsBuiltin(name string) bool {

@@ -51,6 +51,12 @@ type execution struct {
 	// lease (or ended it). The execution stops and writes nothing more.
 	lost atomic.Bool
 
+	// obsCtx is the observer's context of the turn (observer.go); nil
+	// without an observer. endedElsewhere marks a terminal write that lost.
+	// Both belong to the executor.
+	obsCtx         context.Context
+	endedElsewhere bool
+
 	// streams are the parts of every thread receiving deltas, checkpointed
 	// about once per CheckpointInterval.
 	streams checkpointer

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -79,6 +81,7 @@ func (x *execution) finish(out outcome) {
 	case err == nil:
 		return
 	case errors.Is(err, forge.ErrTurnEnded):
+		x.endedElsewhere = true
 		x.e.log.Info("turn already ended elsewhere; terminal write dropped", "session_id", x.session.ID, "turn_id", t.ID)
 		return
 	}
@@ -108,6 +111,9 @@ func (x *execution) endStoreError(cause error) {
 		var w batch
 		w.event(x.turnDone())
 		err := x.commit(&w, snap, func() { x.e.unregister(x) })
+		if errors.Is(err, forge.ErrTurnEnded) {
+			x.endedElsewhere = true
+		}
 		if err == nil || errors.Is(err, forge.ErrTurnEnded) {
 			return
 		}
@@ -196,4 +202,40 @@ func (th *thread) contextTokens() int64 {
 		return th.contextEstimate()
 	}
 	return 0
+}
+
+// reportEnd logs the turn's end, at the level of the attention it
+// deserves (done: debug; cancelled, abandoned and shutdown included: info;
+// errored: warn, or error for Forge's own failures), and tells the
+// observer. A lost terminal write is logged by finish: the writer that
+// won logs the end.
+func (x *execution) reportEnd() {
+	defer x.observeTurnEnd()
+	t := x.turn
+	if x.endedElsewhere {
+		return
+	}
+	level, msg := slog.LevelDebug, "turn done"
+	switch t.Status {
+	case forge.TurnErrored:
+		level, msg = slog.LevelWarn, "turn errored"
+		if t.Error != nil && (t.Error.Code == forge.CodeInternal || t.Error.Code == forge.CodeStoreError) {
+			level = slog.LevelError
+		}
+	case forge.TurnCancelled:
+		level, msg = slog.LevelInfo, "turn cancelled"
+	}
+	ctx := context.Background()
+	if !x.e.log.Enabled(ctx, level) {
+		return
+	}
+	args := []any{"session_id", x.session.ID, "turn_id", t.ID, "agent", x.main.agent.Name,
+		"iterations", t.Iterations, "duration", x.e.clock.Now().Sub(t.CreatedAt)}
+	if t.CancelReason != nil {
+		args = append(args, "reason", *t.CancelReason)
+	}
+	if t.Error != nil {
+		args = append(args, "code", t.Error.Code, "error", t.Error.Message)
+	}
+	x.e.log.Log(ctx, level, msg, args...)
 }

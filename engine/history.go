@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
+
 	"github.com/forge-runtime/forge"
 )
 
@@ -28,7 +32,7 @@ func toModelMessages(history []*forge.Message) []forge.ModelMessage {
 			mm := forge.ModelMessage{Role: forge.RoleUser}
 			for _, p := range m.Parts {
 				if p.Type == forge.PartText && p.Text != "" {
-					mm.Parts = append(mm.Parts, forge.ModelPart{Type: forge.ModelPartText, Text: p.Text})
+					mm.Parts = append(mm.Parts, forge.ModelPart{Type: forge.ModelPartText, Text: copyText(m, p.Text)})
 				}
 			}
 			if len(mm.Parts) > 0 {
@@ -81,4 +85,53 @@ func resultPart(p *forge.Part) forge.ModelPart {
 		r.Output, r.IsError = "no result: the call was never answered", true
 	}
 	return r
+}
+
+// monologueOrder puts a monologue's messages in the order the model reads
+// them: a turn's messages stay together, and a copy ingested while a turn
+// ran (or while it was paused) comes after that turn's messages, never
+// between a tool call and the rest of its turn. Each message sorts by its
+// anchor, the time in its turn's id (its own id for a message outside any
+// turn), then by id; ids are time-sortable, so the anchor of a copy
+// ingested during a turn is later than the turn's.
+func monologueOrder(msgs []*forge.Message) []*forge.Message {
+	anchor := func(m *forge.Message) string {
+		if m.TurnID != "" {
+			return idTime(m.TurnID)
+		}
+		return idTime(m.ID)
+	}
+	out := slices.Clone(msgs)
+	slices.SortStableFunc(out, func(a, b *forge.Message) int {
+		if c := strings.Compare(anchor(a), anchor(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// idTime is the time-sortable part of an id (after its type prefix).
+func idTime(id string) string {
+	if i := strings.IndexByte(id, '_'); i >= 0 {
+		return id[i+1:]
+	}
+	return id
+}
+
+// copyText is how the model sees a forum message copied into a monologue:
+// "<author name>: <text>". Other messages are shown as they are.
+func copyText(m *forge.Message, text string) string {
+	if len(m.Metadata) == 0 || m.TurnID != "" {
+		return text
+	}
+	var meta forge.SourceMeta
+	if json.Unmarshal(m.Metadata, &meta) != nil || meta.SourceActorID == "" {
+		return text
+	}
+	name := meta.SourceActorID
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name + ": " + text
 }

@@ -41,8 +41,13 @@ func (e *Engine) execute(x *execution) {
 	close(stopCheckpoints)
 	<-checkpointerDone
 	x.finish(out)
+	x.reportEnd()
 	e.unregister(x)
 	close(x.done)
+	if o := e.monologueObserver(); o != nil && x.session.Kind == forge.KindMonologue {
+		ended := *x.turn
+		o.MonologueTurnEnded(x.tenant, &ended)
+	}
 }
 
 func (th *thread) cancelledOutcome() outcome {
@@ -154,9 +159,6 @@ func (th *thread) failure(err error) outcome {
 		if me.ContextOverflow {
 			code = forge.CodeContextOverflow
 		}
-	}
-	if code != forge.CodeModelError && code != forge.CodeContextOverflow {
-		th.x.e.log.Error("turn failed", "session_id", th.x.session.ID, "turn_id", th.x.turn.ID, "code", code, "err", err)
 	}
 	return outcome{status: forge.TurnErrored, err: &forge.TurnError{Code: code, Message: err.Error()}}
 }

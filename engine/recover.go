@@ -34,7 +34,6 @@ func (e *Engine) Recover(ctx context.Context) error {
 		if err := e.abandon(ctx, t); err != nil {
 			return fmt.Errorf("recover turn %s: %w", t.ID, err)
 		}
-		e.log.Warn("recovered abandoned turn", "session_id", t.SessionID, "turn_id", t.ID)
 	}
 	return nil
 }
@@ -98,8 +97,13 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 	}})
 	b.Turn = t
 	b.Snapshot = carriedSnapshot(t.ID, sess.MainThreadID, base)
-	_, err = e.events.Commit(ctx, b, drafts...)
-	return err
+	if _, err = e.events.Commit(ctx, b, drafts...); err != nil {
+		return err
+	}
+	e.log.Warn("turn abandoned: its executor stopped; ended cancelled", "session_id", t.SessionID, "turn_id", t.ID,
+		"reason", reason)
+	e.observeRecovered(t)
+	return nil
 }
 
 // carriedSnapshot is the snapshot of turn turnID that ended without

@@ -94,6 +94,8 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		th.partEvent(forge.EventModelMessage, (*sp).part)
 		*sp = nil
 	}
+	// Only a step offers tools; a summary call (compaction) does not.
+	observed := th.observeModelCall(req, onCalls == nil)
 	for ev, err := range model.Stream(x.ctx, req) {
 		if err != nil {
 			streamErr = err
@@ -109,6 +111,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 			closePart(slot, forge.StateCompleted, nil)
 			*slot = open(typ)
 		case forge.TextDelta, forge.ReasoningDelta:
+			observed.output(x.e.clock)
 			if *slot == nil {
 				*slot = open(typ)
 			}
@@ -117,6 +120,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		case forge.TextEnd, forge.ReasoningEnd:
 			closePart(slot, forge.StateCompleted, ev.Provider)
 		case forge.ToolCallEvent:
+			observed.output(x.e.clock)
 			toolCalls = append(toolCalls, *ev.ToolCall)
 			streamed += len(ev.ToolCall.Name) + len(ev.ToolCall.Arguments)
 		case forge.FinishEvent:
@@ -141,6 +145,11 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 			th.usage.Add(u)
 		}
 		th.messageEvent(forge.EventMessageUpdated, msg)
+		var used forge.Usage
+		if msg.Usage != nil {
+			used = *msg.Usage
+		}
+		observed.ended(th, forge.FinishError, used, streamErr)
 		return streamErr
 	}
 	closePart(&text, forge.StateCompleted, nil)
@@ -164,6 +173,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 	msg.Usage = &usage
 	th.partEvent(forge.EventStepFinished, end)
 	th.messageEvent(forge.EventMessageUpdated, msg)
+	observed.ended(th, finish.Reason, usage, nil)
 	return nil
 }
 

@@ -60,8 +60,9 @@ type childResult struct {
 	usage  forge.Usage
 }
 
-// delegate runs a new child thread for call c (a delegation).
-func (th *thread) delegate(c *call, agent *forge.Agent) childResult {
+// delegate runs a new child thread for call c (a delegation); its calls
+// are observed in obs (nil: the turn's context).
+func (th *thread) delegate(c *call, agent *forge.Agent, obs context.Context) childResult {
 	var in struct {
 		Task string `json:"task"`
 	}
@@ -71,6 +72,7 @@ func (th *thread) delegate(c *call, agent *forge.Agent) childResult {
 	}
 	id := th.x.e.ids.New(forge.PrefixThread)
 	child := th.x.newThread(id, agent, th.depth+1, nil)
+	child.obsParent = obs
 	child.event(forge.EventThreadCreated, id, forge.ThreadCreatedData{
 		ThreadID: id, ParentThreadID: th.id, Agent: agent.Name, CallID: c.part.CallID,
 	})

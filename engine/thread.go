@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/eventlog"
 )
@@ -21,6 +23,9 @@ type thread struct {
 	// usage and its children's.
 	iterations int
 	usage      forge.Usage
+	// obsParent is where a delegated thread's calls are observed (the
+	// delegation's tool call); nil for the turn's (observed).
+	obsParent context.Context
 	// children are the states of the child threads this thread delegated
 	// to in this turn (kept in the snapshot, so a paused one resumes).
 	children map[string]forge.ThreadState

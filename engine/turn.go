@@ -10,14 +10,14 @@ import (
 )
 
 // ErrShuttingDown refuses new turns while the engine closes.
-var ErrShuttingDown = errors.New("server is shutting down")
+var ErrShuttingDown = forge.Errorf(forge.ErrUnavailable, "the server is shutting down: retry the request (on another replica, or once it has restarted)")
 
 // StartTurn validates req against the session, creates the turn atomically
 // (turn row, input message, tip move, turn.created) and starts running it.
 // It returns the turn as created. A reused idempotency key returns the turn
 // the key first created, in whatever state it is now.
 func (e *Engine) StartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, error) {
-	if req.Compact {
+	if req.Compact || req.Trigger != nil {
 		req.Input = []forge.Input{}
 	} else if len(req.Input) == 0 {
 		return nil, forge.Errorf(forge.ErrInvalid, "input must hold at least one item")
@@ -62,6 +62,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if err != nil {
 		return nil, false, err
 	}
+	if err := checkKind(sess, req); err != nil {
+		return nil, false, err
+	}
 	if current != nil {
 		if !req.Supersede {
 			return nil, false, forge.Errorf(forge.ErrTurnInProgress, "turn %s is still running in this session; wait for it, cancel it, or send supersede: true", current.turn.ID)
@@ -92,12 +95,35 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		if err := canCompact(agent, base, open); err != nil {
 			return nil, false, err
 		}
+	} else if req.Trigger != nil {
+		if len(open) > 0 {
+			return nil, false, forge.Errorf(forge.ErrPendingActions, "%d call(s) await resolution (first: %s %s)", len(open), open[0].Type, open[0].CallID)
+		}
 	} else if resolutions, err = validateInput(req.Input, open); err != nil {
 		return nil, false, err
 	}
 	var history []*forge.Message
 	var snap *forge.Snapshot
-	if base != nil {
+	if sess.Kind == forge.KindMonologue {
+		// Copies arrive between turns: a monologue's history is read
+		// whole each time, never from the cache.
+		tip := ""
+		if base != nil {
+			tip = base.ID
+		}
+		if history, err = e.loadHistory(ctx, tenant, sess, tip); err != nil {
+			return nil, false, err
+		}
+		history = monologueOrder(history)
+		if base != nil {
+			switch snap, err = e.store.GetSnapshot(ctx, tenant, base.ID); {
+			case errors.Is(err, forge.ErrNotFound):
+				snap = nil
+			case err != nil:
+				return nil, false, fmt.Errorf("snapshot of %s: %w", base.ID, err)
+			}
+		}
+	} else if base != nil {
 		var ok bool
 		if history, snap, ok = e.histories.get(sess.ID, base.ID); !ok {
 			if history, err = e.loadHistory(ctx, tenant, sess, base.ID); err != nil {
@@ -124,6 +150,14 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		RequiredActions: []forge.RequiredAction{},
 		IdempotencyKey:  req.IdempotencyKey,
 		CreatedAt:       now,
+		Trigger:         req.Trigger,
+	}
+	if sess.Kind == forge.KindMonologue && resolutions != nil && base != nil && base.Trigger != nil {
+		// A resolution answers the same forum message as the turn it
+		// resumes.
+		tr := *base.Trigger
+		tr.Retry = false
+		turn.Trigger = &tr
 	}
 	if base != nil {
 		id := base.ID
@@ -136,7 +170,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x.main = th
 	drafts := []eventlog.Draft{{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn}}
 	var msgs []*forge.Message
-	if resolutions == nil && !req.Compact {
+	if resolutions == nil && !req.Compact && req.Trigger == nil {
 		msg := th.newMessage(forge.RoleUser)
 		msg.Parts = []*forge.Part{th.newPart(msg, forge.PartText)}
 		msg.Parts[0].Text = req.Input[0].Text
@@ -184,9 +218,43 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	}
 	x.begun.Store(true)
 	created := *turn
+	x.observeTurnStart(ctx, agent)
+	if o := e.monologueObserver(); o != nil && sess.Kind == forge.KindMonologue {
+		o.MonologueTurnStarted(tenant, &created)
+	}
 	e.wg.Add(1)
 	go e.execute(x)
 	return &created, false, nil
+}
+
+// checkKind refuses turns a session's kind does not take: clients post no
+// turns to a forum, and no messages or compactions to a monologue (only
+// resolutions of its paused turns); a trigger is for monologues only.
+func checkKind(sess *forge.Session, req TurnRequest) error {
+	switch sess.Kind {
+	case forge.KindForum:
+		return forge.Errorf(forge.ErrInvalid, "session %s is a forum: post messages with POST /v1/forums/%s/messages, not turns", sess.ID, sess.ID)
+	case forge.KindMonologue:
+		if req.Forum {
+			return nil
+		}
+		if req.Compact {
+			return forge.Errorf(forge.ErrInvalid, "session %s is a monologue: Forge compacts it by replacing it, not in place", sess.ID)
+		}
+		for _, in := range req.Input {
+			if in.Type == forge.InputMessage {
+				return forge.Errorf(forge.ErrInvalid, "session %s is a monologue: it takes no messages, only resolutions of its paused turn (post to the forum instead)", sess.ID)
+			}
+		}
+		if req.Trigger != nil {
+			return forge.Errorf(forge.ErrInvalid, "only the forum layer triggers monologue turns")
+		}
+	default:
+		if req.Trigger != nil || req.Forum {
+			return forge.Errorf(forge.ErrInvalid, "session %s is not a monologue", sess.ID)
+		}
+	}
+	return nil
 }
 
 // baseTurn is the turn the new one chains from, or nil for a new root or a

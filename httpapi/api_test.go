@@ -419,3 +419,20 @@ func text(m forge.Message) string {
 	}
 	return b.String()
 }
+
+// TestTurnWhileShuttingDownIsUnavailable: once the engine is closing, a new
+// turn is refused with 503 unavailable (retry elsewhere), not a 500.
+func TestTurnWhileShuttingDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.createAgent("a")
+	ses := s.createSession("a")
+	if err := s.eng.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := s.do(req{method: "POST", path: "/v1/sessions/" + ses.ID + "/turns",
+		body: `{"input":[{"type":"message","text":"hi"}]}`})
+	if a.status != 503 || a.errCode() != "unavailable" {
+		t.Fatalf("turn while shutting down: %s", a)
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/httpapi"
+	"github.com/forge-runtime/forge/metrics"
+	"github.com/forge-runtime/forge/opentelemetry"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
 	"github.com/forge-runtime/forge/sqlite"
@@ -96,7 +98,20 @@ type benchStack struct {
 	writes *writeCounter
 }
 
-func newBenchStack(b *testing.B) *benchStack {
+// telemetry is what a bench stack observes itself with.
+type telemetry int
+
+const (
+	noTelemetry telemetry = iota
+	// withMetrics is forge serve's default: Prometheus metrics (the engine
+	// observer, the store write timer, the SSE gauge).
+	withMetrics
+	// withTracing adds OpenTelemetry spans exported over OTLP/HTTP to a
+	// loopback receiver (batched, as forge serve exports them).
+	withTracing
+)
+
+func newBenchStack(b *testing.B, tel ...telemetry) *benchStack {
 	b.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, b.TempDir()+"/forge.db")
@@ -107,14 +122,50 @@ func newBenchStack(b *testing.B) *benchStack {
 	logger := slog.New(slog.DiscardHandler)
 	models := provider.NewRegistry()
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
+	var (
+		observers []engine.Observer
+		m         *metrics.Metrics
+		tracer    *opentelemetry.Tracer
+	)
+	if slices.Contains(tel, withMetrics) || slices.Contains(tel, withTracing) {
+		m = metrics.New(metrics.Options{})
+		st.ObserveWrites(m.ObserveStoreWrite)
+		observers = append(observers, m)
+	}
+	if slices.Contains(tel, withTracing) {
+		// The collector runs elsewhere in production: this one only reads
+		// the exports, so that the figures are Forge's side alone.
+		collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		}))
+		b.Cleanup(collector.Close)
+		b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+		if tracer, err = opentelemetry.New(ctx, opentelemetry.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		observers = append(observers, tracer)
+	}
 	eng := engine.New(engine.Config{
 		Store: counter, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, Observer: engine.Observers(observers...),
 	})
 	if err := eng.Recover(ctx); err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: counter, Engine: eng, Logger: logger}).Handler())
+	cfg := httpapi.Config{Store: counter, Engine: eng, Logger: logger}
+	if m != nil {
+		cfg.Metrics = m.Handler()
+	}
+	api := httpapi.New(cfg)
+	var h http.Handler = api.Handler()
+	if m != nil {
+		m.WatchSSE(api.SSESubscribers)
+	}
+	if tracer != nil {
+		h = tracer.Middleware(h)
+	}
+	srv := httptest.NewServer(h)
 	tr := srv.Client().Transport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 256
 	b.Cleanup(func() {
@@ -125,6 +176,9 @@ func newBenchStack(b *testing.B) *benchStack {
 		defer cancel()
 		_ = eng.Close(ctx)
 		_ = st.Close(ctx)
+		if tracer != nil {
+			_ = tracer.Close(ctx)
+		}
 	})
 	return &benchStack{b: b, url: srv.URL, hc: &http.Client{Transport: tr}, writes: counter}
 }
@@ -239,8 +293,71 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 // sending the request to having decoded the answer) and the store's write
 // transactions per turn. A new session every 10 turns, made outside the
 // timer, keeps the measure on the per-turn cost, not on history growth.
-func BenchmarkHTTPTrivialTurn(b *testing.B) {
-	s := newBenchStack(b)
+func BenchmarkHTTPTrivialTurn(b *testing.B) { benchTrivialTurn(b, newBenchStack(b)) }
+
+// BenchmarkHTTPTrivialTurnMetrics is BenchmarkHTTPTrivialTurn with the
+// Prometheus metrics forge serve runs with by default.
+func BenchmarkHTTPTrivialTurnMetrics(b *testing.B) {
+	benchTrivialTurn(b, newBenchStack(b, withMetrics))
+}
+
+// BenchmarkHTTPTrivialTurnTraced is BenchmarkHTTPTrivialTurn with the
+// metrics and OpenTelemetry tracing exported over OTLP/HTTP to a loopback
+// endpoint that drops the exports.
+func BenchmarkHTTPTrivialTurnTraced(b *testing.B) {
+	benchTrivialTurn(b, newBenchStack(b, withMetrics, withTracing))
+}
+
+// BenchmarkHTTPTrivialTurnTelemetryPaired measures what metrics and
+// tracing add to a trivial turn's latency with the machine's noise
+// cancelled: three stacks in one process (none, metrics, metrics and
+// tracing) run turns in turn, in a rotating order, so each config meets the
+// same load; it reports each one's p50 and the p50s' ratios to the bare
+// stack's. The tracer's batch export runs in the background of all three.
+func BenchmarkHTTPTrivialTurnTelemetryPaired(b *testing.B) {
+	stacks := []*benchStack{newBenchStack(b), newBenchStack(b, withMetrics), newBenchStack(b, withMetrics, withTracing)}
+	names := []string{"bare", "metrics", "traced"}
+	body := mustJSON(msgTurn("hi"))
+	sids := make([]string, len(stacks))
+	lat := make([][]time.Duration, len(stacks))
+	for _, s := range stacks {
+		s.agent("echo")
+	}
+	turns := 0
+	for b.Loop() {
+		if turns%10 == 0 {
+			b.StopTimer()
+			for i, s := range stacks {
+				id, err := s.session("echo")
+				if err != nil {
+					b.Fatal(err)
+				}
+				sids[i] = id
+			}
+			b.StartTimer()
+		}
+		for k := range stacks {
+			i := (turns + k) % len(stacks)
+			start := time.Now()
+			if err := stacks[i].turn(sids[i], body); err != nil {
+				b.Fatal(err)
+			}
+			lat[i] = append(lat[i], time.Since(start))
+		}
+		turns++
+	}
+	p50 := make([]float64, len(stacks))
+	for i := range stacks {
+		slices.Sort(lat[i])
+		p50[i] = float64(lat[i][len(lat[i])/2]) / float64(time.Microsecond)
+		b.ReportMetric(p50[i], names[i]+"-p50-µs")
+	}
+	for i := 1; i < len(stacks); i++ {
+		b.ReportMetric(p50[i]/p50[0], names[i]+"/bare")
+	}
+}
+
+func benchTrivialTurn(b *testing.B, s *benchStack) {
 	s.agent("echo")
 	body := mustJSON(msgTurn("hi"))
 	var (

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
 )
 
 // apiError is the body of every error answer: {"error": {"code", "message"}}.
@@ -43,6 +44,7 @@ var codeStatus = map[string]struct {
 	"unsupported_media_type": {http.StatusUnsupportedMediaType, "a request body must be sent with Content-Type: application/json"},
 	"idempotency_mismatch":   {http.StatusUnprocessableEntity, "this Idempotency-Key was first used with another request"},
 	"store_error":            {http.StatusServiceUnavailable, "the store failed; retry later"},
+	"unavailable":            {http.StatusServiceUnavailable, "the server is shutting down; retry (another replica serves the request)"},
 	// The HTTP layer's own codes (httpKinds).
 	"method_not_allowed": {http.StatusMethodNotAllowed, "method not allowed"},
 	"header_too_large":   {http.StatusRequestHeaderFieldsTooLarge, "the request's header fields exceed 64 KiB"},
@@ -56,6 +58,7 @@ var httpKinds = []forge.ErrorKind{
 	{Err: errMethodNotAllowed, Code: "method_not_allowed"},
 	{Err: errHeaderTooLarge, Code: "header_too_large"},
 	{Err: errNotImplemented, Code: "not_implemented"},
+	{Err: engine.ErrShuttingDown, Code: "unavailable"},
 }
 
 var (
@@ -109,7 +112,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	status, code, msg := classify(err)
-	if status >= 500 && status != http.StatusNotImplemented {
+	if status >= 500 && status != http.StatusNotImplemented && code != "unavailable" {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if status == http.StatusUnauthorized {

@@ -19,6 +19,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
@@ -35,6 +36,7 @@ type stack struct {
 	srv   *httptest.Server
 	// handler is the API handler srv serves, for in-process calls.
 	handler http.Handler
+	api     *httpapi.Server
 	key     string // bearer key sent by default
 	// close stops the server, the engine and the store (once).
 	close func()
@@ -62,20 +64,27 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 	}
 	models := provider.NewRegistry()
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
+	ids := forge.NewULIDGen(nil)
 	eng := engine.New(engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
 	})
+	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
+	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cfg := httpapi.Config{Store: st, Engine: eng, Logger: logger}
+	if err := forums.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := httpapi.Config{Store: st, Engine: eng, Forums: forums, Logger: logger}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := httpapi.New(cfg).Handler()
+	api := httpapi.New(cfg)
+	h := api.Handler()
 	srv := httptest.NewServer(h)
-	s := &stack{t: t, store: st, eng: eng, srv: srv, handler: h}
+	s := &stack{t: t, store: st, eng: eng, srv: srv, handler: h, api: api}
 	var once sync.Once
 	s.close = func() {
 		once.Do(func() {
@@ -83,6 +92,7 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 			srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			_ = forums.Close(ctx)
 			_ = eng.Close(ctx)
 			_ = st.Close(ctx)
 		})

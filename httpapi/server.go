@@ -58,16 +58,13 @@ type Config struct {
 	Models ModelCatalog
 	// Protocols are other wire protocols served beside /v1 (protocols.go).
 	Protocols []Protocol
-	// Ready are the checks GET /readyz runs (the store, Redis, "not
-	// shutting down"); none: /readyz checks the store like /healthz.
+	// Forums, when set, serves /v1/forums (normally a *forum.Service).
+	Forums Forums
+	// Metrics, when set, is served at GET /metrics to callers with any
+	// valid key (to all on loopback without keys).
+	Metrics http.Handler
+	// Ready are the dependencies GET /readyz checks.
 	Ready []ReadyCheck
-}
-
-// ReadyCheck is one dependency GET /readyz checks: Check returns nil
-// when it can serve.
-type ReadyCheck struct {
-	Name  string
-	Check func(ctx context.Context) error
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -83,7 +80,12 @@ type Server struct {
 	handler   http.Handler
 	models    ModelCatalog
 	protocols []Protocol
-	ready     []ReadyCheck
+	forumSvc  Forums
+	metrics   http.Handler
+
+	readyChecks []ReadyCheck
+	draining    atomic.Bool  // Drain was called
+	sseOpen     atomic.Int64 // event streams open now
 
 	locks keyedMutex // serializes idempotent requests sharing a key
 
@@ -106,7 +108,10 @@ func New(cfg Config) *Server {
 		writeWait: sseWriteWait,
 		models:    cfg.Models,
 		protocols: cfg.Protocols,
-		ready:     cfg.Ready,
+		forumSvc:  cfg.Forums,
+		metrics:   cfg.Metrics,
+
+		readyChecks: cfg.Ready,
 	}
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
@@ -145,7 +150,8 @@ type route struct {
 func (s *Server) routeTable() []route {
 	return []route{
 		{"GET", "/healthz", s.health, true},
-		{"GET", "/readyz", s.readyz, true},
+		{"GET", "/readyz", s.ready, true},
+		{"GET", "/metrics", s.serveMetrics, false},
 		{"GET", "/v1/openapi.json", s.openAPI, true},
 
 		{"POST", "/v1/agents", s.createAgent, false},
@@ -171,6 +177,18 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/sessions/{sid}/turns/{tid}/events", s.turnEvents, false},
 
 		{"GET", "/v1/models", s.listModels, false},
+
+		{"POST", "/v1/forums", s.createForum, false},
+		{"GET", "/v1/forums", s.listForums, false},
+		{"GET", "/v1/forums/{fid}", s.getForum, false},
+		{"DELETE", "/v1/forums/{fid}", s.deleteForum, false},
+		{"POST", "/v1/forums/{fid}/members", s.addMember, false},
+		{"GET", "/v1/forums/{fid}/members", s.listMembers, false},
+		{"GET", "/v1/forums/{fid}/members/{par}", s.getMember, false},
+		{"DELETE", "/v1/forums/{fid}/members/{par}", s.removeMember, false},
+		{"POST", "/v1/forums/{fid}/messages", s.postMessage, false},
+		{"GET", "/v1/forums/{fid}/messages", s.listForumMessages, false},
+		{"GET", "/v1/forums/{fid}/events", s.forumEvents, false},
 	}
 }
 
@@ -284,57 +302,6 @@ func (s *Server) tenantFor(r *http.Request) (string, error) {
 	return tenant, nil
 }
 
-// health answers 200 when the store answers a trivial query.
-func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	if _, _, err := s.store.ListAgents(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 1}); err != nil {
-		s.log.Error("health check failed", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
-		return nil
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
-}
-
-// readyz answers whether this replica can serve: 200 when every check
-// passes, else 503 naming the failing ones (their errors go to the log,
-// not to the unauthenticated caller). The checks run concurrently, each
-// bounded by 2 s.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	checks := s.ready
-	if len(checks) == 0 {
-		checks = []ReadyCheck{{Name: "store", Check: func(ctx context.Context) error {
-			_, _, err := s.store.ListAgents(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 1})
-			return err
-		}}}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	errs := make([]error, len(checks))
-	var wg sync.WaitGroup
-	for i, c := range checks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.Check(ctx)
-		}()
-	}
-	wg.Wait()
-	status, result := http.StatusOK, "ready"
-	out := map[string]string{}
-	for i, c := range checks {
-		out[c.Name] = "ok"
-		if errs[i] != nil {
-			status, result = http.StatusServiceUnavailable, "unavailable"
-			out[c.Name] = "failing"
-			s.log.Warn("readiness check failed", "check", c.Name, "err", errs[i])
-		}
-	}
-	writeJSON(w, status, map[string]any{"status": result, "checks": out})
-	return nil
-}
-
 //go:embed openapi.json
 var openAPIDoc []byte
 
@@ -345,13 +312,17 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// logRequests logs every request at debug level (5xx at error level) and
-// turns a handler panic into a 500.
+// logRequests logs every request at debug level (5xx at error level),
+// with the session_id and turn_id it concerns, counts open event streams,
+// and turns a handler panic into a 500.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
+		rec := &recorder{ResponseWriter: w, sse: &s.sseOpen}
 		defer func() {
+			if rec.streaming {
+				s.sseOpen.Add(-1)
+			}
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
@@ -369,42 +340,74 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			if status >= 500 {
 				level = slog.LevelError
 			}
-			s.log.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
-				"status", status, "duration", time.Since(start), "bytes", rec.bytes)
+			if !s.log.Enabled(r.Context(), level) {
+				return
+			}
+			args := make([]any, 0, 14)
+			// The mux set the path values on r itself.
+			if sid := r.PathValue("sid"); sid != "" {
+				args = append(args, "session_id", sid)
+			}
+			if tid := r.PathValue("tid"); tid != "" {
+				args = append(args, "turn_id", tid)
+			} else if rec.turnID != "" {
+				args = append(args, "turn_id", rec.turnID)
+			}
+			args = append(args, "method", r.Method, "path", r.URL.Path, "status", status,
+				"duration", time.Since(start), "bytes", rec.bytes)
+			s.log.Log(r.Context(), level, "http request", args...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
 }
 
-// recorder remembers the status and size of an answer. It forwards Flush
-// and Unwrap so http.ResponseController reaches the real writer.
+// noteTurn tells the request log which turn a request started (POST
+// /turns names none in its path).
+func noteTurn(w http.ResponseWriter, turnID string) {
+	if rec, ok := w.(*recorder); ok {
+		rec.turnID = turnID
+	}
+}
+
+// recorder remembers the status and size of an answer and counts it in
+// sse while it is an event stream. It forwards Flush and Unwrap so
+// http.ResponseController reaches the real writer.
 type recorder struct {
 	http.ResponseWriter
-	status int
-	wrote  bool
-	bytes  int64
+	status    int
+	wrote     bool
+	bytes     int64
+	turnID    string // noteTurn
+	sse       *atomic.Int64
+	streaming bool // counted in sse
+}
+
+// begin records the answer's status when it starts.
+func (r *recorder) begin(code int) {
+	if r.wrote {
+		return
+	}
+	r.status, r.wrote = code, true
+	if code == http.StatusOK && strings.HasPrefix(r.Header().Get("Content-Type"), "text/event-stream") {
+		r.streaming = true
+		r.sse.Add(1)
+	}
 }
 
 func (r *recorder) WriteHeader(code int) {
-	if !r.wrote {
-		r.status, r.wrote = code, true
-	}
+	r.begin(code)
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
-	if !r.wrote {
-		r.status, r.wrote = http.StatusOK, true
-	}
+	r.begin(http.StatusOK)
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)
 	return n, err
 }
 
 func (r *recorder) FlushError() error {
-	if !r.wrote {
-		r.status, r.wrote = http.StatusOK, true
-	}
+	r.begin(http.StatusOK)
 	return http.NewResponseController(r.ResponseWriter).Flush()
 }
 

@@ -129,12 +129,16 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case view == "model":
 		msgs, next, err = s.rt.ModelView(r.Context(), tenant, ses.ID, opts)
-	case ses.TipTurnID == nil:
-		// No turn yet: nothing to list.
 	default:
+		// With no turn yet, only messages outside turns (a forum's, the
+		// copies in a monologue) are listed.
+		tip := ""
+		if ses.TipTurnID != nil {
+			tip = *ses.TipTurnID
+		}
 		msgs, next, err = s.store.ListMessages(r.Context(), tenant, forge.MessageQuery{
 			SessionID:   ses.ID,
-			TipTurnID:   *ses.TipTurnID,
+			TipTurnID:   tip,
 			ThreadID:    ses.MainThreadID,
 			ListOptions: opts,
 		})

@@ -51,20 +51,40 @@ func (s *sseWriter) start() error {
 	return s.flush()
 }
 
+// ephemeralEnvelope is the envelope of an event that is no position in
+// the log (forum.typing): no seq, and no id: line.
+type ephemeralEnvelope struct {
+	Type      string          `json:"type"`
+	SessionID string          `json:"session_id"`
+	TurnID    *string         `json:"turn_id"`
+	ThreadID  *string         `json:"thread_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data"`
+}
+
 // event appends ev's frame: id, event type and the JSON envelope. An
-// ephemeral event (no seq: forum.typing) has no id line, so a client's
-// Last-Event-ID stays at the last event that has a place in the log.
+// event with no seq (forum.typing) has no id: line and no seq.
 func (s *sseWriter) event(ev *forge.Event) error {
+	if ev.Seq == 0 {
+		data, err := json.Marshal(ephemeralEnvelope{Type: ev.Type, SessionID: ev.SessionID, TurnID: ev.TurnID,
+			ThreadID: ev.ThreadID, CreatedAt: ev.CreatedAt, Data: ev.Data})
+		if err != nil {
+			return err
+		}
+		s.buf = append(s.buf, "event: "...)
+		s.buf = append(s.buf, oneLine(ev.Type)...)
+		s.buf = append(s.buf, "\ndata: "...)
+		s.buf = append(s.buf, data...)
+		s.buf = append(s.buf, "\n\n"...)
+		return nil
+	}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	if ev.Seq != 0 {
-		s.buf = append(s.buf, "id: "...)
-		s.buf = strconv.AppendInt(s.buf, ev.Seq, 10)
-		s.buf = append(s.buf, '\n')
-	}
-	s.buf = append(s.buf, "event: "...)
+	s.buf = append(s.buf, "id: "...)
+	s.buf = strconv.AppendInt(s.buf, ev.Seq, 10)
+	s.buf = append(s.buf, "\nevent: "...)
 	s.buf = append(s.buf, oneLine(ev.Type)...)
 	s.buf = append(s.buf, "\ndata: "...)
 	s.buf = append(s.buf, data...)
@@ -208,12 +228,12 @@ func (s *Server) frame(sw *sseWriter, it sseItem, ok bool, turnID, sid string) (
 			return true
 		}
 		_, code, msg := classify(it.err)
-		s.log.Warn("event stream ended by an error", "session", sid, "turn", turnID, "err", it.err)
+		s.log.Warn("event stream ended by an error", "session_id", sid, "turn_id", turnID, "err", it.err)
 		sw.errorEvent(code, msg)
 		return true
 	}
 	if err := sw.event(&it.ev); err != nil {
-		s.log.Debug("event stream write failed", "session", sid, "err", err)
+		s.log.Debug("event stream write failed", "session_id", sid, "turn_id", turnID, "err", err)
 		return true
 	}
 	return turnID != "" && it.ev.Type == forge.EventTurnDone && it.ev.TurnID != nil && *it.ev.TurnID == turnID

@@ -211,6 +211,7 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 		}
 		return notFound(err, "session", ses.ID)
 	}
+	noteTurn(w, st.id)
 	if mode == modeStream {
 		w.Header().Set("Location", turnPath(ses.ID, st.id))
 		w.Header().Set("Forge-Turn-Id", st.id)
@@ -270,7 +271,7 @@ func (s *Server) startTurn(ctx context.Context, r *http.Request, sid string, req
 	rec, err = s.complete(detach(r), q, http.StatusAccepted, st.created)
 	switch {
 	case err != nil:
-		s.log.Warn("recording a turn's idempotency key failed", "session", sid, "turn", st.id, "err", err)
+		s.log.Warn("recording a turn's idempotency key failed", "session_id", sid, "turn_id", st.id, "err", err)
 	case !bytes.Equal(rec.Body, st.created):
 		st.created, st.replayed = rec.Body, true // another process recorded the key's turn first
 	}
@@ -456,5 +457,6 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "session", ses.ID)
 	}
+	noteTurn(w, st.id)
 	return s.answerTurn(w, r, ses.ID, st, body.Background != nil && *body.Background)
 }

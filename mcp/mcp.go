@@ -311,7 +311,7 @@ func (s *server) ensure(ctx context.Context) (*state, *forge.MCPInitialized, err
 	for _, t := range st.tools {
 		init.Tools = append(init.Tools, ToolName(s.spec.Name, t.Name))
 	}
-	s.m.log.Info("mcp: server started", "session", s.session, "server", s.spec.Name,
+	s.m.log.Info("mcp: server started", "session_id", s.session, "server", s.spec.Name,
 		"protocol", init.ProtocolVersion, "tools", len(init.Tools))
 	return st, init, nil
 }
@@ -324,7 +324,7 @@ func (s *server) start(ctx context.Context) (*state, error) {
 	if len(s.spec.Command) > 0 {
 		cmd := exec.Command(s.spec.Command[0], s.spec.Command[1:]...) // no context: a cancelled ctx would kill the server
 		cmd.Env = stdioEnv(s.spec.Env)
-		st.stderr = newStderrLog(s.m.log.With("session", s.session, "server", s.spec.Name), s.redact)
+		st.stderr = newStderrLog(s.m.log.With("session_id", s.session, "server", s.spec.Name), s.redact)
 		st.cmd = cmd
 		cmd.Stderr = st.stderr
 		setProcessGroup(cmd)
@@ -349,7 +349,9 @@ func (s *server) start(ctx context.Context) (*state, error) {
 			MaxRetries:           1,
 		}
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "forge", Version: "1"}, nil)
+	// The SDK's own log goes to Forge's, tagged with the server.
+	client := sdk.NewClient(&sdk.Implementation{Name: "forge", Version: "1"},
+		&sdk.ClientOptions{Logger: s.m.log.With("component", "mcp-sdk", "session_id", s.session, "server", s.spec.Name)})
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		close(st.dead)
@@ -385,7 +387,7 @@ func (s *server) startError(st *state, err error) error {
 			msg += "; its stderr ended with: " + tail
 		}
 	}
-	s.m.log.Warn("mcp: server failed to start", "session", s.session, "server", s.spec.Name, "err", msg)
+	s.m.log.Warn("mcp: server failed to start", "session_id", s.session, "server", s.spec.Name, "err", msg)
 	return errors.New(msg)
 }
 
@@ -499,12 +501,12 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 		// The server answered with an error: it is alive.
 		return forge.ToolResult{}, fmt.Errorf("MCP server %q rejected the call of %q: %s", name, t.mcp, s.redact.apply(wire.Message))
 	case cctx.Err() != nil:
-		s.m.log.Warn("mcp: tool call timed out; stopping server", "session", s.session, "server", name, "tool", t.mcp)
+		s.m.log.Warn("mcp: tool call timed out; stopping server", "session_id", s.session, "server", name, "tool", t.mcp)
 		s.markDead(st)
 		return forge.ToolResult{}, fmt.Errorf("MCP server %q did not answer %q within %s; it was stopped and will be restarted on next use", name, t.mcp, s.m.opts.CallTimeout)
 	default:
 		msg := s.redact.apply(fmt.Sprintf("MCP server %q is not running: the call of %q failed (%v); it will be restarted on next use", name, t.mcp, err))
-		s.m.log.Warn("mcp: tool call failed; server marked dead", "session", s.session, "server", name, "tool", t.mcp, "err", msg)
+		s.m.log.Warn("mcp: tool call failed; server marked dead", "session_id", s.session, "server", name, "tool", t.mcp, "err", msg)
 		s.markDead(st)
 		if st.stderr != nil {
 			if tail := st.stderr.lastLines(3); tail != "" {

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,21 +15,16 @@ import (
 	"time"
 
 	forge "github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/testenv"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// everything returns the declaration of the npm server-everything installed
-// in testdata/npm; the test fails when it is missing.
+// everything returns the declaration of the npm server-everything pinned in
+// testdata/npm (scripts/test installs it; without it the test is skipped,
+// or fails under FORGE_TEST_REQUIRE_SERVICES=1).
 func everything(t *testing.T) forge.MCPServer {
 	t.Helper()
-	bin, err := filepath.Abs(filepath.Join("testdata", "npm", "node_modules", ".bin", "mcp-server-everything"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run `npm ci --prefix mcp/testdata/npm` from the repository root (%v)", bin, err)
-	}
-	return forge.MCPServer{Name: "everything", Command: []string{bin, "stdio"}}
+	return forge.MCPServer{Name: "everything", Command: []string{testenv.MCPServer(t, "mcp-server-everything"), "stdio"}}
 }
 
 func newManager(t *testing.T, opts Options) *Manager {
@@ -87,6 +83,7 @@ func ctx30(t *testing.T) context.Context {
 }
 
 func TestToolName(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][3]string{
 		{"everything", "get-sum", "everything_get-sum"},
 		{"crm", "orders.find", "crm_orders_find"},
@@ -166,6 +163,7 @@ func TestStdioEverything(t *testing.T) {
 }
 
 func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{})
 	start := time.Now()
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "everything", Command: []string{"nope-forge-mcp-missing"}}})
@@ -182,6 +180,7 @@ func TestCommandNotFound(t *testing.T) {
 }
 
 func TestStartHangs(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{InitTimeout: time.Second})
 	start := time.Now()
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "mute", Command: []string{"sleep", "60"}}})
@@ -194,6 +193,7 @@ func TestStartHangs(t *testing.T) {
 }
 
 func TestPartialFailure(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{})
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{
 		everything(t),
@@ -210,8 +210,14 @@ func TestPartialFailure(t *testing.T) {
 // A server killed during a call gives a clear error at once; the next call
 // restarts it.
 func TestKillMidCallThenRestart(t *testing.T) {
+	t.Parallel()
+	// The server runs behind tee, which logs what the client sends, so that
+	// the test kills it once the call has reached it.
+	log := filepath.Join(t.TempDir(), "requests.log")
+	spec := everything(t)
+	spec.Command = []string{"sh", "-c", `tee "$0" | "$1" stdio`, log, spec.Command[0]}
 	m := newManager(t, Options{})
-	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +227,12 @@ func TestKillMidCallThenRestart(t *testing.T) {
 		t.Fatal("no pid")
 	}
 	go func() {
-		time.Sleep(700 * time.Millisecond)
-		p, err := os.FindProcess(pid)
-		if err == nil {
-			_ = p.Kill()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if b, _ := os.ReadFile(log); bytes.Contains(b, []byte("trigger-long-running-operation")) {
+				break
+			}
 		}
+		killGroup(pid) // sh, tee and the server
 	}()
 	start := time.Now()
 	_, err = long.Call(ctx30(t), json.RawMessage(`{"duration": 20, "steps": 2}`))
@@ -249,7 +256,7 @@ func TestKillMidCallThenRestart(t *testing.T) {
 	}
 	// Tools after a restart reports the server as initialized again only
 	// when it started it; it is running now.
-	_, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
+	_, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil || len(inits) != 0 {
 		t.Errorf("inits %+v err %v", inits, err)
 	}
@@ -257,14 +264,19 @@ func TestKillMidCallThenRestart(t *testing.T) {
 
 // Killed between calls: the next call restarts the server.
 func TestKillBetweenCalls(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := os.FindProcess(m.ServerPID("ses_1", "everything"))
+	pid := m.ServerPID("ses_1", "everything")
+	p, _ := os.FindProcess(pid)
 	_ = p.Kill()
-	time.Sleep(300 * time.Millisecond)
+	// The manager reaps the process when it notices the death.
+	for deadline := time.Now().Add(10 * time.Second); processAlive(pid) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	res := call(t, find(t, tools, "everything_echo"), `{"message":"back"}`)
 	if res.Output != "Echo: back" {
 		t.Errorf("%+v", res)
@@ -277,6 +289,7 @@ func TestKillBetweenCalls(t *testing.T) {
 
 // A call hung past CallTimeout fails clearly; the server is restarted.
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, Options{CallTimeout: time.Second})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
@@ -298,6 +311,7 @@ func TestCallTimeout(t *testing.T) {
 }
 
 func TestCloseStopsServers(t *testing.T) {
+	t.Parallel()
 	m := NewManager(Options{})
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
@@ -356,6 +370,7 @@ func httpServer(t *testing.T, token string) *httptest.Server {
 }
 
 func TestStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	ts := httpServer(t, "")
 	m := newManager(t, Options{})
 	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
@@ -380,6 +395,7 @@ func TestStreamableHTTP(t *testing.T) {
 }
 
 func TestStreamableHTTPAuth(t *testing.T) {
+	t.Parallel()
 	ts := httpServer(t, "s3cret")
 	m := newManager(t, Options{})
 	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
@@ -421,6 +437,7 @@ func TestStreamableHTTPAuth(t *testing.T) {
 }
 
 func TestHTTPUnreachable(t *testing.T) {
+	t.Parallel()
 	ts := httptest.NewServer(http.NotFoundHandler())
 	url := ts.URL
 	ts.Close()
@@ -436,6 +453,7 @@ func TestHTTPUnreachable(t *testing.T) {
 }
 
 func TestAuthURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][2]string{
 		{`Bearer resource_metadata="https://x/.well-known/oauth-protected-resource"`, "https://x/.well-known/oauth-protected-resource"},
 		{`Bearer realm="api", error="invalid_token", authorization_uri="https://auth.example/authorize"`, "https://auth.example/authorize"},
@@ -449,6 +467,7 @@ func TestAuthURL(t *testing.T) {
 }
 
 func TestFlatten(t *testing.T) {
+	t.Parallel()
 	got := flatten([]sdk.Content{
 		&sdk.TextContent{Text: "a"},
 		&sdk.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)},

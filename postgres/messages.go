@@ -16,7 +16,7 @@ import (
 // then part id order.
 const pageWithParts = `
 	SELECT m.id, m.session_id, m.turn_id, m.thread_id, m.role, m.parent_id, m.author, m.model, m.finish, m.usage,
-		m.summary, m.created_at,
+		m.summary, m.created_at, m.metadata, m.origin, m.forum,
 		p.id, p.message_id, p.session_id, p.turn_id, p.type, p.text, p.state, p.call_id, p.tool, p.arguments,
 		p.output, p.error, p.data, p.provider, p.created_at, p.updated_at
 	FROM page m LEFT JOIN parts p ON p.tenant = $1 AND p.message_id = m.id
@@ -28,15 +28,15 @@ func scanPage(rows pgx.Rows, tenant string) ([]*forge.Message, error) {
 	for rows.Next() {
 		var (
 			m                                    forge.Message
-			usage                                *string
+			usage, turn, meta, origin, forum     *string
 			created                              time.Time
 			pid, pmsg, pses, pturn, ptyp, pstate *string
 			pcall, ptool, pargs, pdata, pprov    *string
 			ptext, pout, perr                    *[]byte
 			pcreated, pupdated                   *time.Time
 		)
-		if err := rows.Scan(&m.ID, &m.SessionID, &m.TurnID, &m.ThreadID, &m.Role, &m.ParentID, &m.Author, &m.Model,
-			&m.Finish, &usage, &m.Summary, &created,
+		if err := rows.Scan(&m.ID, &m.SessionID, &turn, &m.ThreadID, &m.Role, &m.ParentID, &m.Author, &m.Model,
+			&m.Finish, &usage, &m.Summary, &created, &meta, &origin, &forum,
 			&pid, &pmsg, &pses, &pturn, &ptyp, &ptext, &pstate, &pcall, &ptool, &pargs, &pout, &perr, &pdata, &pprov,
 			&pcreated, &pupdated); err != nil {
 			return nil, err
@@ -51,6 +51,16 @@ func scanPage(rows pgx.Rows, tenant string) ([]*forge.Message, error) {
 			if err := decJSON(usage, &m.Usage); err != nil {
 				return nil, err
 			}
+			if err := decJSON(forum, &m.Forum); err != nil {
+				return nil, err
+			}
+			if turn != nil {
+				m.TurnID = *turn
+			}
+			if origin != nil {
+				m.Origin = *origin
+			}
+			m.Metadata = fromRawText(meta)
 			cur = &m
 			out = append(out, cur)
 		}
@@ -111,7 +121,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 			), page AS (
 				SELECT * FROM messages m
 				WHERE m.tenant = $1 AND m.session_id = $2 AND m.id > $4 AND m.id >= $7
-					AND m.turn_id IN (SELECT id FROM chain) AND ($5 = '' OR m.thread_id = $5)
+					AND (m.turn_id IN (SELECT id FROM chain) OR m.turn_id IS NULL) AND ($5 = '' OR m.thread_id = $5)
 				ORDER BY m.id LIMIT $6
 			)`+pageWithParts, tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From).
 			Query(func(rows pgx.Rows) error {
@@ -120,6 +130,20 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 				return err
 			})
 		turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
+	} else {
+		// No turn yet: the messages that belong to no turn (a forum's, the
+		// copies in a monologue) are the whole history.
+		b.Queue(`WITH page AS (
+				SELECT * FROM messages m
+				WHERE m.tenant = $1 AND m.session_id = $2 AND m.turn_id IS NULL AND m.id > $3
+					AND ($4 = '' OR m.thread_id = $4)
+				ORDER BY m.id LIMIT $5
+			)`+pageWithParts, tenant, q.SessionID, q.Cursor, q.ThreadID, limit+1).
+			Query(func(rows pgx.Rows) error {
+				var err error
+				out, err = scanPage(rows, tenant)
+				return err
+			})
 	}
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err

@@ -22,7 +22,7 @@ var ctx = context.Background()
 
 // tenantTables are every table that carries a tenant.
 var tenantTables = []string{"agents", "agent_versions", "sessions", "turns", "messages", "parts", "events",
-	"snapshots", "idempotency", "api_keys", "turn_leases"}
+	"snapshots", "idempotency", "api_keys", "turn_leases", "participants"}
 
 // seed writes rows of every kind for tenant through the store and returns
 // the session; its turn stays running when running is true.
@@ -57,6 +57,11 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 	must(err)
 	_, _, err = s.CreateKey(ctx, tenant, "ci")
 	must(err)
+	forum := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindForum,
+		MainThreadID: ids.New(forge.PrefixThread)}
+	must(s.CreateSession(ctx, forum))
+	must(s.AddParticipant(ctx, &forge.Participant{ID: ids.New(forge.PrefixParticipant), Tenant: tenant, ForumID: forum.ID,
+		Actor: forge.Actor{Type: forge.ActorHuman, ID: tenant + "-alice"}, ActorID: "human:" + tenant + "-alice"}, nil, nil))
 	return ses
 }
 
@@ -158,7 +163,7 @@ func TestForgottenTenantFilterSeesNothingElse(t *testing.T) {
 	}
 
 	inTx(t, c, "acme", func(tx pgx.Tx) {
-		rows, err := tx.Query(ctx, `SELECT * FROM sessions`) // no tenant filter
+		rows, err := tx.Query(ctx, `SELECT * FROM sessions WHERE kind = 'direct'`) // no tenant filter
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +183,7 @@ func TestForgottenTenantFilterSeesNothingElse(t *testing.T) {
 			}
 		}
 		// An unfiltered UPDATE touches acme's rows only.
-		tag, err := tx.Exec(ctx, `UPDATE sessions SET title = 'overwritten'::bytea`)
+		tag, err := tx.Exec(ctx, `UPDATE sessions SET title = 'overwritten'::bytea WHERE kind = 'direct'`)
 		if err != nil || tag.RowsAffected() != 1 {
 			t.Fatalf("unfiltered UPDATE as acme: %v rows, %v", tag.RowsAffected(), err)
 		}

@@ -20,7 +20,7 @@ type scope struct {
 
 type messageRows struct {
 	id, thread, role, author, model, finish []string
-	parent, usage                           []*string
+	parent, usage, meta, origin, forum      []*string
 	summary                                 []bool
 	created                                 []time.Time
 }
@@ -68,6 +68,13 @@ func (s *Store) encodeMessages(msgs []*forge.Message, parts *partRows) (*message
 		out.usage = append(out.usage, usage)
 		out.summary = append(out.summary, m.Summary)
 		out.created = append(out.created, orNow(m.CreatedAt, func() time.Time { return now }))
+		forum, err := encJSON(m.Forum)
+		if err != nil {
+			return nil, err
+		}
+		out.meta = append(out.meta, rawText(m.Metadata))
+		out.origin = append(out.origin, nullStr(m.Origin))
+		out.forum = append(out.forum, forum)
 		if parts != nil {
 			if err := s.encodeParts(parts, m.ID, m.Parts); err != nil {
 				return nil, err
@@ -185,11 +192,12 @@ func (r *partRows) dedup() {
 }
 
 const insertMessagesSQL = `INSERT INTO messages (tenant, id, session_id, turn_id, thread_id, role, parent_id, author,
-		model, finish, usage, summary, created_at)
-	SELECT $1, u.id, $2, $3, u.thread_id, u.role, u.parent_id, u.author, u.model, u.finish, u.usage, u.summary, u.created_at
+		model, finish, usage, summary, created_at, metadata, origin, forum)
+	SELECT $1, u.id, $2, NULLIF($3, ''), u.thread_id, u.role, u.parent_id, u.author, u.model, u.finish, u.usage,
+		u.summary, u.created_at, u.metadata, u.origin, u.forum
 	FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-		$12::boolean[], $13::timestamptz[])
-		AS u(id, thread_id, role, parent_id, author, model, finish, usage, summary, created_at)`
+		$12::boolean[], $13::timestamptz[], $14::text[], $15::text[], $16::text[])
+		AS u(id, thread_id, role, parent_id, author, model, finish, usage, summary, created_at, metadata, origin, forum)`
 
 // A message's finish, usage and model are set when its model call ends.
 const upsertMessagesSQL = insertMessagesSQL + `
@@ -201,7 +209,7 @@ func queueMessages(b *pgx.Batch, sql string, sc scope, r *messageRows) {
 		return
 	}
 	b.Queue(sql, sc.tenant, sc.session, sc.turn, r.id, r.thread, r.role, r.parent, r.author, r.model, r.finish,
-		r.usage, r.summary, r.created)
+		r.usage, r.summary, r.created, r.meta, r.origin, r.forum)
 }
 
 const insertPartsSQL = `INSERT INTO parts (tenant, id, message_id, session_id, turn_id, type, text, state, call_id,

@@ -28,14 +28,10 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 	if c.UpdatedAt.IsZero() {
 		c.UpdatedAt = c.CreatedAt
 	}
-	u := &c.Usage
 	b := batch(c.Tenant)
-	b.Queue(`INSERT INTO sessions (tenant, id, kind, agent, title, main_thread_id, metadata, tip_turn_id, `+usageCols+`,
-			created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		c.Tenant, c.ID, c.Kind, c.Agent, textBytes(c.Title), c.MainThreadID, rawText(c.Metadata), c.TipTurnID,
-		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
-		c.CreatedAt, c.UpdatedAt)
+	if err := queueSession(b, &c); err != nil {
+		return err
+	}
 	if err := s.write(ctx, b); err != nil {
 		if errors.Is(err, forge.ErrConflict) {
 			return forge.Errorf(forge.ErrConflict, "session %s already exists", c.ID)
@@ -46,30 +42,50 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 	return nil
 }
 
+// queueSession queues the insert of a session row (CreateSession, a forum
+// join, a monologue swap).
+func queueSession(b *pgx.Batch, c *forge.Session) error {
+	settings, err := encJSON(c.Guards)
+	if err != nil {
+		return err
+	}
+	u := &c.Usage
+	b.Queue(`INSERT INTO sessions (tenant, id, kind, agent, title, main_thread_id, metadata, tip_turn_id, `+usageCols+`,
+			created_at, updated_at, settings)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+		c.Tenant, c.ID, c.Kind, c.Agent, textBytes(c.Title), c.MainThreadID, rawText(c.Metadata), c.TipTurnID,
+		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
+		c.CreatedAt, c.UpdatedAt, settings)
+	return nil
+}
+
 // usageCols are the columns of a session's usage total, in the order of
 // forge.Usage's fields.
 const usageCols = `usage_input_tokens, usage_output_tokens, usage_reasoning_tokens, usage_cache_read_tokens,
 	usage_cache_write_tokens, usage_cost`
 
 const sessionCols = `id, kind, agent, title, main_thread_id, metadata, tip_turn_id, ` + usageCols + `,
-	created_at, updated_at`
+	created_at, updated_at, settings`
 
 func scanSession(sc pgx.Row, tenant string) (*forge.Session, error) {
 	var (
 		ses              forge.Session
 		title            []byte
-		meta             *string
+		meta, settings   *string
 		created, updated time.Time
 	)
 	u := &ses.Usage
 	if err := sc.Scan(&ses.ID, &ses.Kind, &ses.Agent, &title, &ses.MainThreadID, &meta, &ses.TipTurnID,
 		&u.InputTokens, &u.OutputTokens, &u.ReasoningTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.Cost,
-		&created, &updated); err != nil {
+		&created, &updated, &settings); err != nil {
 		return nil, err
 	}
 	ses.Tenant = tenant
 	ses.Title = string(title)
 	ses.Metadata = fromRawText(meta)
+	if err := decJSON(settings, &ses.Guards); err != nil {
+		return nil, err
+	}
 	ses.CreatedAt, ses.UpdatedAt = utc(created), utc(updated)
 	return &ses, nil
 }

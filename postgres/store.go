@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,6 +88,8 @@ type Store struct {
 	admin bool
 	ids   forge.IDGen
 	now   func() time.Time
+	// onWrite, when set, is told how long each write took (ObserveWrites).
+	onWrite atomic.Pointer[func(time.Duration, error)]
 
 	closeOnce sync.Once
 }
@@ -265,6 +268,28 @@ const writeTimeout = time.Minute
 // not, is what the caller learns (an interrupted round trip would leave
 // the caller not knowing whether the write landed).
 func (s *Store) write(ctx context.Context, b *pgx.Batch) error {
+	observe := s.onWrite.Load()
+	if observe == nil {
+		return s.writeNow(ctx, b)
+	}
+	start := time.Now()
+	err := s.writeNow(ctx, b)
+	(*observe)(time.Since(start), err)
+	return err
+}
+
+// ObserveWrites makes every write call f with how long it took, from the
+// call to its answer (waiting for a connection included), and its error.
+// nil stops it. f runs on the caller's goroutine and must return quickly.
+func (s *Store) ObserveWrites(f func(d time.Duration, err error)) {
+	if f == nil {
+		s.onWrite.Store(nil)
+		return
+	}
+	s.onWrite.Store(&f)
+}
+
+func (s *Store) writeNow(ctx context.Context, b *pgx.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 // turnVals are a turn's mutable fields encoded for SQL.
 type turnVals struct {
 	input, output, actions, errJSON, usage *string
+	trigger                                *string
 	cancelMsg                              []byte
 }
 
@@ -36,6 +37,9 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 		return v, err
 	}
 	v.cancelMsg = optBytes(t.CancelMessage)
+	if v.trigger, err = encJSON(t.Trigger); err != nil {
+		return v, err
+	}
 	return v, nil
 }
 
@@ -103,11 +107,11 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 		nullStr(t.IdempotencyKey), t.Status == forge.TurnRunning, bt.ExpectTip != nil, expect)
 	b.Queue(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version, status, input,
 			output, required_actions, error, cancel_reason, cancel_message, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+			idempotency_key, created_at, ended_at, trigger)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
 		t.Tenant, t.ID, t.SessionID, t.PreviousTurnID, t.AgentID, t.AgentVersion, t.Status, v.input,
 		v.output, v.actions, v.errJSON, t.CancelReason, v.cancelMsg, v.usage, t.Iterations, t.LastSeq,
-		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt)
+		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt, v.trigger)
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
 	queueEvents(b, sc, erows)
@@ -246,20 +250,20 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 
 const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
 	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.cancel_message, t.usage, t.iterations,
-	t.last_seq, t.idempotency_key, t.created_at, t.ended_at`
+	t.last_seq, t.idempotency_key, t.created_at, t.ended_at, t.trigger`
 
 func scanTurn(sc pgx.Row) (*forge.Turn, error) {
 	var (
 		t                               forge.Turn
 		input, output, actions, errJSON *string
-		usage, key                      *string
+		usage, key, trig                *string
 		cancelMsg                       *[]byte
 		created                         time.Time
 		ended                           *time.Time
 	)
 	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &t.PreviousTurnID, &t.AgentID, &t.AgentVersion, &t.Status,
 		&input, &output, &actions, &errJSON, &t.CancelReason, &cancelMsg, &usage, &t.Iterations,
-		&t.LastSeq, &key, &created, &ended); err != nil {
+		&t.LastSeq, &key, &created, &ended, &trig); err != nil {
 		return nil, err
 	}
 	t.CancelMessage = fromOptBytes(cancelMsg)
@@ -271,7 +275,7 @@ func scanTurn(sc pgx.Row) (*forge.Turn, error) {
 	for _, f := range []struct {
 		s   *string
 		dst any
-	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}} {
+	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}, {trig, &t.Trigger}} {
 		if err := decJSON(f.s, f.dst); err != nil {
 			return nil, fmt.Errorf("turn %s: %w", t.ID, err)
 		}

@@ -28,6 +28,7 @@ func mustBuild(t *testing.T, yaml string, opts provider.Options) *provider.Regis
 }
 
 func TestBuildFromConfig(t *testing.T) {
+	t.Parallel()
 	r := mustBuild(t, exampleConfig, provider.Options{Getenv: env(map[string]string{"OPENAI_API_KEY": "sk-x"})})
 	if got, want := r.Names(), []string{"claude", "local", "openai", "scripted", "test"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %q, want %q", got, want)
@@ -61,6 +62,7 @@ func TestBuildFromConfig(t *testing.T) {
 // A provider with a base_url gets no key unless api_key_env names one: the
 // vendor key never goes to a local or third-party server.
 func TestVendorKeyStaysWithVendor(t *testing.T) {
+	t.Parallel()
 	local, other := openaitest.New(t), openaitest.New(t)
 	r := mustBuild(t, fmt.Sprintf(`
 providers:
@@ -101,6 +103,7 @@ providers:
 }
 
 func TestFileOverridesEnvironmentProvider(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.SetAPIKey("sk-file")
 	r := mustBuild(t, fmt.Sprintf(`providers: [{name: openai, kind: openai, base_url: %q, api_key_env: MY_KEY}]`, srv.URL()),
@@ -111,6 +114,7 @@ func TestFileOverridesEnvironmentProvider(t *testing.T) {
 }
 
 func TestBaseURLPasswordNotShown(t *testing.T) {
+	t.Parallel()
 	r := mustBuild(t, `providers: [{name: p, kind: openai, base_url: "https://user:hunter2-secret@proxy.example/v1"}]`, provider.Options{})
 	b, _ := json.Marshal(r.Providers())
 	if strings.Contains(string(b), "hunter2") || !strings.Contains(string(b), "https://user:xxxxx@proxy.example/v1") {
@@ -124,6 +128,7 @@ func TestBaseURLPasswordNotShown(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
+	t.Parallel()
 	r := mustBuild(t, strings.Replace(exampleConfig, "retry:\n", `  - id: openai/gpt-4o
     context_window: 64000
   - id: local/priced
@@ -172,6 +177,7 @@ retry:
 }
 
 func TestKnownModels(t *testing.T) {
+	t.Parallel()
 	r := mustBuild(t, exampleConfig, provider.Options{Getenv: env(map[string]string{"OPENAI_API_KEY": "sk-x"})})
 	var ids []string
 	for _, m := range r.KnownModels() {
@@ -199,6 +205,7 @@ func TestKnownModels(t *testing.T) {
 // that echoes the key, and looks for the key in the log, the errors and
 // the descriptions of the registry.
 func TestKeysNeverShown(t *testing.T) {
+	t.Parallel()
 	const key = "sk-test-VERY-SECRET-0123456789"
 	const header = "hdr-SECRET-987654"
 	srv := openaitest.New(t)

@@ -39,6 +39,7 @@ retry:
 `
 
 func TestParseConfig(t *testing.T) {
+	t.Parallel()
 	cfg, err := provider.ParseConfig("forge.yaml", []byte(exampleConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +67,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, yaml, want string
 	}{
@@ -126,6 +128,7 @@ func TestParseConfigErrors(t *testing.T) {
 }
 
 func TestParseConfigReportsEveryError(t *testing.T) {
+	t.Parallel()
 	_, err := provider.ParseConfig("f.yaml", []byte("providers:\n  - {name: a, kind: x}\n  - {name: b}\nmodels:\n  - id: c/d\n"))
 	if err == nil || strings.Count(err.Error(), "\n") != 2 {
 		t.Errorf("want 3 errors, one per line: %v", err)
@@ -133,6 +136,7 @@ func TestParseConfigReportsEveryError(t *testing.T) {
 }
 
 func TestLoadConfigAndPath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "forge.yaml")
 	if err := os.WriteFile(path, []byte(exampleConfig), 0o600); err != nil {

@@ -18,6 +18,7 @@ func env(vars map[string]string) func(string) string {
 }
 
 func TestFromEnvNames(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -51,6 +52,7 @@ func TestFromEnvNames(t *testing.T) {
 }
 
 func TestResolveErrors(t *testing.T) {
+	t.Parallel()
 	r := provider.FromEnv(env(nil))
 	r.Register("broken", func(model string) (forge.Model, error) { return nil, fmt.Errorf("no such model %q", model) })
 	r.Register("picky", func(model string) (forge.Model, error) {
@@ -82,6 +84,7 @@ func TestResolveErrors(t *testing.T) {
 }
 
 func TestResolveScripted(t *testing.T) {
+	t.Parallel()
 	m, id, err := provider.FromEnv(env(nil)).Resolve("scripted/echo")
 	if err != nil || id != "echo" {
 		t.Fatalf("Resolve = %v %q %v", m, id, err)
@@ -102,6 +105,7 @@ func TestResolveScripted(t *testing.T) {
 // TestResolveOpenAI runs a model resolved from the environment against the
 // fake, keyless and with a key; model ids with slashes pass verbatim.
 func TestResolveOpenAI(t *testing.T) {
+	t.Parallel()
 	for _, key := range []string{"", "sk-test"} {
 		t.Run(fmt.Sprintf("key=%q", key), func(t *testing.T) {
 			srv := openaitest.New(t)
@@ -131,6 +135,7 @@ func TestResolveOpenAI(t *testing.T) {
 }
 
 func TestRegistryImplementsModels(t *testing.T) {
+	t.Parallel()
 	var _ forge.Models = provider.NewRegistry()
 	var zero provider.Registry
 	zero.Register("x", func(string) (forge.Model, error) { return nil, nil })

@@ -99,6 +99,7 @@ retry: {%s}
 func half() float64 { return 0.5 }
 
 func TestRetryAfterThenSuccess(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.SetAPIKey("sk-test")
 	srv.Enqueue(openaitest.Status(429, "").Header("Retry-After", "2"), openaitest.Text("hi", " there").Usage(10, 2))
@@ -121,6 +122,7 @@ func TestRetryAfterThenSuccess(t *testing.T) {
 }
 
 func TestRetryAfterMsAndCap(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(
 		openaitest.Status(503, "").Header("Retry-After", "3600"),
@@ -137,6 +139,7 @@ func TestRetryAfterMsAndCap(t *testing.T) {
 }
 
 func TestServerErrorsGiveUp(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Status(500, ""), openaitest.Status(502, ""),
 		openaitest.Status(500, `{"error":{"message":"third time unlucky","type":"server_error"}}`),
@@ -162,6 +165,7 @@ func TestServerErrorsGiveUp(t *testing.T) {
 }
 
 func TestNotRetryable(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Status(400, ""), openaitest.Text("never served"))
 	var s sleeps
@@ -177,6 +181,7 @@ func TestNotRetryable(t *testing.T) {
 }
 
 func TestNoRetryAfterOutput(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c", "d").CutAfter(3), openaitest.Text("never served"))
 	var s sleeps
@@ -195,6 +200,7 @@ func TestNoRetryAfterOutput(t *testing.T) {
 }
 
 func TestErrorEventBeforeOutputIsRetried(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a").ErrorAfter(0, "overloaded"), openaitest.Text("b"))
 	var s sleeps
@@ -206,6 +212,7 @@ func TestErrorEventBeforeOutputIsRetried(t *testing.T) {
 }
 
 func TestStallAfterOutput(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").HangAfter(2), openaitest.Text("never served"))
 	var s sleeps
@@ -228,6 +235,7 @@ func TestStallAfterOutput(t *testing.T) {
 }
 
 func TestStallBeforeOutputIsRetried(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	// The headers come, then nothing.
 	srv.Enqueue(openaitest.Text("a").HangAfter(0), openaitest.Text("b"))
@@ -243,6 +251,7 @@ func TestStallBeforeOutputIsRetried(t *testing.T) {
 }
 
 func TestNoFirstByte(t *testing.T) {
+	t.Parallel()
 	// A server that accepts the request and never answers.
 	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -277,6 +286,7 @@ retry: {first_byte_timeout: 250ms, max_attempts: 2}`))
 }
 
 func TestCancelDuringBackoff(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Status(429, "").Header("Retry-After", "30"))
 	r := fakeRegistry(t, srv, "", provider.Options{}) // the real sleep
@@ -293,6 +303,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 }
 
 func TestCancelDuringStream(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a", "b").HangAfter(2))
 	r := fakeRegistry(t, srv, "", provider.Options{})
@@ -305,6 +316,7 @@ func TestCancelDuringStream(t *testing.T) {
 }
 
 func TestCostFromPrices(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("x").Tokens(openaitest.Tokens{Input: 1000, Cached: 400, Output: 200, Reasoning: 50}))
 	srv.Enqueue(openaitest.Text("x").Tokens(openaitest.Tokens{Input: 1000, Cached: 400, Output: 200}))
@@ -325,6 +337,7 @@ func TestCostFromPrices(t *testing.T) {
 
 // The openai-responses kind goes through the same wrapper and transport.
 func TestResponsesKind(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.SetAPIKey("sk-test")
 	srv.Enqueue(openaitest.Status(429, "").Header("Retry-After", "3"),
@@ -353,6 +366,7 @@ func TestResponsesKind(t *testing.T) {
 // the API counts apart from input_tokens, and the cost charges each part at
 // its price.
 func TestAnthropicFromEnv(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.SetAPIKey("sk-ant-test")
 	srv.Enqueue(anthropictest.Status(529, "").Header("Retry-After", "4"),
@@ -384,6 +398,7 @@ func TestAnthropicFromEnv(t *testing.T) {
 // needs no per-kind adjustment: cache reads at the cached price, cache
 // writes at the cache-write price, the rest at the input price.
 func TestAnthropicUsageAndCost(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		tokens anthropictest.Tokens

@@ -49,6 +49,7 @@ func drain(ctx context.Context, m forge.Model) (string, error) {
 func zero() float64 { return 0 }
 
 func TestWrapFirstByteTimeout(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		fm := &funcModel{f: func(ctx context.Context, _ int, yield func(forge.ModelEvent, error) bool) { block(ctx, yield) }}
 		m := provider.Wrap(fm, provider.WrapOptions{Provider: "p", Rand: zero})
@@ -65,6 +66,7 @@ func TestWrapFirstByteTimeout(t *testing.T) {
 }
 
 func TestWrapIdleTimeoutAfterOutput(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		fm := &funcModel{f: func(ctx context.Context, _ int, yield func(forge.ModelEvent, error) bool) {
 			time.Sleep(10 * time.Second)
@@ -88,6 +90,7 @@ func TestWrapIdleTimeoutAfterOutput(t *testing.T) {
 // The consumer's own time (writing an event to the store, a slow
 // subscriber) is not the provider's silence.
 func TestWrapConsumerTimeDoesNotCount(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		fm := &funcModel{f: func(ctx context.Context, _ int, yield func(forge.ModelEvent, error) bool) {
 			for i := range 5 {
@@ -117,6 +120,7 @@ func TestWrapConsumerTimeDoesNotCount(t *testing.T) {
 }
 
 func TestWrapBackoff(t *testing.T) {
+	t.Parallel()
 	fm := &funcModel{f: func(ctx context.Context, _ int, yield func(forge.ModelEvent, error) bool) {
 		yield(forge.ModelEvent{}, &forge.ModelError{Provider: "p", StatusCode: 529, Message: "overloaded", Retryable: true})
 	}}
@@ -134,6 +138,7 @@ func TestWrapBackoff(t *testing.T) {
 }
 
 func TestWrapRetryAfterAndCancel(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		fm := &funcModel{f: func(ctx context.Context, call int, yield func(forge.ModelEvent, error) bool) {
 			if call == 1 {
@@ -169,6 +174,7 @@ func TestWrapRetryAfterAndCancel(t *testing.T) {
 }
 
 func TestWrapPassThrough(t *testing.T) {
+	t.Parallel()
 	plain := errors.New("not a model error")
 	fm := &funcModel{f: func(ctx context.Context, call int, yield func(forge.ModelEvent, error) bool) {
 		switch call {
@@ -203,6 +209,7 @@ func TestWrapPassThrough(t *testing.T) {
 }
 
 func TestWrapScrubsSecrets(t *testing.T) {
+	t.Parallel()
 	fm := &funcModel{f: func(ctx context.Context, call int, yield func(forge.ModelEvent, error) bool) {
 		yield(forge.ModelEvent{}, &forge.ModelError{Provider: "p", StatusCode: 401, Message: "bad key sk-ant-secret-value, header tok-123456"})
 	}}
@@ -214,6 +221,7 @@ func TestWrapScrubsSecrets(t *testing.T) {
 }
 
 func TestWrapCost(t *testing.T) {
+	t.Parallel()
 	finish := &forge.Finish{Reason: forge.FinishStop,
 		Usage: forge.Usage{InputTokens: 1000, CacheReadTokens: 8000, CacheWriteTokens: 1000, OutputTokens: 500}}
 	fm := &funcModel{f: func(ctx context.Context, call int, yield func(forge.ModelEvent, error) bool) {
@@ -244,6 +252,7 @@ func TestWrapCost(t *testing.T) {
 }
 
 func TestPricesCost(t *testing.T) {
+	t.Parallel()
 	p := &provider.Prices{Input: 3, Output: 15, CachedInput: 0.3, CacheWrite: 3.75}
 	u := forge.Usage{InputTokens: 10000, CacheReadTokens: 6000, CacheWriteTokens: 2000, OutputTokens: 1000, ReasoningTokens: 400}
 	// 2000 x 3 + 6000 x 0.3 + 2000 x 3.75 + 1000 x 15 = 30300 per million.

@@ -255,7 +255,7 @@ func (m *Manager) Get(ctx context.Context, sessionID string) (*Sandbox, bool, er
 	}
 	m.boxes[sessionID] = sb
 	if created {
-		m.log.Debug("sandbox: provisioned", "session", sessionID, "dir", work)
+		m.log.Debug("sandbox: provisioned", "session_id", sessionID, "dir", work)
 	}
 	return sb, created, nil
 }

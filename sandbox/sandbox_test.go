@@ -114,6 +114,7 @@ func writeHost(t *testing.T, path, content string) {
 }
 
 func TestToolDefs(t *testing.T) {
+	t.Parallel()
 	_, sb := newBox(t, Options{UseBwrap: BwrapOff})
 	var names []string
 	for _, tl := range sb.Tools() {
@@ -141,6 +142,7 @@ func TestToolDefs(t *testing.T) {
 }
 
 func TestEscapesRefused(t *testing.T) {
+	t.Parallel()
 	_, sb := newBox(t, Options{UseBwrap: BwrapOff})
 	outside := t.TempDir()
 	writeHost(t, filepath.Join(outside, "secret.txt"), "secret\n")
@@ -202,6 +204,7 @@ func TestEscapesRefused(t *testing.T) {
 }
 
 func TestFileTools(t *testing.T) {
+	t.Parallel()
 	_, sb := newBox(t, Options{UseBwrap: BwrapOff})
 	mustCall(t, sb, "write_file", map[string]any{"path": "src/a.go", "content": "package a\n\nfunc A() int { return 1 }\n"})
 	mustCall(t, sb, "write_file", map[string]any{"path": "src/b.txt", "content": "foo\nbar\nfoo\n"})
@@ -274,10 +277,13 @@ func testBashTimeoutAndTruncation(t *testing.T, isolated bool, _ *Manager, sb *S
 		if err != nil || res.IsError {
 			t.Fatalf("bg: %v %+v", err, res)
 		}
-		time.Sleep(100 * time.Millisecond)
 		pid, _ := os.ReadFile(filepath.Join(sb.Dir(), "bg.pid"))
-		if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err == nil {
-			if st, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); !bytes.Contains(st, []byte(") Z")) {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+			if err != nil || bytes.Contains(st, []byte(") Z")) {
+				break // gone, or a zombie
+			}
+			if time.Now().After(deadline) {
 				t.Fatalf("background process %s still running", pid)
 			}
 		}
@@ -333,6 +339,7 @@ func markerLine(s string) string {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestStopKillsCommand(t *testing.T) {
+	t.Parallel()
 	forEachCommandMode(t, Options{}, func(t *testing.T, _ bool, m *Manager, sb *Sandbox) { testStopKillsCommand(t, m, sb) })
 }
 
@@ -400,6 +407,7 @@ func waitRunning(t *testing.T, sb *Sandbox) {
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	forEachCommandMode(t, Options{LineCountMaxSize: 1000}, func(t *testing.T, _ bool, _ *Manager, sb *Sandbox) { testDiff(t, sb) })
 }
 
@@ -454,6 +462,7 @@ func mustSnap(t *testing.T, sb *Sandbox) *Snapshot {
 }
 
 func TestEditCounts(t *testing.T) {
+	t.Parallel()
 	h := func(s string) []uint64 { return lineHashes([]byte(s)) }
 	for _, c := range []struct {
 		a, b       string
@@ -474,6 +483,7 @@ func TestEditCounts(t *testing.T) {
 }
 
 func TestBubblewrap(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
 		t.Skip("bubblewrap not installed (/usr/bin/bwrap missing): isolation not exercised; install the bubblewrap package")
 	}

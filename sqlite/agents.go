@@ -36,6 +36,7 @@ func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
 		}
 		_, err := t.exec(`INSERT INTO agent_versions (tenant, agent_id, version, body, created_at) VALUES (?, ?, 1, ?, ?)`,
 			c.Tenant, c.ID, string(body), unixNano(now))
+		t.after(func() { s.rc.dropAgent(c.Tenant, c.Name) })
 		return dbErr(err)
 	})
 	if err != nil {
@@ -70,6 +71,7 @@ func (s *Store) UpdateAgent(ctx context.Context, a *forge.Agent) error {
 			return dbErr(err)
 		}
 		_, err = t.exec(`UPDATE agents SET version = ? WHERE tenant = ? AND id = ?`, c.Version, c.Tenant, c.ID)
+		t.after(func() { s.rc.dropAgent(c.Tenant, c.Name) })
 		return dbErr(err)
 	})
 	if err != nil {
@@ -99,14 +101,24 @@ func scanAgent(sc interface{ Scan(...any) error }, tenant string) (*forge.Agent,
 	return a, nil
 }
 
-// GetAgent returns the current version of a live agent.
+// GetAgent returns the current version of a live agent (from the row
+// cache when it holds it).
 func (s *Store) GetAgent(ctx context.Context, tenant, name string) (*forge.Agent, error) {
-	a, err := scanAgent(s.queryRow(ctx, `SELECT `+agentCols+` FROM agents a
+	if vals, ok := s.rc.agent(tenant, name); ok {
+		return scanAgent(valuesRow(vals), tenant)
+	}
+	epoch := s.rc.begin()
+	vals, err := s.queryValues(ctx, colCount(agentCols), `SELECT `+agentCols+` FROM agents a
 		JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.id AND v.version = a.version
-		WHERE a.tenant = ? AND a.name = ? AND a.deleted_at IS NULL`, tenant, name), tenant)
+		WHERE a.tenant = ? AND a.name = ? AND a.deleted_at IS NULL`, tenant, name)
 	if err != nil {
 		return nil, notFound(err, "agent %q not found", name)
 	}
+	a, err := scanAgent(valuesRow(vals), tenant)
+	if err != nil {
+		return nil, err
+	}
+	s.rc.fillAgent(epoch, tenant, name, vals)
 	return a, nil
 }
 
@@ -158,6 +170,7 @@ func (s *Store) DeleteAgent(ctx context.Context, tenant, name string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return forge.Errorf(forge.ErrNotFound, "agent %q not found", name)
 		}
+		t.after(func() { s.rc.dropAgent(tenant, name) })
 		return nil
 	})
 }

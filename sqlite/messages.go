@@ -35,8 +35,12 @@ func (s *Store) encodeMessages(sc scope, msgs []*forge.Message, withParts bool) 
 		if created.IsZero() {
 			created = now
 		}
-		mrows = append(mrows, []any{sc.tenant, m.ID, sc.session, sc.turn, m.ThreadID, m.Role, strPtr(m.ParentID),
-			m.Author, m.Model, m.Finish, usage, summary, unixNano(created)})
+		forum, err := encJSON(m.Forum)
+		if err != nil {
+			return nil, nil, err
+		}
+		mrows = append(mrows, []any{sc.tenant, m.ID, sc.session, nullStr(sc.turn), m.ThreadID, m.Role, strPtr(m.ParentID),
+			m.Author, m.Model, m.Finish, usage, summary, unixNano(created), rawText(m.Metadata), nullStr(m.Origin), forum})
 		if withParts {
 			ps, err := s.encodeParts(sc, m.ID, m.Parts)
 			if err != nil {
@@ -82,8 +86,8 @@ func (s *Store) encodeParts(sc scope, messageID string, parts []*forge.Part) ([]
 // statement costs more than a row.
 var (
 	messageInsert = newMultiInsert("message", `INSERT INTO messages (tenant, id, session_id, turn_id,
-		thread_id, role, parent_id, author, model, finish, usage, summary, created_at) VALUES `, 13, "")
-	messageUpsert = newMultiInsert("message", messageInsert.head, 13, ` ON CONFLICT (tenant, id) DO UPDATE SET
+		thread_id, role, parent_id, author, model, finish, usage, summary, created_at, metadata, origin, forum) VALUES `, 16, "")
+	messageUpsert = newMultiInsert("message", messageInsert.head, 16, ` ON CONFLICT (tenant, id) DO UPDATE SET
 		parent_id = excluded.parent_id, author = excluded.author, model = excluded.model,
 		finish = excluded.finish, usage = excluded.usage, summary = excluded.summary`)
 	partInsert = newMultiInsert("part", `INSERT INTO parts (tenant, id, message_id, session_id, turn_id, type,
@@ -161,7 +165,7 @@ func (m *multiInsert) exec(x *tx, rows [][]any) error {
 }
 
 const msgCols = `m.id, m.session_id, m.turn_id, m.thread_id, m.role, m.parent_id, m.author, m.model,
-	m.finish, m.usage, m.summary, m.created_at`
+	m.finish, m.usage, m.summary, m.created_at, m.metadata, m.origin, m.forum`
 
 func scanMessages(rows *sql.Rows, tenant string) ([]*forge.Message, error) {
 	defer rows.Close()
@@ -169,13 +173,17 @@ func scanMessages(rows *sql.Rows, tenant string) ([]*forge.Message, error) {
 	for rows.Next() {
 		m := &forge.Message{Tenant: tenant, Parts: []*forge.Part{}}
 		var (
-			parent, usage sql.NullString
-			summary       int
-			created       int64
+			parent, usage, turn, meta, origin, forum sql.NullString
+			summary                                  int
+			created                                  int64
 		)
-		if err := rows.Scan(&m.ID, &m.SessionID, &m.TurnID, &m.ThreadID, &m.Role, &parent, &m.Author, &m.Model,
-			&m.Finish, &usage, &summary, &created); err != nil {
+		if err := rows.Scan(&m.ID, &m.SessionID, &turn, &m.ThreadID, &m.Role, &parent, &m.Author, &m.Model,
+			&m.Finish, &usage, &summary, &created, &meta, &origin, &forum); err != nil {
 			return nil, dbErr(err)
+		}
+		m.TurnID, m.Origin, m.Metadata = turn.String, origin.String, fromRawText(meta)
+		if err := decJSON(forum, &m.Forum); err != nil {
+			return nil, err
 		}
 		m.ParentID = fromNullStr(parent)
 		m.Summary = summary != 0
@@ -241,20 +249,21 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 		if err := liveSession(x, tenant, q.SessionID); err != nil {
 			return err
 		}
-		if q.TipTurnID == "" {
-			return nil // no tip: no history
-		}
 		// UNION (not UNION ALL) stops on a cycle a corrupt chain could have.
 		// CROSS JOIN keeps chain as the outer loop, so each step is one
 		// primary-key lookup of the previous turn.
 		// With From set, the walk stops at From's turn (stop): older turns
 		// hold no message with id >= From.
+		// Messages that belong to no turn (forum messages, copies in a
+		// monologue) are on every branch.
 		after, stop := q.Cursor, ""
 		if q.From != "" {
+			var st sql.NullString
 			if err := x.queryRow(`SELECT turn_id FROM messages WHERE tenant = ? AND id = ? AND session_id = ?`,
-				tenant, q.From, q.SessionID).Scan(&stop); err != nil {
+				tenant, q.From, q.SessionID).Scan(&st); err != nil {
 				return notFound(err, "message %s not found", q.From)
 			}
+			stop = st.String
 		}
 		rows, err := x.query(`WITH RECURSIVE chain(id, prev) AS (
 				SELECT id, previous_turn_id FROM turns WHERE tenant = ?1 AND id = ?3 AND session_id = ?2
@@ -263,7 +272,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 				WHERE t.tenant = ?1 AND t.id = c.prev AND t.session_id = ?2 AND c.id != ?8
 			)
 			SELECT `+msgCols+` FROM messages m
-			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id > ?4 AND m.id >= ?7 AND m.turn_id IN (SELECT id FROM chain)
+			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id > ?4 AND m.id >= ?7 AND (m.turn_id IN (SELECT id FROM chain) OR m.turn_id IS NULL)
 				AND (?5 = '' OR m.thread_id = ?5)
 			ORDER BY m.id LIMIT ?6`,
 			tenant, q.SessionID, q.TipTurnID, after, q.ThreadID, limit+1, q.From, stop)
@@ -273,7 +282,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 		if out, err = scanMessages(rows, tenant); err != nil {
 			return err
 		}
-		if len(out) == 0 {
+		if len(out) == 0 && q.TipTurnID != "" {
 			var one int
 			err := x.queryRow(`SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND id = ?`,
 				tenant, q.SessionID, q.TipTurnID).Scan(&one)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/forge-runtime/forge/internal/migrate"
@@ -72,10 +73,27 @@ func (t *target) Apply(ctx context.Context, m migrate.Migration) error {
 	return applyMigration(ctx, t.db, m, t.now)
 }
 
+// foreignKeysOff is the first line of a migration that rebuilds a table
+// other tables reference: SQLite's procedure for that runs with foreign
+// keys off (the pragma is a no-op inside a transaction) and checks them
+// before the commit.
+const foreignKeysOff = "-- forge:foreign-keys-off"
+
 // applyMigration runs m in one (immediate) transaction with its
 // schema_migrations row, unless m is recorded already.
 func applyMigration(ctx context.Context, db *sql.DB, m migrate.Migration, now func() time.Time) error {
-	tx, err := db.BeginTx(ctx, nil)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if strings.HasPrefix(m.SQL, foreignKeysOff) {
+		if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+			return err
+		}
+		defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`) }()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -91,6 +109,15 @@ func applyMigration(ctx context.Context, db *sql.DB, m migrate.Migration, now fu
 	}
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
+	}
+	if strings.HasPrefix(m.SQL, foreignKeysOff) {
+		var bad int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&bad); err != nil {
+			return err
+		}
+		if bad > 0 {
+			return fmt.Errorf("migration %d leaves %d foreign key violations", m.Version, bad)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 		m.Version, m.Name, now().UnixNano()); err != nil {

@@ -16,6 +16,7 @@ import (
 // session's usage total at the sum of its ended turns (running turns are
 // added by their terminal write), per tenant.
 func TestMigrationSessionUsageBackfill(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "forge.db")
 	db, err := sql.Open("sqlite", path)

@@ -25,24 +25,32 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 	if c.UpdatedAt.IsZero() {
 		c.UpdatedAt = c.CreatedAt
 	}
-	err := s.write(ctx, func(t *tx) error {
-		u := &c.Usage
-		_, err := t.exec(`INSERT INTO sessions (tenant, id, kind, agent, title, main_thread_id, metadata,
-			tip_turn_id, `+usageCols+`, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.Tenant, c.ID, c.Kind, c.Agent, c.Title, c.MainThreadID, rawText(c.Metadata),
-			strPtr(c.TipTurnID), u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens,
-			u.CacheWriteTokens, u.Cost, unixNano(c.CreatedAt), unixNano(c.UpdatedAt))
-		if _, ok := isUnique(err); ok {
-			return forge.Errorf(forge.ErrConflict, "session %s already exists", c.ID)
-		}
-		return dbErr(err)
-	})
+	err := s.write(ctx, func(t *tx) error { return insertSession(t, &c) })
 	if err != nil {
 		return err
 	}
 	*ses = c
 	return nil
+}
+
+// insertSession inserts a session row (CreateSession, a forum join, a
+// monologue swap).
+func insertSession(t *tx, c *forge.Session) error {
+	settings, err := encJSON(c.Guards)
+	if err != nil {
+		return err
+	}
+	u := &c.Usage
+	_, err = t.exec(`INSERT INTO sessions (tenant, id, kind, agent, title, main_thread_id, metadata,
+		tip_turn_id, `+usageCols+`, created_at, updated_at, settings)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.Tenant, c.ID, c.Kind, c.Agent, c.Title, c.MainThreadID, rawText(c.Metadata),
+		strPtr(c.TipTurnID), u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens,
+		u.CacheWriteTokens, u.Cost, unixNano(c.CreatedAt), unixNano(c.UpdatedAt), settings)
+	if _, ok := isUnique(err); ok {
+		return forge.Errorf(forge.ErrConflict, "session %s already exists", c.ID)
+	}
+	return dbErr(err)
 }
 
 // usageCols are the columns of a session's usage total, in the order of
@@ -51,35 +59,62 @@ const usageCols = `usage_input_tokens, usage_output_tokens, usage_reasoning_toke
 	usage_cache_write_tokens, usage_cost`
 
 const sessionCols = `id, kind, agent, title, main_thread_id, metadata, tip_turn_id, ` + usageCols + `,
-	created_at, updated_at`
+	created_at, updated_at, settings`
 
 func scanSession(sc interface{ Scan(...any) error }, tenant string) (*forge.Session, error) {
 	var (
 		ses              forge.Session
-		meta, tip        sql.NullString
+		meta, tip, set   sql.NullString
 		created, updated int64
 	)
 	u := &ses.Usage
 	if err := sc.Scan(&ses.ID, &ses.Kind, &ses.Agent, &ses.Title, &ses.MainThreadID, &meta, &tip,
 		&u.InputTokens, &u.OutputTokens, &u.ReasoningTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.Cost,
-		&created, &updated); err != nil {
+		&created, &updated, &set); err != nil {
 		return nil, err
 	}
 	ses.Tenant = tenant
 	ses.Metadata = fromRawText(meta)
 	ses.TipTurnID = fromNullStr(tip)
+	if err := decJSON(set, &ses.Guards); err != nil {
+		return nil, err
+	}
 	ses.CreatedAt, ses.UpdatedAt = fromNano(created), fromNano(updated)
 	return &ses, nil
 }
 
-// GetSession returns a live session.
+// sessionColCount is the number of sessionCols.
+var sessionColCount = colCount(sessionCols)
+
+// GetSession returns a live session (from the row cache when it holds it).
 func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
-	ses, err := scanSession(s.queryRow(ctx, `SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, tenant, id), tenant)
+	if vals, ok := s.rc.session(tenant, id); ok {
+		return scanSession(valuesRow(vals), tenant)
+	}
+	epoch := s.rc.begin()
+	vals, err := s.queryValues(ctx, sessionColCount, `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, tenant, id)
 	if err != nil {
 		return nil, notFound(err, "session %s not found", id)
 	}
+	ses, err := scanSession(valuesRow(vals), tenant)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	s.rc.fillSession(epoch, tenant, id, vals)
 	return ses, nil
+}
+
+// putSessionAfter makes a write that changed a live session's row put it
+// in the row cache as the statement returned it (sessionCols, then
+// deleted_at), or drop it if the session is deleted.
+func putSessionAfter(x *tx, s *Store, tenant, id string, vals []any) {
+	if len(vals) != sessionColCount+1 || vals[sessionColCount] != nil {
+		x.after(func() { s.rc.dropSession(tenant, id) })
+		return
+	}
+	vals = vals[:sessionColCount:sessionColCount]
+	x.after(func() { s.rc.putSession(tenant, id, vals) })
 }
 
 // ListSessions lists live sessions, oldest first. The cursor is the last id.
@@ -118,6 +153,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return forge.Errorf(forge.ErrNotFound, "session %s not found", id)
 		}
+		t.after(func() { s.rc.dropSession(tenant, id) })
 		return nil
 	})
 }

@@ -27,6 +27,7 @@ func open(tb testing.TB, path string) *sqlite.Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T) forge.Store {
 			return open(t, filepath.Join(t.TempDir(), "forge.db"))
@@ -42,6 +43,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestSecondOpenIsLocked(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "forge.db")
 	s := open(t, path)
 	_, err := sqlite.Open(context.Background(), path)
@@ -56,6 +58,7 @@ func TestSecondOpenIsLocked(t *testing.T) {
 }
 
 func TestDataSurvivesCloseAndOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "forge.db")
 	s := open(t, path)
@@ -85,6 +88,10 @@ func TestDataSurvivesCloseAndOpen(t *testing.T) {
 // TestKilledOwnerReleasesTheFile runs an owner in another process, checks
 // that it excludes us, kills it with SIGKILL and checks that its commits
 // survived and the file can be owned again.
+//
+// It does not run in parallel: until the child execs, it holds a copy of
+// every descriptor of this process, lock files included, so a parallel test
+// that closes and reopens its database would find its own lock still held.
 func TestKilledOwnerReleasesTheFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")

@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -32,10 +33,23 @@ type Store struct {
 	path string
 	lock *os.File
 	wdb  *sql.DB
-	w    *writer // owns the single write connection
-	r    *pool   // readers
+	w    *writer       // owns the single write connection
+	rc   *rowCache     // rows of the lookups every turn makes (cache.go)
+	cp   *checkpointer // checkpoints the WAL on its own connection
+	r    *pool         // readers
 	ids  forge.IDGen
 	now  func() time.Time
+	// onWrite, when set, is told how long each write took (ObserveWrites).
+	onWrite atomic.Pointer[func(time.Duration, error)]
+
+	// Checkpointer settings (tests change them).
+	checkpointInterval time.Duration
+	restartFrames      int64
+	afterCheckpoint    func() // called after each round of the checkpointer
+	// writerAutocheckpoint > 0 restores, for benchmarks, the arrangement
+	// this package had before the checkpointer: the writer checkpoints
+	// inside the commit that takes the log past that many pages.
+	writerAutocheckpoint int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -52,6 +66,12 @@ const (
 // ownership of it and applies pending migrations. It fails with an error
 // wrapping forge.ErrLocked when another process owns the file.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return openStore(ctx, path, nil)
+}
+
+// openStore is Open; configure, when set, changes the Store's settings
+// before it opens (tests).
+func openStore(ctx context.Context, path string, configure func(*Store)) (*Store, error) {
 	if path == "" || strings.ContainsRune(path, '?') {
 		return nil, fmt.Errorf("sqlite: bad database path %q", path)
 	}
@@ -64,10 +84,16 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		path: abs,
-		lock: lock,
-		ids:  forge.NewULIDGen(nil),
-		now:  func() time.Time { return time.Now().UTC() },
+		path:               abs,
+		lock:               lock,
+		ids:                forge.NewULIDGen(nil),
+		now:                func() time.Time { return time.Now().UTC() },
+		checkpointInterval: checkpointInterval,
+		restartFrames:      restartFrames,
+		rc:                 newRowCache(),
+	}
+	if configure != nil {
+		configure(s)
 	}
 	if err := s.open(ctx); err != nil {
 		s.closeDBs()
@@ -81,13 +107,18 @@ func (s *Store) open(ctx context.Context) error {
 	// Pragmas are per connection. WAL lets readers run beside the writer;
 	// synchronous=NORMAL in WAL survives a killed process and only risks the
 	// last commits on power loss (DESIGN.md). temp_store(memory) keeps the
-	// savepoint journal of a group commit (writer.go) off the disk. The
-	// writer checkpoints every 4000 WAL pages rather than 1000: pages
-	// rewritten in that window are copied once, and the checkpoint's two
-	// fsyncs stall the writer a quarter as often.
-	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
-	wdb, err := sql.Open("sqlite", s.path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=cache_size(-16000)"+
-		"&_pragma=temp_store(memory)&_pragma=wal_autocheckpoint(4000)&_txlock=immediate")
+	// savepoint journal of a group commit (writer.go) off the disk. No
+	// connection checkpoints by itself (wal_autocheckpoint=0): the
+	// checkpointer does, off the writer's path (checkpoint.go).
+	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)"
+	writerDSN := s.path + "?" + common
+	if s.writerAutocheckpoint > 0 {
+		// The old arrangement, for benchmarks: the writer checkpoints in
+		// its commits (a later pragma wins).
+		writerDSN += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", s.writerAutocheckpoint)
+	}
+	wdb, err := sql.Open("sqlite", writerDSN+"&_pragma=journal_mode(WAL)&_pragma=cache_size(-16000)"+
+		"&_pragma=temp_store(memory)"+fmt.Sprintf("&_pragma=journal_size_limit(%d)", walSizeLimit)+"&_txlock=immediate")
 	if err != nil {
 		return fmt.Errorf("sqlite: open: %w", err)
 	}
@@ -106,7 +137,21 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
 	}
-	s.w = newWriter(conn)
+	cdb, err := sql.Open("sqlite", s.path+fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)",
+		checkpointerTimeout.Milliseconds()))
+	if err != nil {
+		return fmt.Errorf("sqlite: open: %w", err)
+	}
+	cdb.SetMaxOpenConns(1)
+	cdb.SetMaxIdleConns(1)
+	cdb.SetConnMaxLifetime(0)
+	cdb.SetConnMaxIdleTime(0)
+	s.cp = newCheckpointer(cdb, s.checkpointInterval, s.restartFrames, s.afterCheckpoint)
+	committed := s.cp.committed
+	if s.writerAutocheckpoint > 0 {
+		committed = func() {}
+	}
+	s.w = newWriter(conn, committed)
 	// Readers open after the migrations so they never see a partial schema;
 	// query_only guards against a write slipping onto the read pool.
 	rdb, err := sql.Open("sqlite", s.path+"?"+common+"&_pragma=query_only(1)")
@@ -121,6 +166,24 @@ func (s *Store) open(ctx context.Context) error {
 	s.r = newPool(rdb)
 	if err := rdb.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Ping checks that the store can serve: it is open and the file answers
+// a read.
+func (s *Store) Ping(ctx context.Context) error {
+	select {
+	case <-s.w.quit:
+		return errClosed
+	default:
+	}
+	if err := s.r.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	var one int
+	if err := s.r.db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	return nil
 }
@@ -141,6 +204,9 @@ func (s *Store) Close(ctx context.Context) error {
 
 func (s *Store) closeDBs() error {
 	var errs []error
+	if s.cp != nil {
+		errs = append(errs, s.cp.stop())
+	}
 	if s.w != nil {
 		s.w.stop()
 		errs = append(errs, s.w.close())
@@ -239,6 +305,15 @@ func (t *tx) stmt(query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// after asks, in a write, for f to run once the write has committed (and
+// not at all if it does not). Cache updates go there.
+func (t *tx) after(f func()) {
+	if t.w == nil || t.w.cur == nil {
+		panic("sqlite: tx.after outside a write")
+	}
+	t.w.cur.effects = append(t.w.cur.effects, f)
+}
+
 func (t *tx) exec(query string, args ...any) (sql.Result, error) {
 	if t.w != nil {
 		return t.w.execArgs(query, args)
@@ -329,8 +404,15 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 	return st.QueryContext(ctx, args...)
 }
 
-// queryRow runs a single-row read on the read pool.
+// queryRow runs a single-row read on the read pool. The reads it serves
+// are lookups by key, over in microseconds, so it does not watch ctx once
+// it has begun: watching costs database/sql and the driver a goroutine
+// each, per query, more than the lookup itself.
 func (s *Store) queryRow(ctx context.Context, query string, args ...any) row {
+	if err := ctx.Err(); err != nil {
+		return row{err: err}
+	}
+	ctx = context.WithoutCancel(ctx)
 	st, err := s.r.stmt(ctx, query)
 	if err != nil {
 		return row{err: err}

@@ -16,6 +16,7 @@ import (
 type turnVals struct {
 	output, actions, errJSON, usage, input any
 	cancel, ended, cancelMsg               any
+	trigger                                any
 }
 
 func encodeTurn(t *forge.Turn) (turnVals, error) {
@@ -38,6 +39,9 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 	}
 	v.cancel = strPtr(t.CancelReason)
 	v.cancelMsg = strPtr(t.CancelMessage)
+	if v.trigger, err = encJSON(t.Trigger); err != nil {
+		return v, err
+	}
 	v.ended = nullTime(t.EndedAt)
 	return v, nil
 }
@@ -121,10 +125,10 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		// turn win over a moved tip (the running turn is what moved it).
 		_, err = x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, cancel_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			idempotency_key, created_at, ended_at, cancel_message, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
-			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg)
+			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger)
 		if err != nil {
 			return turnInsertErr(err, &t)
 		}
@@ -137,9 +141,14 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		if err := insertEvents(x, erows); err != nil {
 			return err
 		}
-		_, err = x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
-			t.ID, unixNano(s.now()), t.Tenant, t.SessionID)
-		return dbErr(err)
+		vals, err := returning(x.queryRow(`UPDATE sessions SET tip_turn_id = ?, updated_at = ? WHERE tenant = ? AND id = ?
+			RETURNING `+sessionCols+`, deleted_at`,
+			t.ID, unixNano(s.now()), t.Tenant, t.SessionID))
+		if err != nil {
+			return dbErr(err)
+		}
+		putSessionAfter(x, s, t.Tenant, t.SessionID, vals)
+		return nil
 	})
 	if err != nil {
 		return err
@@ -222,12 +231,20 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	err = s.write(ctx, func(x *tx) error {
 		var err error
 		if b.Turn != nil {
-			err = x.queryRow(`UPDATE turns SET status = ?, output = ?, required_actions = ?, error = ?,
+			// The whole row comes back: an ended turn goes to the row cache.
+			var vals []any
+			vals, err = returning(x.queryRow(`UPDATE turns SET status = ?, output = ?, required_actions = ?, error = ?,
 				cancel_reason = ?, usage = ?, iterations = ?, last_seq = max(last_seq, ?, ?), ended_at = ?,
 				cancel_message = ?
-				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
+				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING `+turnColsBare,
 				t.Status, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq, maxSeq,
-				v.ended, v.cancelMsg, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
+				v.ended, v.cancelMsg, b.Tenant, b.SessionID, b.TurnID))
+			if err == nil {
+				err = valuesRow(vals[turnLastSeqCol : turnLastSeqCol+1]).Scan(&last)
+			}
+			if err == nil && t.Ended() {
+				x.after(func() { s.rc.putTurn(b.Tenant, b.SessionID, b.TurnID, vals) })
+			}
 		} else {
 			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?)
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
@@ -243,7 +260,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 			// The fence matched, so this is the turn's one terminal write:
 			// its usage joins the session's total in the same transaction
 			// (rolled back with it, and redone if fn runs again).
-			if err := addSessionUsage(x, b.Tenant, b.SessionID, t.Usage); err != nil {
+			if err := addSessionUsage(x, s, b.Tenant, b.SessionID, t.Usage); err != nil {
 				return err
 			}
 		}
@@ -275,17 +292,24 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 }
 
 // addSessionUsage adds u to the session's usage total.
-func addSessionUsage(x *tx, tenant, sessionID string, u forge.Usage) error {
+func addSessionUsage(x *tx, s *Store, tenant, sessionID string, u forge.Usage) error {
 	if u == (forge.Usage{}) {
 		return nil
 	}
-	_, err := x.exec(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + ?,
+	vals, err := returning(x.queryRow(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + ?,
 		usage_output_tokens = usage_output_tokens + ?, usage_reasoning_tokens = usage_reasoning_tokens + ?,
 		usage_cache_read_tokens = usage_cache_read_tokens + ?, usage_cache_write_tokens = usage_cache_write_tokens + ?,
-		usage_cost = usage_cost + ? WHERE tenant = ? AND id = ?`,
+		usage_cost = usage_cost + ? WHERE tenant = ? AND id = ? RETURNING `+sessionCols+`, deleted_at`,
 		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
-		tenant, sessionID)
-	return dbErr(err)
+		tenant, sessionID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // no such session: nothing to add to, as before
+	}
+	if err != nil {
+		return dbErr(err)
+	}
+	putSessionAfter(x, s, tenant, sessionID, vals)
+	return nil
 }
 
 // fenceErr explains why the fencing UPDATE matched no row.
@@ -301,19 +325,26 @@ func fenceErr(x *tx, b *forge.Batch) error {
 
 const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
 	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.usage, t.iterations, t.last_seq,
-	t.idempotency_key, t.created_at, t.ended_at, t.cancel_message`
+	t.idempotency_key, t.created_at, t.ended_at, t.cancel_message, t.trigger`
+
+var (
+	// turnColsBare is turnCols without the table alias (for RETURNING).
+	turnColsBare   = strings.ReplaceAll(turnCols, "t.", "")
+	turnColCount   = colCount(turnCols)
+	turnLastSeqCol = colIndex(turnCols, "t.last_seq")
+)
 
 func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 	var (
 		t                                     forge.Turn
 		prev, input, output, actions, errJSON sql.NullString
-		cancel, usage, key, cancelMsg         sql.NullString
+		cancel, usage, key, cancelMsg, trig   sql.NullString
 		created                               int64
 		ended                                 sql.NullInt64
 	)
 	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &prev, &t.AgentID, &t.AgentVersion, &t.Status,
 		&input, &output, &actions, &errJSON, &cancel, &usage, &t.Iterations, &t.LastSeq,
-		&key, &created, &ended, &cancelMsg); err != nil {
+		&key, &created, &ended, &cancelMsg, &trig); err != nil {
 		return nil, err
 	}
 	t.PreviousTurnID = fromNullStr(prev)
@@ -325,7 +356,7 @@ func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 	for _, f := range []struct {
 		s   sql.NullString
 		dst any
-	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}} {
+	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}, {trig, &t.Trigger}} {
 		if err := decJSON(f.s, f.dst); err != nil {
 			return nil, fmt.Errorf("turn %s: %w", t.ID, err)
 		}
@@ -333,24 +364,47 @@ func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 	return &t, nil
 }
 
-// GetTurn returns a turn of a live session.
+// GetTurn returns a turn of a live session (an ended one from the row
+// cache when it holds it: its row never changes again).
 func (s *Store) GetTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
-	t, err := scanTurn(s.queryRow(ctx, `SELECT `+turnCols+` FROM turns t
+	if vals, ok := s.rc.turn(tenant, sessionID, turnID); ok {
+		return scanTurn(valuesRow(vals))
+	}
+	epoch := s.rc.begin()
+	vals, err := s.queryValues(ctx, turnColCount, `SELECT `+turnCols+` FROM turns t
 		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.deleted_at IS NULL
-		WHERE t.tenant = ? AND t.session_id = ? AND t.id = ?`, tenant, sessionID, turnID))
+		WHERE t.tenant = ? AND t.session_id = ? AND t.id = ?`, tenant, sessionID, turnID)
 	if err != nil {
 		return nil, notFound(err, "turn %s not found", turnID)
+	}
+	t, err := scanTurn(valuesRow(vals))
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	if t.Ended() {
+		s.rc.fillTurn(epoch, tenant, sessionID, turnID, vals)
 	}
 	return t, nil
 }
 
 // GetTurnByID returns a turn of a live session by its id alone.
 func (s *Store) GetTurnByID(ctx context.Context, tenant, turnID string) (*forge.Turn, error) {
-	t, err := scanTurn(s.queryRow(ctx, `SELECT `+turnCols+` FROM turns t
+	if vals, ok := s.rc.turnByID(tenant, turnID); ok {
+		return scanTurn(valuesRow(vals))
+	}
+	epoch := s.rc.begin()
+	vals, err := s.queryValues(ctx, turnColCount, `SELECT `+turnCols+` FROM turns t
 		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.deleted_at IS NULL
-		WHERE t.tenant = ? AND t.id = ?`, tenant, turnID))
+		WHERE t.tenant = ? AND t.id = ?`, tenant, turnID)
 	if err != nil {
 		return nil, notFound(err, "turn %s not found", turnID)
+	}
+	t, err := scanTurn(valuesRow(vals))
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	if t.Ended() {
+		s.rc.fillTurn(epoch, tenant, t.SessionID, turnID, vals)
 	}
 	return t, nil
 }

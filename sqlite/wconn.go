@@ -129,7 +129,7 @@ func scanDriverRow(rows driver.Rows, dest []any) (err error) {
 }
 
 // assign stores a driver value into a destination of the kinds the
-// writes scan.
+// writes and the row cache scan, as database/sql's Scan would.
 func assign(dest, src any) error {
 	switch d := dest.(type) {
 	case sql.Scanner:
@@ -146,6 +146,15 @@ func assign(dest, src any) error {
 	case *int64:
 		if n, ok := src.(int64); ok {
 			*d = n
+			return nil
+		}
+	case *float64:
+		switch n := src.(type) {
+		case float64:
+			*d = n
+			return nil
+		case int64:
+			*d = float64(n)
 			return nil
 		}
 	case *int:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // Group commit.
@@ -51,6 +52,10 @@ type writeReq struct {
 	// Set by the writer before done is closed.
 	err      error
 	panicked any
+	// effects are what the call's last run asked to do once its writes
+	// are committed (tx.after): run before done is closed, never for a
+	// call whose writes did not land.
+	effects []func()
 }
 
 type writer struct {
@@ -66,23 +71,29 @@ type writer struct {
 
 	group []*writeReq
 	tx    tx
+	cur   *writeReq // the call whose fn is running
+
+	// committed is called after each successful commit (the checkpointer's
+	// kick: it never blocks).
+	committed func()
 
 	// Counters for tests: transactions committed, calls they held.
-	commits, committed atomic.Int64
+	commits, committedCalls atomic.Int64
 }
 
 // newWriter starts the writer on conn. It runs statements on the driver
 // connection directly (inside conn.Raw, for as long as it runs): the
 // database/sql layer would cost more than some of the statements.
-func newWriter(conn *sql.Conn) *writer {
+func newWriter(conn *sql.Conn, committed func()) *writer {
 	w := &writer{
-		conn:  conn,
-		ctx:   context.Background(),
-		stmts: map[string]wstmt{},
-		reqs:  make(chan *writeReq),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
-		group: make([]*writeReq, 0, maxGroup),
+		committed: committed,
+		conn:      conn,
+		ctx:       context.Background(),
+		stmts:     map[string]wstmt{},
+		reqs:      make(chan *writeReq),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		group:     make([]*writeReq, 0, maxGroup),
 	}
 	w.tx = tx{ctx: w.ctx, w: w}
 	go func() {
@@ -136,6 +147,28 @@ func (w *writer) close() error { return w.conn.Close() }
 // statement could roll back the whole group. ctx only abandons a call
 // still waiting its turn.
 func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
+	observe := s.onWrite.Load()
+	if observe == nil {
+		return s.writeNow(ctx, fn)
+	}
+	start := time.Now()
+	err := s.writeNow(ctx, fn)
+	(*observe)(time.Since(start), err)
+	return err
+}
+
+// ObserveWrites makes every write call f with how long it took, from the
+// call to its answer (waiting for the writer included), and its error.
+// nil stops it. f runs on the caller's goroutine and must return quickly.
+func (s *Store) ObserveWrites(f func(d time.Duration, err error)) {
+	if f == nil {
+		s.onWrite.Store(nil)
+		return
+	}
+	s.onWrite.Store(&f)
+}
+
+func (s *Store) writeNow(ctx context.Context, fn func(t *tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -289,7 +322,15 @@ func (w *writer) commit(live []*writeReq) {
 		return
 	}
 	w.commits.Add(1)
-	w.committed.Add(int64(len(live)))
+	w.committedCalls.Add(int64(len(live)))
+	w.committed()
+	// Every effect before any reply: no caller may learn of a write before
+	// the cache shows all of its group.
+	for _, r := range live {
+		if r.err == nil {
+			r.runEffects()
+		}
+	}
 	for _, r := range live {
 		r.reply(r.err)
 	}
@@ -328,7 +369,9 @@ func (w *writer) runAlone(r *writeReq) {
 		return
 	}
 	w.commits.Add(1)
-	w.committed.Add(1)
+	w.committedCalls.Add(1)
+	w.committed()
+	r.runEffects()
 	r.reply(nil)
 }
 
@@ -339,12 +382,23 @@ var errPanicked = errors.New("sqlite: write panicked")
 // for r's caller.
 func (w *writer) call(r *writeReq) (err error) {
 	defer func() {
+		w.cur = nil
 		if p := recover(); p != nil {
 			r.panicked = p
 			err = errPanicked
 		}
 	}()
+	w.cur = r
+	clear(r.effects)
+	r.effects = r.effects[:0] // a rerun starts over
 	return r.fn(&w.tx)
+}
+
+// runEffects runs a committed call's effects.
+func (r *writeReq) runEffects() {
+	for _, f := range r.effects {
+		f()
+	}
 }
 
 func (r *writeReq) reply(err error) {

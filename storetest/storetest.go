@@ -36,6 +36,10 @@ type Harness struct {
 	// Optional: those tests are skipped without it. The cleanup Open
 	// registered may close s a second time, so Close must tolerate that.
 	Reopen func(t *testing.T, s forge.Store) forge.Store
+	// Serial runs the cases one at a time. By default they run in
+	// parallel (t.Parallel), so Open must be safe to call concurrently and
+	// give each case its own database.
+	Serial bool
 }
 
 // Run runs the whole suite against the stores h opens.
@@ -62,16 +66,24 @@ func Run(t *testing.T, h Harness) {
 		{"Content", contentTests},
 		{"Keys", keyTests},
 		{"Leases", leaseTests},
+		{"Forums", forumTests},
+		{"Operations", operationTests},
+	}
+	parallel := func(t *testing.T) {
+		if !h.Serial {
+			t.Parallel()
+		}
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
+			parallel(t)
 			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
 					if tc.reopen && h.Reopen == nil {
 						t.Skip("harness has no Reopen")
 					}
 					// Every test has a store of its own.
-					t.Parallel()
+					parallel(t)
 					f := newFixture(t, h)
 					tc.run(f)
 				})

@@ -22,6 +22,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
@@ -260,14 +261,20 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ids := forge.NewULIDGen(nil)
 	eng := engine.New(engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0), Sandboxes: sandboxes,
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
 	})
+	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
+	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cfg := httpapi.Config{Store: st, Engine: eng, Logger: logger, Models: models}
+	if err := forums.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := httpapi.Config{Store: st, Engine: eng, Forums: forums, Logger: logger, Models: models}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -290,6 +297,7 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 		s.srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		_ = forums.Close(ctx)
 		_ = eng.Close(ctx)
 		_ = sandboxes.Close(ctx)
 		_ = st.Close(ctx)

@@ -4,6 +4,9 @@
 //	forge-load turns    [--server URL] [--sessions N] [--duration D] [--max-turns N]
 //	forge-load deltas   [--server URL] [--deltas N] [--chunk N] [--turns N] [--timeout D]
 //	forge-load idle-sse [--server URL] [--subscribers N] [--duration D] [--pid P]
+//	forge-load trivial  [--provider openai|scripted] [--turns N] [--warmup N] [--repeat N]
+//	                    (--spawn [--forge-bin PATH] [--serve-arg FLAG]... | --server URL [--model-url URL])
+//	forge-load fake-model [--fake instant|openaitest] [--duration D]
 //
 // turns creates an agent on scripted/echo (an instant model) and N sessions;
 // a worker per session runs wait-mode turns back to back until --duration or
@@ -12,7 +15,11 @@
 // small chunks and prints the deltas per second received over SSE. idle-sse
 // opens --subscribers idle SSE subscriptions to session event streams, holds
 // them for --duration and, with --pid, prints the server's RSS (from
-// /proc/P/status) before and while they are open.
+// /proc/P/status) before and while they are open. trivial runs wait-mode
+// turns one after the other on one session (the agent on openai/<model>
+// behind a fake Chat Completions server, or on scripted/echo) and prints
+// their p50/p90/p99 beside the floor: the same model call made directly;
+// --spawn starts its own forge serve and fake model server.
 //
 // Only loopback servers are accepted, and every mode ends by itself: each
 // loop is bounded in count and in time. Interrupting ends a run early.
@@ -53,6 +60,8 @@ modes:
   turns     wait-mode trivial turns on N sessions in parallel: turns/s and latency
   deltas    one streamed turn of N small deltas: deltas/s received over SSE
   idle-sse  N idle SSE subscribers held open: server RSS before and while open
+  trivial   sequential trivial turns on one session, beside the model-call floor
+  fake-model  a fake OpenAI Chat Completions server answering "ok" at once
 
 "forge-load MODE -h" lists the flags of a mode.
 `
@@ -71,6 +80,10 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		mode = runDeltas
 	case "idle-sse":
 		mode = runIdleSSE
+	case "trivial":
+		mode = runTrivial
+	case "fake-model":
+		mode = runFakeModel
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil

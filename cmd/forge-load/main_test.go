@@ -26,14 +26,20 @@ import (
 // engine, the HTTP API on a loopback httptest server) and returns its URL.
 func newServer(t *testing.T) string {
 	t.Helper()
+	models := provider.NewRegistry()
+	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
+	return newServerWith(t, models)
+}
+
+// newServerWith is newServer with the given models.
+func newServerWith(t *testing.T, models *provider.Registry) string {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir()+"/forge.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	models := provider.NewRegistry()
-	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
 	eng := engine.New(engine.Config{Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0), Logger: logger})
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
@@ -79,6 +85,7 @@ func wantLines(t *testing.T, out string, prefixes ...string) {
 }
 
 func TestModes(t *testing.T) {
+	t.Parallel()
 	url := newServer(t)
 	t.Run("turns", func(t *testing.T) {
 		out := runMode(t, "turns", "--server", url, "--sessions", "4", "--duration", "300ms", "--rotate", "5")
@@ -103,6 +110,7 @@ func TestModes(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, args := range [][]string{
 		{"turns", "--server", "http://example.com:8080", "--duration", "1s"},
@@ -111,6 +119,12 @@ func TestRefusals(t *testing.T) {
 		{"turns", "--sessions", "0"},
 		{"deltas", "--deltas", "0"},
 		{"idle-sse", "--subscribers", "20000"},
+		{"trivial", "--server", "http://10.0.0.1:8080", "--provider", "scripted"},
+		{"trivial", "--provider", "openai"}, // no --model-url
+		{"trivial", "--provider", "openai", "--model-url", "http://example.com/v1"},
+		{"trivial", "--provider", "anthropic", "--spawn"},
+		{"trivial", "--turns", "0", "--spawn"},
+		{"trivial", "--model", "a/b", "--spawn"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(ctx, args, &out, &errOut); err == nil {

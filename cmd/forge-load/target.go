@@ -106,8 +106,14 @@ var agentSeq atomic.Int64
 // createAgent creates a fresh scripted/echo agent (playing script when not
 // nil) under a name no other run uses, and returns its name.
 func (t *target) createAgent(ctx context.Context, script json.RawMessage) (string, error) {
+	return t.createAgentOn(ctx, &forge.Agent{Model: "scripted/echo", ModelParams: forge.ModelParams{Script: script}})
+}
+
+// createAgentOn creates agent a under a name no other run uses, and
+// returns the name.
+func (t *target) createAgentOn(ctx context.Context, a *forge.Agent) (string, error) {
 	name := fmt.Sprintf("forge-load-%d-%d", time.Now().UnixNano(), agentSeq.Add(1))
-	a := &forge.Agent{Name: name, Model: "scripted/echo", ModelParams: forge.ModelParams{Script: script}}
+	a.Name = name
 	if _, err := t.api.CreateAgent(ctx, a); err != nil {
 		return "", fmt.Errorf("creating agent: %w", err)
 	}

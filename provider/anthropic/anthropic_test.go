@@ -143,6 +143,7 @@ func sameJSON(t *testing.T, got []byte, want string) {
 const sig = `{"type":"thinking","signature":"EqQBCkgIARABGAIiQL2QgdJpS8Mhbq8H0BkZG5a0hkD7tAj/F2eu0xyVBo5qOmJmG3kLKtYKpRWZ6ctlG4OrB2mNuM4HUvdnuStPJdYSDJlPjD4zZc6QGuzmghoMkw4ry/eb2XIKjBqQIjC8Mk6hwRBcWcSCLHjWBqjmYu7ncqUEJ91DjaGiwJQt5sJx4SwXq4RdMRnuwSnsN4UqGFrgNikMc9R0RmgVRtk8b3MeXVtGLf0B/w=="}`
 
 func TestFixtures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		file    string
 		want    []string
@@ -209,6 +210,7 @@ func TestFixtures(t *testing.T) {
 }
 
 func TestBuilders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		resp anthropictest.Response
@@ -264,6 +266,7 @@ func TestBuilders(t *testing.T) {
 // A reply cut by max_tokens inside a tool call's input is an error, not a
 // call with broken arguments, whether or not the block was closed.
 func TestMaxTokensInsideToolInput(t *testing.T) {
+	t.Parallel()
 	for _, cut := range []struct {
 		name string
 		resp anthropictest.Response
@@ -324,6 +327,7 @@ func ptr[T any](v T) *T { return &v }
 // exactly as it came: its text and signature unchanged, first in the
 // assistant message, before the tool_use it led to.
 func TestThinkingRoundTrip(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(
 		anthropictest.Thinking("I need ", "the weather.").RedactedThinking("cmVkYWN0ZWQ=").Text("Checking.").
@@ -369,6 +373,7 @@ func TestThinkingRoundTrip(t *testing.T) {
 // Reasoning that this provider cannot send back (another provider's, or
 // cut before its signature) is left out.
 func TestForeignReasoningDropped(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	req := hello()
 	req.Messages = append(req.Messages,
@@ -388,6 +393,7 @@ func TestForeignReasoningDropped(t *testing.T) {
 }
 
 func TestHTTPErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		resp       anthropictest.Response
@@ -434,6 +440,7 @@ func TestHTTPErrors(t *testing.T) {
 // The fake refuses the histories the API refuses; the error comes back as a
 // non-retryable 400.
 func TestRefusedHistories(t *testing.T) {
+	t.Parallel()
 	call := forge.ModelMessage{Role: forge.RoleAssistant, Parts: []forge.ModelPart{
 		{Type: forge.ModelPartToolCall, CallID: "call_1", Name: "x", Arguments: json.RawMessage(`{}`)}}}
 	tests := []struct {
@@ -462,6 +469,7 @@ func TestRefusedHistories(t *testing.T) {
 }
 
 func TestMidStreamFailures(t *testing.T) {
+	t.Parallel()
 	// Events of Text("a","b","c","d"): message_start, content_block_start,
 	// ping, 4 deltas, content_block_stop, message_delta, message_stop.
 	tests := []struct {
@@ -497,6 +505,7 @@ func TestMidStreamFailures(t *testing.T) {
 
 // A cut after message_delta only loses message_stop: the reply is complete.
 func TestCutAfterMessageDelta(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(anthropictest.Text("a").Usage(3, 1).CutAfter(6))
 	got, err := collect(t.Context(), m, hello())
@@ -509,6 +518,7 @@ func TestCutAfterMessageDelta(t *testing.T) {
 }
 
 func TestStallCancelledByContext(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(anthropictest.Text("a", "b", "c").HangAfter(4))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -539,6 +549,7 @@ func TestStallCancelledByContext(t *testing.T) {
 }
 
 func TestCancelledBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(anthropictest.Text("a").HangAfter(0))
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -554,6 +565,7 @@ func TestCancelledBeforeHeaders(t *testing.T) {
 }
 
 func TestConsumerBreak(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(anthropictest.Text("a", "b", "c").DelayBetweenChunks(10 * time.Millisecond))
 	n := 0
@@ -577,6 +589,7 @@ func TestConsumerBreak(t *testing.T) {
 }
 
 func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -630,6 +643,7 @@ func TestConfigWinsOverEnvironment(t *testing.T) {
 }
 
 func TestProviderNameAndModel(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.Enqueue(anthropictest.Status(500, ""))
 	p := anthropic.New(anthropic.Config{Name: "claude-proxy", BaseURL: srv.URL()})
@@ -651,6 +665,7 @@ func TestProviderNameAndModel(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		req  forge.ModelRequest

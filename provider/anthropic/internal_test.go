@@ -3,6 +3,7 @@ package anthropic
 import "testing"
 
 func TestModelVersion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		id           string
 		major, minor int

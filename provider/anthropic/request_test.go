@@ -15,6 +15,7 @@ import (
 )
 
 func TestWireRequest(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	maxTokens, temp := int64(512), 0.2
 	req := &forge.ModelRequest{
@@ -112,6 +113,7 @@ func TestWireRequest(t *testing.T) {
 // TestReasoningEffort checks the thinking configuration per model family
 // and the max_tokens that goes with it.
 func TestReasoningEffort(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		model     string
 		effort    string
@@ -163,6 +165,7 @@ func TestReasoningEffort(t *testing.T) {
 // block (it ran without thinking) is finished without thinking, as the API
 // requires; the next user turn thinks again.
 func TestThinkingOffInsideLoopWithoutThinking(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	req := hello()
 	req.Params.ReasoningEffort = "low"
@@ -188,6 +191,7 @@ func TestThinkingOffInsideLoopWithoutThinking(t *testing.T) {
 }
 
 func TestPromptCacheDisabled(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	m := anthropic.New(anthropic.Config{BaseURL: srv.URL(), DisablePromptCache: true}).Model("claude-sonnet-4-5")
 	if _, err := collect(t.Context(), m, hello()); err != nil {
@@ -199,6 +203,7 @@ func TestPromptCacheDisabled(t *testing.T) {
 }
 
 func TestConcurrentStreams(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.RecordRequests(false)
 	srv.SetDefault(anthropictest.Text("a", "b", "c"))
@@ -222,11 +227,16 @@ func TestConcurrentStreams(t *testing.T) {
 // TestConnectionReused checks that a finished stream leaves its connection
 // to the next request (no new TCP, or TLS, handshake per model call).
 func TestConnectionReused(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	var reused []bool
+	// A transport of its own: parallel tests closing their servers close
+	// the idle connections of http.DefaultTransport.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
 		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) }}
-		return http.DefaultTransport.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
+		return tr.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 	})}
 	m := anthropic.New(anthropic.Config{BaseURL: srv.URL(), HTTPClient: client}).Model("claude")
 	for range 3 {
@@ -246,6 +256,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // A server that keeps the stream open after message_stop does not hold up
 // the end of the call.
 func TestStreamLeftOpenAfterMessageStop(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(anthropictest.Text("a").Usage(1, 1).HangAfter(7))
 	start := time.Now()

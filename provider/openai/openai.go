@@ -12,10 +12,13 @@
 // start/delta/end, tool calls accumulated per index and emitted once each,
 // complete, after the text has ended, then one FinishEvent with the mapped
 // finish reason and the usage of the final usage chunk. The request, auth,
-// HTTP errors and SSE framing go through the SDK; chunks are read in one
-// pass with gjson (a dependency of the SDK) instead of being decoded into
-// the SDK's ChatCompletionChunk, which costs over ten times as much time
-// and some 60 allocations per chunk (see BenchmarkChunkDecode).
+// HTTP errors and SSE framing go through the SDK, but the request body is
+// written here (body.go) and handed to the SDK raw: its reflective encoding
+// of the params cost some twenty times as much (see BenchmarkChatBody), and
+// TestChatBodyMatchesSDK holds the two to the same output. Chunks are read
+// in one pass with gjson (a dependency of the SDK) instead of being decoded
+// into the SDK's ChatCompletionChunk, which costs over ten times as much
+// time and some 60 allocations per chunk (see BenchmarkChunkDecode).
 //
 // Errors are *forge.ModelError (HTTP status, the provider's message,
 // Retryable for 408, 429, 5xx, connection failures and streams cut short,
@@ -47,7 +50,6 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/tidwall/gjson"
@@ -166,17 +168,15 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 		if id == "" {
 			id = m.id
 		}
-		params, err := buildParams(id, req)
+		body, err := appendChatBody(make([]byte, 0, bodySize(req)), id, req, p.maxTokens)
 		if err != nil {
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: err.Error()})
 			return
 		}
-		if p.maxTokens && params.MaxCompletionTokens.Valid() {
-			params.MaxTokens, params.MaxCompletionTokens = params.MaxCompletionTokens, param.Opt[int64]{}
-		}
 		var res *http.Response
-		_, err = p.chat.New(ctx, params,
-			option.WithJSONSet("stream", true),
+		// The empty params are replaced by the body (see body.go).
+		_, err = p.chat.New(ctx, sdk.ChatCompletionNewParams{},
+			option.WithRequestBody("application/json", body),
 			option.WithResponseBodyInto(&res))
 		if err != nil {
 			yield(forge.ModelEvent{}, requestError(ctx, p.name, res, err))
@@ -533,88 +533,6 @@ func (p *Provider) eventError(data []byte) error {
 		e.Retryable = typ == "server_error" || code == "rate_limit_exceeded" || code == "server_error"
 	}
 	return e
-}
-
-// buildParams maps a forge request onto the wire.
-func buildParams(model string, req *forge.ModelRequest) (sdk.ChatCompletionNewParams, error) {
-	msgs := make([]sdk.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
-	if req.System != "" {
-		msgs = append(msgs, sdk.SystemMessage(req.System))
-	}
-	for i, m := range req.Messages {
-		var texts []string
-		var calls []sdk.ChatCompletionMessageToolCallUnionParam
-		for _, part := range m.Parts {
-			switch part.Type {
-			case forge.ModelPartText:
-				texts = append(texts, part.Text)
-			case forge.ModelPartToolCall:
-				args := string(part.Arguments)
-				if strings.TrimSpace(args) == "" {
-					args = "{}"
-				}
-				calls = append(calls, sdk.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-						ID: part.CallID,
-						Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{
-							Name: part.Name, Arguments: args},
-					}})
-			case forge.ModelPartToolResult:
-				msgs = append(msgs, sdk.ToolMessage(part.Output, part.CallID))
-			case forge.ModelPartReasoning:
-				// Chat Completions takes no reasoning back.
-			}
-		}
-		switch m.Role {
-		case forge.RoleUser:
-			switch {
-			case len(texts) == 1:
-				msgs = append(msgs, sdk.UserMessage(texts[0]))
-			case len(texts) > 1:
-				parts := make([]sdk.ChatCompletionContentPartUnionParam, len(texts))
-				for j, t := range texts {
-					parts[j] = sdk.TextContentPart(t)
-				}
-				msgs = append(msgs, sdk.UserMessage(parts))
-			}
-		case forge.RoleAssistant:
-			a := &sdk.ChatCompletionAssistantMessageParam{ToolCalls: calls}
-			if text := strings.Join(texts, ""); text != "" || len(calls) == 0 {
-				a.Content.OfString = sdk.String(text)
-			}
-			msgs = append(msgs, sdk.ChatCompletionMessageParamUnion{OfAssistant: a})
-		case forge.RoleTool:
-		default:
-			return sdk.ChatCompletionNewParams{}, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
-		}
-	}
-	params := sdk.ChatCompletionNewParams{
-		Model:         model,
-		Messages:      msgs,
-		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
-	}
-	for _, t := range req.Tools {
-		schema, err := toolParameters(t.InputSchema)
-		if err != nil {
-			return sdk.ChatCompletionNewParams{}, fmt.Errorf("tool %q: %w", t.Name, err)
-		}
-		def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-		if t.Description != "" {
-			def.Description = sdk.String(t.Description)
-		}
-		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(def))
-	}
-	mp := req.Params
-	if mp.MaxTokens != nil {
-		params.MaxCompletionTokens = sdk.Int(*mp.MaxTokens)
-	}
-	if mp.Temperature != nil {
-		params.Temperature = sdk.Float(*mp.Temperature)
-	}
-	if mp.ReasoningEffort != "" {
-		params.ReasoningEffort = shared.ReasoningEffort(mp.ReasoningEffort)
-	}
-	return params, nil
 }
 
 // toolParameters turns an input schema into function parameters: absent or

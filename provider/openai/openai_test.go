@@ -80,6 +80,7 @@ func modelError(t *testing.T, err error) *forge.ModelError {
 }
 
 func TestFixtures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		file    string
 		want    []string
@@ -147,6 +148,7 @@ func TestFixtures(t *testing.T) {
 }
 
 func TestBuilders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		resp openaitest.Response
@@ -190,6 +192,7 @@ func TestBuilders(t *testing.T) {
 }
 
 func TestHTTPErrors(t *testing.T) {
+	t.Parallel()
 	const (
 		quota = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
 		// The type alone, as some proxies pass it on.
@@ -256,6 +259,7 @@ func TestHTTPErrors(t *testing.T) {
 
 // A quota error keeps the provider's message and says why it is final.
 func TestQuotaErrorMessage(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Status(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`))
 	_, err := collect(t.Context(), m, hello())
@@ -268,6 +272,7 @@ func TestQuotaErrorMessage(t *testing.T) {
 }
 
 func TestRetryAfterDate(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Status(503, "").Header("Retry-After", time.Now().Add(30*time.Second).UTC().Format(http.TimeFormat)))
 	_, err := collect(t.Context(), m, hello())
@@ -279,6 +284,7 @@ func TestRetryAfterDate(t *testing.T) {
 // Error events mid-stream: a quota error is final, a context overflow is
 // marked.
 func TestErrorEventClassified(t *testing.T) {
+	t.Parallel()
 	const first = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
 	tests := []struct {
 		name     string
@@ -305,6 +311,7 @@ func TestErrorEventClassified(t *testing.T) {
 }
 
 func TestRequestRefusedByValidation(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	req := hello()
 	req.Messages = append(req.Messages, forge.ModelMessage{Role: forge.RoleAssistant, Parts: []forge.ModelPart{
@@ -318,6 +325,7 @@ func TestRequestRefusedByValidation(t *testing.T) {
 }
 
 func TestMidStreamFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		resp      openaitest.Response
@@ -348,6 +356,7 @@ func TestMidStreamFailures(t *testing.T) {
 
 // A cut after the finish_reason only loses the usage chunk.
 func TestCutAfterFinish(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a").CutAfter(3))
 	got, err := collect(t.Context(), m, hello())
@@ -360,6 +369,7 @@ func TestCutAfterFinish(t *testing.T) {
 }
 
 func TestStallCancelledByContext(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").HangAfter(2))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -390,6 +400,7 @@ func TestStallCancelledByContext(t *testing.T) {
 }
 
 func TestCancelledBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a").HangAfter(0))
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -405,6 +416,7 @@ func TestCancelledBeforeHeaders(t *testing.T) {
 }
 
 func TestConsumerBreak(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").DelayBetweenChunks(10 * time.Millisecond))
 	n := 0
@@ -428,6 +440,7 @@ func TestConsumerBreak(t *testing.T) {
 }
 
 func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -475,6 +488,7 @@ func TestConfigWinsOverEnvironment(t *testing.T) {
 }
 
 func TestProviderName(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Status(500, ""))
 	p := openai.New(openai.Config{Name: "vllm", BaseURL: srv.URL()})
@@ -497,6 +511,7 @@ func TestProviderName(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		req  forge.ModelRequest
@@ -590,6 +605,7 @@ func TestMaxTokensField(t *testing.T) {
 }
 
 func TestWireRequest(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	m := atOpenAI(t, srv, openai.Config{})
 	maxTokens, temp := int64(512), 0.2
@@ -684,6 +700,7 @@ func TestWireRequest(t *testing.T) {
 }
 
 func TestNoParamsSent(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	if _, err := collect(t.Context(), m, hello()); err != nil {
 		t.Fatal(err)
@@ -701,6 +718,7 @@ func TestNoParamsSent(t *testing.T) {
 }
 
 func TestConcurrentStreams(t *testing.T) {
+	t.Parallel()
 	srv, m := newModel(t)
 	srv.RecordRequests(false)
 	srv.SetDefault(openaitest.Text("a", "b", "c"))
@@ -724,11 +742,16 @@ func TestConcurrentStreams(t *testing.T) {
 // TestConnectionReused checks that a finished stream leaves its connection
 // to the next request (no new TCP, or TLS, handshake per model call).
 func TestConnectionReused(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	var reused []bool
+	// A transport of its own: parallel tests closing their servers close
+	// the idle connections of http.DefaultTransport.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
 		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) }}
-		return http.DefaultTransport.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
+		return tr.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 	})}
 	m := openai.New(openai.Config{BaseURL: srv.URL(), HTTPClient: client}).Model("gpt")
 	for range 3 {

@@ -79,6 +79,7 @@ func jsonEqual(t *testing.T, what string, got []byte, want string) {
 }
 
 func TestResponsesFixtures(t *testing.T) {
+	t.Parallel()
 	const (
 		enc1 = "gAAAAABooeTjX2yqv0n3cWmQ0x-8bZrRkJ7VwqHkWb3Yl1X9sQd2mT4pLr6UuE0aHc5GfN8iKzOjS1vP7yBxD3eMwA2tIq4_RnCoZlKgFhYs9JdUbVe6XyT=="
 		enc2 = "gAAAAABooeTkQ1w2e3r4t5y6u7i8o9p0-AsDfGhJkLzXcVbNm_QwErTyUiOp1234567890abcdEFGHijklMNOPqrstUVWXyz=="
@@ -157,6 +158,7 @@ func TestResponsesFixtures(t *testing.T) {
 
 // A quota error event (its code, or its type alone) is final and says so.
 func TestResponsesQuotaErrorEvent(t *testing.T) {
+	t.Parallel()
 	errorEvent, err := os.ReadFile(filepath.Join("testdata", "responses_error_event.sse"))
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +182,7 @@ func TestResponsesQuotaErrorEvent(t *testing.T) {
 }
 
 func TestResponsesBuilders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		resp openaitest.Response
@@ -230,6 +233,7 @@ func TestResponsesBuilders(t *testing.T) {
 // back with the function call and its output in the second request, and
 // the fake verifies it as OpenAI would with store=false.
 func TestResponsesReasoningRoundTrip(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(
 		openaitest.Reasoning("Need", " weather").Text("Checking.").
@@ -309,6 +313,7 @@ func TestResponsesReasoningRoundTrip(t *testing.T) {
 
 // TestResponsesWireRequest asserts exactly what is sent.
 func TestResponsesWireRequest(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	maxTokens, temp := int64(512), 0.2
 	rs1 := json.RawMessage(`{"id":"rs_1","encrypted_content":"` + openaitest.EncryptedContent("rs_1") + `"}`)
@@ -406,6 +411,7 @@ func TestResponsesWireRequest(t *testing.T) {
 }
 
 func TestResponsesNoParamsSent(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	req := hello()
 	req.Params.ReasoningEffort = "none" // reasoning off: no summary, no include
@@ -423,6 +429,7 @@ func TestResponsesNoParamsSent(t *testing.T) {
 }
 
 func TestResponsesHTTPErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		resp     openaitest.Response
@@ -476,6 +483,7 @@ func TestResponsesHTTPErrors(t *testing.T) {
 }
 
 func TestResponsesRetryAfterDate(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(openaitest.Status(503, "").Header("Retry-After", time.Now().Add(30*time.Second).UTC().Format(http.TimeFormat)))
 	_, _, err := rcollect(t.Context(), m, hello())
@@ -485,6 +493,7 @@ func TestResponsesRetryAfterDate(t *testing.T) {
 }
 
 func TestResponsesRefusedByValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		msgs   []forge.ModelMessage
@@ -517,6 +526,7 @@ func TestResponsesRefusedByValidation(t *testing.T) {
 }
 
 func TestResponsesMidStreamFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		resp      openaitest.Response
@@ -550,6 +560,7 @@ func TestResponsesMidStreamFailures(t *testing.T) {
 // A compatible server that sends output items only complete, without
 // deltas, still yields the text and reasoning.
 func TestResponsesItemsWithoutDeltas(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(openaitest.Raw([]byte(`event: response.output_item.done
 data: {"type":"response.output_item.done","sequence_number":0,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"a"},{"type":"summary_text","text":"b"}]}}
@@ -575,6 +586,7 @@ data: {"type":"response.completed","sequence_number":3,"response":{"id":"resp_1"
 }
 
 func TestResponsesStallCancelledByContext(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").HangAfter(5))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -604,6 +616,7 @@ func TestResponsesStallCancelledByContext(t *testing.T) {
 }
 
 func TestResponsesCancelledBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(openaitest.Text("a").HangAfter(0))
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -619,6 +632,7 @@ func TestResponsesCancelledBeforeHeaders(t *testing.T) {
 }
 
 func TestResponsesConsumerBreak(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").DelayBetweenChunks(10 * time.Millisecond))
 	n := 0
@@ -641,6 +655,7 @@ func TestResponsesConsumerBreak(t *testing.T) {
 }
 
 func TestResponsesConnectionRefused(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -656,6 +671,7 @@ func TestResponsesConnectionRefused(t *testing.T) {
 }
 
 func TestResponsesJSONBody(t *testing.T) {
+	t.Parallel()
 	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Request: r, Header: http.Header{"Content-Type": {"application/json"}},
 			Body: http.NoBody}, nil
@@ -698,6 +714,7 @@ func TestResponsesConfigWinsOverEnvironment(t *testing.T) {
 }
 
 func TestResponsesProviderName(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Status(500, ""))
 	p := openai.NewResponses(openai.Config{Name: "azure", BaseURL: srv.URL()})
@@ -725,6 +742,7 @@ func TestResponsesProviderName(t *testing.T) {
 }
 
 func TestResponsesBadRequests(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		req  forge.ModelRequest
@@ -749,6 +767,7 @@ func TestResponsesBadRequests(t *testing.T) {
 }
 
 func TestResponsesConcurrentStreams(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.RecordRequests(false)
 	srv.SetDefault(openaitest.Text("a", "b", "c"))
@@ -773,11 +792,16 @@ func TestResponsesConcurrentStreams(t *testing.T) {
 }
 
 func TestResponsesConnectionReused(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	var reused []bool
+	// A transport of its own: parallel tests closing their servers close
+	// the idle connections of http.DefaultTransport.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
 		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) }}
-		return http.DefaultTransport.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
+		return tr.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 	})}
 	m := openai.NewResponses(openai.Config{BaseURL: srv.URL(), HTTPClient: client}).Model("gpt")
 	for range 3 {
@@ -793,6 +817,7 @@ func TestResponsesConnectionReused(t *testing.T) {
 // A server that keeps the connection open after response.completed costs
 // at most a second: the reply is complete.
 func TestResponsesStallAfterCompleted(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(openaitest.Text("a").Usage(1, 1).HangAfter(100))
 	start := time.Now()
@@ -811,6 +836,7 @@ func TestResponsesStallAfterCompleted(t *testing.T) {
 // Servers that send no item ids: items are told apart by output_index;
 // a trailing [DONE] is ignored.
 func TestResponsesWithoutItemIDs(t *testing.T) {
+	t.Parallel()
 	srv, m := newResponsesModel(t)
 	srv.Enqueue(openaitest.Raw([]byte(`data: {"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"Hi"}
 

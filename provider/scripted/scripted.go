@@ -19,9 +19,10 @@
 // history: the first model call of a conversation plays step 0, the call
 // after one assistant reply plays step 1, and so on; once the script is
 // exhausted the last step repeats. The choice depends on the request alone,
-// so a script works across restarts, retries and replicas.
+// so a script works across restarts, retries and replicas. An agent with a
+// script (the body of POST /v1/agents):
 //
-//	{"agent": "demo", "model": "scripted/echo", "model_params": {"script": [
+//	{"name": "demo", "model": "scripted/demo", "tools": ["read_file"], "model_params": {"script": [
 //	  {"reasoning": "The user wants a file.", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
 //	  {"text": "The file says hello.", "usage": {"input_tokens": 120, "output_tokens": 6}}
 //	]}}

@@ -61,6 +61,7 @@ func assistant(text string) forge.ModelMessage {
 }
 
 func TestEcho(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		msgs []forge.ModelMessage
@@ -98,6 +99,7 @@ func TestEcho(t *testing.T) {
 }
 
 func TestEchoShortensLongResults(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", 500)
 	req := &forge.ModelRequest{Messages: []forge.ModelMessage{{Role: forge.RoleTool, Parts: []forge.ModelPart{
 		{Type: forge.ModelPartToolResult, CallID: "c1", Name: "x", Output: long}}}}}
@@ -115,6 +117,7 @@ func TestEchoShortensLongResults(t *testing.T) {
 }
 
 func TestScriptSteps(t *testing.T) {
+	t.Parallel()
 	script, err := os.ReadFile(filepath.Join("testdata", "demo.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +155,7 @@ func TestScriptSteps(t *testing.T) {
 }
 
 func TestStepOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		step scripted.Step
@@ -186,6 +190,7 @@ func TestStepOptions(t *testing.T) {
 }
 
 func TestCallIDs(t *testing.T) {
+	t.Parallel()
 	script := scripted.Script(scripted.Step{ToolCalls: []scripted.ToolCall{{Name: "a"}, {Name: "b"}, {ID: "call_mine", Name: "c"}}})
 	ids := func(msgs ...forge.ModelMessage) []string {
 		_, evs, err := collect(t.Context(), &forge.ModelRequest{Messages: msgs, Params: forge.ModelParams{Script: script}})
@@ -218,6 +223,7 @@ func TestCallIDs(t *testing.T) {
 }
 
 func TestDefaultUsageGrowsWithHistory(t *testing.T) {
+	t.Parallel()
 	usage := func(msgs ...forge.ModelMessage) forge.Usage {
 		_, evs, err := collect(t.Context(), &forge.ModelRequest{Messages: msgs})
 		if err != nil {
@@ -233,6 +239,7 @@ func TestDefaultUsageGrowsWithHistory(t *testing.T) {
 }
 
 func TestStepError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		step      scripted.Step
@@ -265,6 +272,7 @@ func TestStepError(t *testing.T) {
 }
 
 func TestInvalidScripts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		script string
@@ -307,6 +315,7 @@ func TestInvalidScripts(t *testing.T) {
 }
 
 func TestNullScriptIsEcho(t *testing.T) {
+	t.Parallel()
 	got, _, err := collect(t.Context(), &forge.ModelRequest{Messages: []forge.ModelMessage{user("hi")},
 		Params: forge.ModelParams{Script: json.RawMessage(" null ")}})
 	if err != nil || got[1] != "text:echo: " {
@@ -315,6 +324,7 @@ func TestNullScriptIsEcho(t *testing.T) {
 }
 
 func TestDelayHonoursContext(t *testing.T) {
+	t.Parallel()
 	req := &forge.ModelRequest{Params: forge.ModelParams{Script: scripted.Script(scripted.Step{Text: "a b c", DelayMS: 60_000})}}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -340,6 +350,7 @@ func TestDelayHonoursContext(t *testing.T) {
 }
 
 func TestDelayBetweenDeltas(t *testing.T) {
+	t.Parallel()
 	req := &forge.ModelRequest{Params: forge.ModelParams{Script: scripted.Script(scripted.Step{Text: "a b c", DelayMS: 30})}}
 	start := time.Now()
 	if _, _, err := collect(t.Context(), req); err != nil {
@@ -351,6 +362,7 @@ func TestDelayBetweenDeltas(t *testing.T) {
 }
 
 func TestHang(t *testing.T) {
+	t.Parallel()
 	req := &forge.ModelRequest{Params: forge.ModelParams{Script: scripted.Script(scripted.Step{Text: "thinking", Hang: true})}}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
@@ -364,6 +376,7 @@ func TestHang(t *testing.T) {
 }
 
 func TestCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	got, _, err := collect(ctx, &forge.ModelRequest{})
@@ -373,6 +386,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 }
 
 func TestConsumerBreak(t *testing.T) {
+	t.Parallel()
 	req := &forge.ModelRequest{Params: forge.ModelParams{Script: scripted.Script(scripted.Step{Text: "a b c d", DelayMS: 1})}}
 	n := 0
 	for range scripted.New("x").Stream(t.Context(), req) {
@@ -387,6 +401,7 @@ func TestConsumerBreak(t *testing.T) {
 }
 
 func TestScriptRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := []scripted.Step{{Text: "a", Reasoning: "r", ToolCalls: []scripted.ToolCall{{Name: "t", Arguments: json.RawMessage(`{"k":1}`)}},
 		Usage: &scripted.Usage{InputTokens: 1, OutputTokens: 2}, Finish: "tool_calls", Chunk: 2, DelayMS: 1}}
 	out, err := scripted.Parse(scripted.Script(in...))

@@ -41,6 +41,7 @@ func post(t *testing.T, srv *anthropictest.Server, body string, header ...string
 const hi = `{"model":"claude-x","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
 
 func TestWireFormat(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.Enqueue(
 		anthropictest.Text("Hel", "lo \"q\"\n").Usage(3, 2),
@@ -86,6 +87,7 @@ func TestWireFormat(t *testing.T) {
 }
 
 func TestErrorEventAndRaw(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.Enqueue(anthropictest.Text("a", "b").ErrorAfter(4, "overloaded_error", "Overloaded"))
 	_, body := post(t, srv, hi)
@@ -102,6 +104,7 @@ func TestErrorEventAndRaw(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.Enqueue(anthropictest.Status(429, ""), anthropictest.Status(529, ""), anthropictest.PromptTooLong(300000, 200000),
 		anthropictest.Status(500, `{"type":"error","error":{"type":"api_error","message":"custom"}}`).Header("x-should-retry", "false"))
@@ -127,6 +130,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestHeaders(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.SetAPIKey("sk-ant-1")
 	tests := []struct {
@@ -157,6 +161,7 @@ func TestHeaders(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	const tools = `"tools":[{"name":"x","input_schema":{"type":"object","properties":{}}}]`
 	use := func(id string) string {
 		return `{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"x","input":{}}]}`
@@ -257,6 +262,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestDecodedRequest(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	post(t, srv, `{"model":"m","max_tokens":9,"stream":true,"system":[{"type":"text","text":"be "},{"type":"text","text":"brief"}],
 		"thinking":{"type":"adaptive"},"output_config":{"effort":"low"},"cache_control":{"type":"ephemeral"},
@@ -276,6 +282,7 @@ func TestDecodedRequest(t *testing.T) {
 }
 
 func TestNonStreaming(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.Enqueue(anthropictest.Thinking("a").Text("Hi").ToolUse(anthropictest.Call{ID: "toolu_1", Name: "x", Input: `{"a":1}`}).Usage(5, 6))
 	res, body := post(t, srv, `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`)
@@ -301,19 +308,22 @@ func TestNonStreaming(t *testing.T) {
 }
 
 func TestHangReleasedOnClose(t *testing.T) {
+	t.Parallel()
 	srv := anthropictest.New(t)
 	srv.Enqueue(anthropictest.Text("a").HangAfter(2))
-	done := make(chan struct{})
+	done, streaming := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		req, _ := http.NewRequest("POST", srv.URL()+"/v1/messages", strings.NewReader(hi))
 		req.Header.Set("anthropic-version", "2026-10-21")
-		if res, err := http.DefaultClient.Do(req); err == nil {
+		res, err := http.DefaultClient.Do(req)
+		close(streaming) // the server has sent its first events and hangs
+		if err == nil {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-streaming
 	srv.Close()
 	select {
 	case <-done:

@@ -25,9 +25,15 @@ type Loopback struct {
 
 // Start serves h on 127.0.0.1; t.Cleanup closes it.
 func Start(t testing.TB, h http.Handler) *Loopback {
+	l := Listen(h)
+	t.Cleanup(l.Close)
+	return l
+}
+
+// Listen starts h on 127.0.0.1 outside a test; the caller must Close it.
+func Listen(h http.Handler) *Loopback {
 	l := &Loopback{done: make(chan struct{})}
 	l.srv = httptest.NewServer(h)
-	t.Cleanup(l.Close)
 	return l
 }
 

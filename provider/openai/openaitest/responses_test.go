@@ -42,6 +42,7 @@ func postResponses(t *testing.T, srv *openaitest.Server, body string, header ...
 var createdAtRE = regexp.MustCompile(`"created_at":\d+`)
 
 func TestResponsesWireFormat(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("Hel", "lo \"q\"\n").Usage(3, 2))
 	res, got := postResponses(t, srv, `{"model":"gpt-x","stream":true,"store":false,`+userInput+`}`)
@@ -85,6 +86,7 @@ func TestResponsesWireFormat(t *testing.T) {
 // Responses client: every event decodes into its typed variant with the
 // expected fields, in sequence.
 func TestResponsesSDKDecodes(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Reasoning("Th", "ink").Text("Hi").ToolCalls(
 		openaitest.Call{ID: "call_1", Name: "get_weather", Args: `{"city":"Paris"}`},
@@ -172,6 +174,7 @@ func TestResponsesSDKDecodes(t *testing.T) {
 }
 
 func TestResponsesTerminalEvents(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		resp openaitest.Response
@@ -201,6 +204,7 @@ func TestResponsesTerminalEvents(t *testing.T) {
 }
 
 func TestResponsesEncryptedContentOnlyWhenIncluded(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Reasoning("r").Text("t"), openaitest.Reasoning("r").Text("t"))
 	_, without := postResponses(t, srv, `{"model":"m","stream":true,"store":false,`+userInput+`}`)
@@ -215,6 +219,7 @@ func TestResponsesEncryptedContentOnlyWhenIncluded(t *testing.T) {
 }
 
 func TestResponsesValidation(t *testing.T) {
+	t.Parallel()
 	enc := openaitest.EncryptedContent("rs_1")
 	tests := []struct {
 		name    string
@@ -285,6 +290,7 @@ func TestResponsesValidation(t *testing.T) {
 }
 
 func TestResponsesRequestsRecorded(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.SetAPIKey("sk-1")
 	if res, _ := postResponses(t, srv, `{"model":"m",`+userInput+`}`); res.StatusCode != 401 {
@@ -323,6 +329,7 @@ func TestResponsesRequestsRecorded(t *testing.T) {
 }
 
 func TestResponsesNonStreaming(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("Hel", "lo").ToolCalls(openaitest.Call{ID: "call_1", Name: "f", Args: `{"a":1}`}).Usage(3, 4))
 	res, body := postResponses(t, srv, `{"model":"m","input":"hi"}`)
@@ -337,6 +344,7 @@ func TestResponsesNonStreaming(t *testing.T) {
 }
 
 func TestResponsesRawAndStatus(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Raw([]byte("event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n")),
 		openaitest.Status(429, "").Header("Retry-After", "3"))

@@ -42,8 +42,9 @@ type Server struct {
 	// responses are the Responses API requests (see responses.go).
 	responses fakeapi.Log[ResponsesRequest]
 
-	mu  sync.Mutex // guards key
-	key string
+	mu        sync.Mutex // guards key and responder
+	key       string
+	responder func(*Request) (Response, bool)
 
 	seq     atomic.Int64 // completion and call ids
 	created int64
@@ -51,8 +52,16 @@ type Server struct {
 
 // New starts a fake on 127.0.0.1, closed by t.Cleanup.
 func New(t testing.TB) *Server {
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake on 127.0.0.1 outside a test (a load command's model
+// server, say); the caller must Close it.
+func Start() *Server {
 	s := &Server{script: fakeapi.NewScript(Text("ok")), created: time.Now().Unix()}
-	s.lb = fakeapi.Start(t, http.HandlerFunc(s.serve))
+	s.lb = fakeapi.Listen(http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -73,6 +82,15 @@ func (s *Server) SetAPIKey(key string) {
 
 // Enqueue queues responses, served one per request in order.
 func (s *Server) Enqueue(r ...Response) { s.script.Enqueue(r...) }
+
+// SetResponder makes the server answer a request with what f returns when
+// f says ok, before looking at the queue: tests where several agents call
+// the model at once answer each by what it was sent.
+func (s *Server) SetResponder(f func(*Request) (Response, bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.responder = f
+}
 
 // SetDefault sets the answer used when the queue is empty.
 func (s *Server) SetDefault(r Response) { s.script.SetDefault(r) }
@@ -135,7 +153,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	resp := s.script.Next()
+	s.mu.Lock()
+	responder := s.responder
+	s.mu.Unlock()
+	resp, ok := Response{}, false
+	if responder != nil {
+		resp, ok = responder(&req)
+	}
+	if !ok {
+		resp = s.script.Next()
+	}
 
 	for k, vs := range resp.header {
 		w.Header()[k] = vs

@@ -42,6 +42,7 @@ func post(t *testing.T, srv *openaitest.Server, body string, header ...string) (
 var createdRE = regexp.MustCompile(`"created":\d+`)
 
 func TestWireFormat(t *testing.T) {
+	t.Parallel()
 	const head = `data: {"id":"chatcmpl-OTEST0000000000000000001","object":"chat.completion.chunk","created":0,"model":"gpt-x","system_fingerprint":"fp_openaitest","choices":[`
 	tests := []struct {
 		name  string
@@ -110,6 +111,7 @@ func TestWireFormat(t *testing.T) {
 }
 
 func TestDefaultUsageAndIDs(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "a"}, openaitest.Call{Name: "b"}))
 	_, got := post(t, srv, `{"model":"m","stream":true,"stream_options":{"include_usage":true},`+userOnly+`}`)
@@ -123,6 +125,7 @@ func TestDefaultUsageAndIDs(t *testing.T) {
 }
 
 func TestDefaultResponse(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	for i, want := range []string{`"content":"ok"`, `"content":"custom"`} {
 		if i == 1 {
@@ -145,6 +148,7 @@ func TestDefaultResponse(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		setup   func(*openaitest.Server)
@@ -225,6 +229,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestRequestsRecorded(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.SetAPIKey("sk-1")
 	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":5,"temperature":0.5,"reasoning_effort":"low",
@@ -262,6 +267,7 @@ func TestRequestsRecorded(t *testing.T) {
 }
 
 func TestNonStreaming(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Reasoning("r").Text("Hel", "lo").ToolCalls(openaitest.Call{ID: "call_1", Name: "f", Args: `{"a":1}`}).Usage(3, 4))
 	res, body := post(t, srv, `{"model":"m",`+userOnly+`}`)
@@ -301,6 +307,7 @@ func streamReq(ctx context.Context, srv *openaitest.Server) (*http.Response, err
 }
 
 func TestCutAfter(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").CutAfter(2))
 	res, err := streamReq(t.Context(), srv)
@@ -318,6 +325,7 @@ func TestCutAfter(t *testing.T) {
 }
 
 func TestHangAfterReleasedByClientAndClose(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a", "b").HangAfter(1), openaitest.Text("a").HangAfter(1))
 	// The client gives up.
@@ -348,6 +356,7 @@ func TestHangAfterReleasedByClientAndClose(t *testing.T) {
 }
 
 func TestDelayAndErrorAfter(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c").DelayBetweenChunks(20*time.Millisecond).ErrorAfter(3, "overloaded"))
 	start := time.Now()
@@ -367,6 +376,7 @@ func TestDelayAndErrorAfter(t *testing.T) {
 }
 
 func TestRaw(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Raw([]byte("data: {\"a\":1}\r\n\r\n\n\ndata: [DONE]\n\n")))
 	_, got := post(t, srv, `{"model":"m","stream":true,`+userOnly+`}`)

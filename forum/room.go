@@ -1,0 +1,370 @@
+package forum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/eventlog"
+)
+
+// room is one forum as this process holds it. Every write to the forum
+// session goes through its write method, under its lock: posts, replies,
+// notices, joins, leaves, monologue swaps. That lock is what a second
+// replica would have to take across processes (a lease on the forum) for
+// the forum's sequencer to stay the only writer (see docs/forums.md).
+type room struct {
+	s      *Service
+	tenant string
+	id     string
+	guards forge.ForumGuards
+
+	mu     sync.Mutex                    // guards the following
+	active map[string]*forge.Participant // active stints by id
+	// Guard state, rebuilt from the forum's recent messages when the room
+	// is loaded.
+	streak   int                    // consecutive replies since the last human message
+	noticed  bool                   // a notice was posted during this streak
+	pairs    map[string][]time.Time // reply times between two agents, by pair
+	lastSeen map[string]string      // actor id of each recent message's author, by message id
+}
+
+// write appends the forum's messages and events in one transaction through
+// the forum's sequencer. Callers hold r.mu.
+func (r *room) write(ctx context.Context, drafts []eventlog.Draft, commit func(ctx context.Context, evs []forge.Event) error) error {
+	_, err := r.s.log.Write(ctx, r.tenant, r.id, drafts, commit)
+	return err
+}
+
+// load reads the room's active stints and guard state.
+func (r *room) load(ctx context.Context) error {
+	r.active = map[string]*forge.Participant{}
+	cursor := ""
+	for {
+		list, next, err := r.s.store.ListParticipants(ctx, r.tenant, r.id, false, forge.ListOptions{Limit: 1000, Cursor: cursor})
+		if err != nil {
+			return err
+		}
+		for _, p := range list {
+			r.active[p.ID] = p
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	recent, err := r.s.store.LastLoose(ctx, r.tenant, r.id, 200)
+	if err != nil {
+		return err
+	}
+	r.pairs, r.lastSeen = map[string][]time.Time{}, map[string]string{}
+	for _, m := range recent {
+		r.account(m)
+	}
+	return nil
+}
+
+// account updates the guard state with a message of the forum.
+func (r *room) account(m *forge.Message) {
+	f := m.Forum
+	if f == nil {
+		return
+	}
+	r.lastSeen[m.ID] = f.ActorID
+	switch f.Kind {
+	case forge.ForumKindMessage:
+		r.streak, r.noticed = 0, false
+	case forge.ForumKindNotice:
+		r.noticed = true
+	case forge.ForumKindReply:
+		r.streak++
+		if pk := r.pairKey(f); pk != "" {
+			r.pairs[pk] = append(r.pairs[pk], m.CreatedAt)
+		}
+	}
+}
+
+// pairKey names the two agents a reply passes between: its author and the
+// author of the reply it answers ("" when it answers a human).
+func (r *room) pairKey(f *forge.ForumInfo) string {
+	other := r.lastSeen[f.ReplyTo]
+	if f.Kind != forge.ForumKindReply || len(other) < 6 || other[:6] != forge.ActorAgent+":" || other == f.ActorID {
+		return ""
+	}
+	a, b := f.ActorID, other
+	if b < a {
+		a, b = b, a
+	}
+	return a + "\x00" + b
+}
+
+// agentNames are the names of the room's active agent members.
+func (r *room) agentNames() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range r.active {
+		if p.Actor.Type == forge.ActorAgent {
+			out[p.Actor.Agent] = true
+		}
+	}
+	return out
+}
+
+// deliver hands a forum message to the workers of the agent stints active
+// now (callers hold r.mu): exactly the stints a message is copied into.
+func (r *room) deliver(m *forge.Message) {
+	for id, p := range r.active {
+		if p.Actor.Type != forge.ActorAgent {
+			continue
+		}
+		if w := r.s.worker(id); w != nil {
+			w.enqueue(m, len(r.active))
+		}
+	}
+}
+
+// memberCount is the number of active stints.
+func (r *room) memberCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.active)
+}
+
+func (r *room) newMessage(text string, info *forge.ForumInfo, meta []byte) *forge.Message {
+	now := r.s.clock.Now()
+	m := &forge.Message{ID: r.s.ids.New(forge.PrefixMessage), Tenant: r.tenant, SessionID: r.id, Role: forge.RoleUser,
+		Author: info.ActorID, Forum: info, Metadata: meta, CreatedAt: now}
+	if info.Kind == forge.ForumKindReply {
+		m.Role = forge.RoleAssistant
+	}
+	m.Parts = []*forge.Part{{ID: r.s.ids.New(forge.PrefixPart), MessageID: m.ID, SessionID: r.id, Type: forge.PartText,
+		Text: text, State: forge.StateCompleted, CreatedAt: now, UpdatedAt: now}}
+	for _, name := range info.Mentions {
+		m.Parts = append(m.Parts, &forge.Part{ID: r.s.ids.New(forge.PrefixPart), MessageID: m.ID, SessionID: r.id,
+			Type: forge.PartAgent, Text: name, State: forge.StateCompleted, CreatedAt: now, UpdatedAt: now})
+	}
+	return m
+}
+
+func forumDraft(m *forge.Message) eventlog.Draft {
+	return eventlog.Draft{Type: forge.EventForumMessage, ID: m.ID, Data: View(m)}
+}
+
+// post writes a human's message and hands it to the agents.
+func (r *room) post(ctx context.Context, author, text string, meta []byte) (*forge.Message, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var stint *forge.Participant
+	for _, p := range r.active {
+		if p.Actor.Type == forge.ActorHuman && p.Actor.ID == author {
+			stint = p
+		}
+	}
+	if stint == nil {
+		return nil, forge.Errorf(forge.ErrInvalid, "author %q is not a human member of forum %s: add them with POST /v1/forums/%s/members first", author, r.id, r.id)
+	}
+	info := &forge.ForumInfo{Kind: forge.ForumKindMessage, ParticipantID: stint.ID, ActorID: stint.ActorID,
+		Mentions: Mentions(text, r.agentNames())}
+	m := r.newMessage(text, info, meta)
+	err := r.write(ctx, []eventlog.Draft{forumDraft(m)}, func(ctx context.Context, evs []forge.Event) error {
+		return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: []*forge.Message{m}, Events: evs})
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.account(m)
+	r.deliver(m)
+	return m, nil
+}
+
+// reply is a monologue turn's output to publish.
+type reply struct {
+	stint   *forge.Participant
+	turn    *forge.Turn
+	monoID  string
+	trigger *forge.TurnTrigger
+}
+
+// publish writes an agent's reply exactly once (its origin is the
+// monologue turn) and marks the monologue message it came from; a guard
+// that stops it from triggering agents adds one notice in the same write.
+// A stint that has left publishes nothing.
+func (r *room) publish(ctx context.Context, rp reply) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.active[rp.stint.ID]; !ok {
+		return nil
+	}
+	origin := "reply:" + rp.turn.ID
+	if _, err := r.s.store.MessageByOrigin(ctx, r.tenant, r.id, origin); err == nil {
+		return nil // published before a crash or by an earlier attempt
+	} else if !errors.Is(err, forge.ErrNotFound) {
+		return err
+	}
+	text := rp.turn.Output.Text
+	info := &forge.ForumInfo{Kind: forge.ForumKindReply, ParticipantID: rp.stint.ID, ActorID: rp.stint.ActorID,
+		ReplyTo: rp.trigger.SourceMessageID, Mentions: Mentions(text, r.agentNames()), SourceTurnID: rp.turn.ID}
+	m := r.newMessage(text, info, nil)
+	m.Origin = origin
+	msgs := []*forge.Message{m}
+	guard := r.guard(info, m.CreatedAt)
+	if guard != "" {
+		info.Quiet = true
+		if !r.noticed {
+			n := r.newMessage(noticeText(guard, r.guards), &forge.ForumInfo{Kind: forge.ForumKindNotice, Guard: guard}, nil)
+			msgs = append(msgs, n)
+		}
+	}
+	drafts := make([]eventlog.Draft, len(msgs))
+	for i, x := range msgs {
+		drafts[i] = forumDraft(x)
+	}
+	err := r.write(ctx, drafts, func(ctx context.Context, evs []forge.Event) error {
+		return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: msgs, Events: evs,
+			Mark: []forge.MessageRef{{SessionID: rp.monoID, MessageID: rp.turn.Output.MessageID}}})
+	})
+	if errors.Is(err, forge.ErrConflict) {
+		return nil // another attempt published it first
+	}
+	if err != nil {
+		return err
+	}
+	for _, x := range msgs {
+		r.account(x)
+	}
+	r.deliver(m)
+	return nil
+}
+
+// guard says which guard, if any, stops a reply about to be published
+// from triggering agents.
+func (r *room) guard(info *forge.ForumInfo, now time.Time) string {
+	if r.guards.MaxAgentStreak > 0 && r.streak+1 >= r.guards.MaxAgentStreak {
+		return "max_agent_streak"
+	}
+	pw := r.guards.PairWindow
+	if pk := r.pairKey(info); pk != "" && pw.Max > 0 && pw.Seconds > 0 {
+		cut := now.Add(-time.Duration(pw.Seconds) * time.Second)
+		recent := r.pairs[pk][:0:0]
+		for _, t := range r.pairs[pk] {
+			if t.After(cut) {
+				recent = append(recent, t)
+			}
+		}
+		r.pairs[pk] = recent
+		if len(recent)+1 >= pw.Max {
+			return "pair_window"
+		}
+	}
+	return ""
+}
+
+func noticeText(guard string, g forge.ForumGuards) string {
+	switch guard {
+	case "max_agent_streak":
+		return fmt.Sprintf("Guard max_agent_streak: agents have replied %d times in a row; their replies trigger no agent until a human posts.", g.MaxAgentStreak)
+	default:
+		return fmt.Sprintf("Guard pair_window: two agents exchanged %d replies within %d s; their replies trigger no agent until a human posts or the window passes.", g.PairWindow.Max, g.PairWindow.Seconds)
+	}
+}
+
+// join adds a stint (an agent's with its fresh monologue) and starts its
+// worker.
+func (r *room) join(ctx context.Context, actor forge.Actor, trigger string) (*forge.Participant, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.s.clock.Now()
+	p := &forge.Participant{ID: r.s.ids.New(forge.PrefixParticipant), Tenant: r.tenant, ForumID: r.id, Actor: actor,
+		ActorID: actor.Key(), JoinedAt: now}
+	var mono *forge.Session
+	if actor.Type == forge.ActorAgent {
+		p.Trigger = trigger
+		mono = r.s.newMonologue(r.tenant, r.id, p.ID, actor.Agent)
+		p.Metadata.MonologueID = mono.ID
+	}
+	err := r.write(ctx, []eventlog.Draft{{Type: forge.EventForumMemberJoined, ID: p.ID, Data: p}},
+		func(ctx context.Context, evs []forge.Event) error {
+			return r.s.store.AddParticipant(ctx, p, mono, evs)
+		})
+	if err != nil {
+		if errors.Is(err, forge.ErrConflict) {
+			return nil, forge.Errorf(forge.ErrConflict, "%s already has an active stint in forum %s", p.ActorID, r.id)
+		}
+		return nil, err
+	}
+	r.active[p.ID] = p
+	if actor.Type == forge.ActorAgent {
+		r.s.startWorker(r, p, false)
+	}
+	return p, nil
+}
+
+// leave ends a stint: its worker stops (cancelling its running monologue
+// turn) before the stint ends, so nothing more of it reaches the forum.
+func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error) {
+	r.s.stopWorker(id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var (
+		out   *forge.Participant
+		ended bool
+	)
+	stint, ok := r.active[id]
+	if !ok {
+		return r.s.store.GetParticipant(ctx, r.tenant, r.id, id)
+	}
+	left := *stint
+	at := r.s.clock.Now()
+	left.LeftAt = &at
+	err := r.write(ctx, []eventlog.Draft{{Type: forge.EventForumMemberLeft, ID: id, Data: &left}},
+		func(ctx context.Context, evs []forge.Event) error {
+			var err error
+			out, ended, err = r.s.store.EndParticipant(ctx, r.tenant, r.id, id, at, evs)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	_ = ended
+	delete(r.active, id)
+	return out, nil
+}
+
+// swapped records a monologue swap: the new monologue with its seed and
+// the stint's pointer, with agent.monologue.compacted on the forum.
+func (r *room) swapped(ctx context.Context, w *forge.MonologueSwap) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	stint, ok := r.active[w.ParticipantID]
+	if !ok {
+		return forge.Errorf(forge.ErrConflict, "member %s has left", w.ParticipantID)
+	}
+	data := map[string]string{"participant_id": w.ParticipantID, "old_monologue_id": w.OldID, "new_monologue_id": w.New.ID}
+	err := r.write(ctx, []eventlog.Draft{{Type: forge.EventMonologueCompacted, ID: w.ParticipantID, Data: data}},
+		func(ctx context.Context, evs []forge.Event) error {
+			w.Events = evs
+			return r.s.store.SwapMonologue(ctx, w)
+		})
+	if err != nil {
+		return err
+	}
+	moved := *stint
+	moved.Metadata.MonologueID = w.New.ID
+	r.active[stint.ID] = &moved
+	return nil
+}
+
+// activeIDs lists the active stints, oldest first.
+func (r *room) activeIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.active))
+	for id := range r.active {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,382 @@
+// Package forum runs forums (API.md "Forums", DESIGN.md "Forum and
+// monologue"): rooms where humans and agents talk, each agent thinking in
+// a private monologue. A room (room.go) owns every write to its forum
+// session; a worker per active agent stint (worker.go) copies the room's
+// messages into the stint's monologue, runs the monologue's turns through
+// the engine, swaps the monologue when it fills up (swap.go) and
+// publishes its replies. The Service owns rooms and workers: Open starts
+// the workers of the active stints and finishes what a crash left, Close
+// stops them.
+package forum
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/eventlog"
+)
+
+// Engine is what the forum layer needs of the engine: monologue turns, and
+// the engine's event log (one sequencer per session in a process).
+type Engine interface {
+	StartTurn(ctx context.Context, tenant, sessionID string, req engine.TurnRequest) (*forge.Turn, error)
+	WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
+	Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error)
+	DeleteSession(ctx context.Context, tenant, sessionID string) error
+	Log() *eventlog.Log
+}
+
+var _ Engine = (*engine.Engine)(nil)
+
+// Config wires a Service.
+type Config struct {
+	Store  forge.Store
+	Engine Engine
+	// Models, when it implements engine.ContextWindows, gives the context
+	// window of agents that set none (the monologue swap threshold).
+	Models any
+	Clock  forge.Clock
+	// IDs must be the engine's generator: the forum layer orders copies
+	// and turns by the time in their ids, which one monotonic generator
+	// keeps exact within a millisecond.
+	IDs    forge.IDGen
+	Logger *slog.Logger
+	// Sweep is how often a worker looks again at what it could not do
+	// (a failed write, a turn that could not start); 0 means 1 s.
+	Sweep time.Duration
+	// OnCopy, when set, is called after each copy of a forum message into
+	// a monologue (benchmarks).
+	OnCopy func(sourceMessageID string)
+}
+
+// Service runs the forums of a process.
+type Service struct {
+	store  forge.Store
+	eng    Engine
+	log    *eventlog.Log
+	models any
+	clock  forge.Clock
+	ids    forge.IDGen
+	logger *slog.Logger
+	sweep  time.Duration
+	onCopy func(string)
+	typing typingHub
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex         // guards the following
+	rooms   map[string]*room   // by forum id
+	workers map[string]*worker // by participant id
+	monos   map[string]*worker // by monologue id
+	closed  bool
+}
+
+// New returns a Service; call Open before serving and Close to stop.
+func New(cfg Config) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = forge.SystemClock{}
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = forge.NewULIDGen(cfg.Clock)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Sweep <= 0 {
+		cfg.Sweep = time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{store: cfg.Store, eng: cfg.Engine, log: cfg.Engine.Log(), models: cfg.Models, clock: cfg.Clock,
+		ids: cfg.IDs, logger: cfg.Logger, sweep: cfg.Sweep, onCopy: cfg.OnCopy, ctx: ctx, cancel: cancel,
+		rooms: map[string]*room{}, workers: map[string]*worker{}, monos: map[string]*worker{}}
+}
+
+// Open starts a worker for every active agent stint, each first finishing
+// what a crash left. Call it after the engine's Recover (which ends the
+// turns a crash abandoned).
+func (s *Service) Open(ctx context.Context) error {
+	stints, err := s.store.ActiveAgentStints(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range stints {
+		r, err := s.room(ctx, p.Tenant, p.ForumID)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		stint := r.active[p.ID]
+		r.mu.Unlock()
+		if stint != nil {
+			s.startWorker(r, stint, true)
+		}
+	}
+	return nil
+}
+
+// Close stops every worker and waits for them.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	ws := make([]*worker, 0, len(s.workers))
+	for _, w := range s.workers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *Service) startWorker(r *room, p *forge.Participant, recover bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.workers[p.ID] != nil {
+		return
+	}
+	ctx, stop := context.WithCancel(s.ctx)
+	stint := *p
+	w := &worker{s: s, room: r, stop: stop, done: make(chan struct{}), wake: make(chan struct{}, 1), stint: &stint}
+	s.workers[p.ID] = w
+	s.monos[p.Metadata.MonologueID] = w
+	go w.run(ctx, recover)
+}
+
+// stopWorker stops a stint's worker and cancels its running monologue
+// turn, and waits for both.
+func (s *Service) stopWorker(participantID string) {
+	s.mu.Lock()
+	w := s.workers[participantID]
+	delete(s.workers, participantID)
+	s.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.stop()
+	<-w.done
+	s.mu.Lock()
+	mono := w.monologue()
+	delete(s.monos, mono)
+	s.mu.Unlock()
+	if _, err := s.eng.Cancel(context.WithoutCancel(s.ctx), w.stint.Tenant, mono, "the agent left the forum"); err != nil &&
+		!errors.Is(err, forge.ErrConflict) && !errors.Is(err, forge.ErrNotFound) {
+		s.logger.Warn("forum: cancelling a leaving stint's turn", "participant_id", participantID, "err", err)
+	}
+}
+
+func (s *Service) worker(participantID string) *worker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.workers[participantID]
+}
+
+// moved points monologue routing at a stint's new monologue.
+func (s *Service) moved(w *worker, oldID, newID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.monos, oldID)
+	s.monos[newID] = w
+}
+
+// MonologueTurnStarted implements engine.MonologueObserver: the room sees the
+// agent typing.
+func (s *Service) MonologueTurnStarted(tenant string, t *forge.Turn) {
+	s.typingEvent(t.SessionID, true)
+}
+
+// MonologueTurnEnded implements engine.MonologueObserver: typing ends and the
+// stint's worker publishes the reply.
+func (s *Service) MonologueTurnEnded(tenant string, t *forge.Turn) {
+	s.typingEvent(t.SessionID, false)
+	s.mu.Lock()
+	w := s.monos[t.SessionID]
+	s.mu.Unlock()
+	if w != nil {
+		w.turnEnded(t)
+	}
+}
+
+var _ engine.MonologueObserver = (*Service)(nil)
+
+func (s *Service) typingEvent(monologueID string, typing bool) {
+	s.mu.Lock()
+	w := s.monos[monologueID]
+	s.mu.Unlock()
+	if w == nil {
+		return
+	}
+	data, _ := json.Marshal(TypingData{ParticipantID: w.room.stintOf(monologueID), Typing: typing})
+	s.typing.publish(forge.Event{Type: forge.EventForumTyping, SessionID: w.room.id, CreatedAt: s.clock.Now(), Data: data})
+}
+
+// stintOf finds the active stint whose monologue is monologueID.
+func (r *room) stintOf(monologueID string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, p := range r.active {
+		if p.Metadata.MonologueID == monologueID {
+			return id
+		}
+	}
+	return ""
+}
+
+func (s *Service) session(ctx context.Context, tenant, id string) (*forge.Session, error) {
+	return s.store.GetSession(ctx, tenant, id)
+}
+
+// room returns the forum's room, loading it on first use. A session that
+// is not a forum is not_found.
+func (s *Service) room(ctx context.Context, tenant, forumID string) (*room, error) {
+	s.mu.Lock()
+	r := s.rooms[forumID]
+	s.mu.Unlock()
+	if r != nil && r.tenant == tenant {
+		return r, nil
+	}
+	sess, err := s.store.GetSession(ctx, tenant, forumID)
+	if err != nil || sess.Kind != forge.KindForum {
+		return nil, forge.Errorf(forge.ErrNotFound, "forum %q not found", forumID)
+	}
+	r = &room{s: s, tenant: tenant, id: forumID, guards: forge.DefaultForumGuards()}
+	if sess.Guards != nil {
+		r.guards = *sess.Guards
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.mu.Lock()
+	if prev := s.rooms[forumID]; prev != nil {
+		s.mu.Unlock()
+		return prev, nil
+	}
+	s.rooms[forumID] = r
+	s.mu.Unlock()
+	if err := r.load(ctx); err != nil {
+		s.mu.Lock()
+		delete(s.rooms, forumID)
+		s.mu.Unlock()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (s *Service) newMonologue(tenant, forumID, participantID, agent string) *forge.Session {
+	now := s.clock.Now()
+	meta, _ := json.Marshal(map[string]string{"forum_id": forumID, "participant_id": participantID})
+	return &forge.Session{ID: s.ids.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindMonologue, Agent: agent,
+		MainThreadID: s.ids.New(forge.PrefixThread), Metadata: meta, CreatedAt: now, UpdatedAt: now}
+}
+
+// CreateForum creates a forum session.
+func (s *Service) CreateForum(ctx context.Context, tenant, title string, meta json.RawMessage, guards forge.ForumGuards) (*forge.Session, error) {
+	now := s.clock.Now()
+	f := &forge.Session{ID: s.ids.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindForum, Title: title,
+		MainThreadID: s.ids.New(forge.PrefixThread), Metadata: meta, Guards: &guards, CreatedAt: now, UpdatedAt: now}
+	if err := s.store.CreateSession(ctx, f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// DeleteForum ends every stint (cancelling running monologue turns), then
+// deletes the forum.
+func (s *Service) DeleteForum(ctx context.Context, tenant, forumID string) error {
+	r, err := s.room(ctx, tenant, forumID)
+	if err != nil {
+		return err
+	}
+	for _, id := range r.activeIDs() {
+		if _, err := r.leave(ctx, id); err != nil {
+			return err
+		}
+	}
+	if err := s.eng.DeleteSession(ctx, tenant, forumID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.rooms, forumID)
+	s.mu.Unlock()
+	return nil
+}
+
+// Join adds a member. An agent must exist; trigger is auto, mention or
+// always for agents and "" for humans.
+func (s *Service) Join(ctx context.Context, tenant, forumID string, actor forge.Actor, trigger string) (*forge.Participant, error) {
+	r, err := s.room(ctx, tenant, forumID)
+	if err != nil {
+		return nil, err
+	}
+	if actor.Type == forge.ActorAgent {
+		if _, err := s.store.GetAgent(ctx, tenant, actor.Agent); err != nil {
+			if errors.Is(err, forge.ErrNotFound) {
+				return nil, forge.Errorf(forge.ErrNotFound, "agent %q not found", actor.Agent)
+			}
+			return nil, err
+		}
+		if trigger == "" {
+			trigger = forge.TriggerAuto
+		}
+	}
+	return r.join(ctx, actor, trigger)
+}
+
+// Leave ends a stint; ending an ended one answers it as it is.
+func (s *Service) Leave(ctx context.Context, tenant, forumID, participantID string) (*forge.Participant, error) {
+	r, err := s.room(ctx, tenant, forumID)
+	if err != nil {
+		return nil, err
+	}
+	return r.leave(ctx, participantID)
+}
+
+// Post writes a human member's message.
+func (s *Service) Post(ctx context.Context, tenant, forumID, author, text string, meta json.RawMessage) (*forge.ForumMessage, error) {
+	r, err := s.room(ctx, tenant, forumID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.post(ctx, author, text, meta)
+	if err != nil {
+		return nil, err
+	}
+	return View(m), nil
+}
+
+// Messages lists a forum's messages, oldest first.
+func (s *Service) Messages(ctx context.Context, tenant, forumID string, opts forge.ListOptions) ([]*forge.ForumMessage, string, error) {
+	if _, err := s.room(ctx, tenant, forumID); err != nil {
+		return nil, "", err
+	}
+	msgs, next, err := s.store.ListLoose(ctx, tenant, forumID, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*forge.ForumMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = View(m)
+	}
+	return out, next, nil
+}
+
+// Events streams the forum's events after a seq (replay, then live), with
+// the ephemeral forum.typing events while it is live.
+func (s *Service) Events(ctx context.Context, tenant, forumID string, after int64) (iter.Seq2[forge.Event, error], error) {
+	if _, err := s.room(ctx, tenant, forumID); err != nil {
+		return nil, err
+	}
+	return s.typing.events(ctx, s.log, tenant, forumID, after), nil
+}

@@ -1,0 +1,389 @@
+package forum
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/eventlog"
+)
+
+// worker serializes everything about one agent stint: ingestion into its
+// current monologue, trigger decisions, turn starts and follow-ups,
+// compaction swaps and egress. Its own goroutine owns the fields below
+// the lock; others only enqueue and wake it.
+type worker struct {
+	s    *Service
+	room *room
+	stop context.CancelFunc
+	done chan struct{}
+	wake chan struct{}
+
+	mu    sync.Mutex // guards the following
+	inbox []inboxItem
+	ended []*forge.Turn
+
+	// Owned by the goroutine.
+	stint    *forge.Participant
+	running  string             // the monologue turn running now
+	pending  *forge.TurnTrigger // the newest trigger no turn has answered yet
+	catchUp  bool               // read missed forum messages from the store
+	retryAt  time.Time          // when a failed start or ingestion is tried again
+	lastCopy string             // source id of the newest copy
+}
+
+type inboxItem struct {
+	msg     *forge.Message
+	members int // active members when it was posted (for auto)
+}
+
+func (w *worker) enqueue(m *forge.Message, members int) {
+	w.mu.Lock()
+	w.inbox = append(w.inbox, inboxItem{m, members})
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *worker) turnEnded(t *forge.Turn) {
+	w.mu.Lock()
+	w.ended = append(w.ended, t)
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) take() ([]inboxItem, []*forge.Turn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	in, ended := w.inbox, w.ended
+	w.inbox, w.ended = nil, nil
+	return in, ended
+}
+
+func (w *worker) monologue() string { return w.stint.Metadata.MonologueID }
+
+// run is the worker's loop. recover is set at startup: it finishes what a
+// crash left (an unpublished reply, an abandoned triggered turn, copies
+// never made).
+func (w *worker) run(ctx context.Context, recover bool) {
+	defer close(w.done)
+	w.catchUp = recover
+	if recover {
+		w.recover(ctx)
+	}
+	tick := time.NewTicker(w.s.sweep)
+	defer tick.Stop()
+	for {
+		in, ended := w.take()
+		for _, t := range ended {
+			w.onEnd(ctx, t)
+		}
+		if w.catchUp {
+			w.catchUpFromStore(ctx)
+		}
+		for _, it := range in {
+			w.ingest(ctx, it.msg, it.members)
+		}
+		w.maybeStart(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// ingest copies a forum message into the current monologue (once) and
+// notes whether it triggers a turn.
+func (w *worker) ingest(ctx context.Context, m *forge.Message, members int) {
+	f := m.Forum
+	if f == nil || f.Kind == forge.ForumKindNotice || f.ParticipantID == w.stint.ID {
+		return // notices and the agent's own replies are not copied
+	}
+	if idTime(m.ID) < idTime(w.stint.ID) {
+		return // from before the join
+	}
+	if m.ID <= w.lastCopy {
+		return // delivered and read from the store both (a catch-up)
+	}
+	cp, err := w.copyIn(ctx, m)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.s.logger.Warn("forum: ingestion failed; reading the forum again", "forum_id", m.SessionID, "participant_id", w.stint.ID, "err", err)
+			w.catchUp = true
+		}
+		return
+	}
+	w.lastCopy = max(w.lastCopy, m.ID)
+	if w.triggers(m, members) {
+		w.pending = &forge.TurnTrigger{CopyID: cp.ID, SourceConversationID: m.SessionID, SourceMessageID: m.ID}
+		w.s.logger.Debug("forum: trigger", "participant_id", w.stint.ID, "source_message_id", m.ID, "copy_id", cp.ID)
+	}
+}
+
+// triggers applies the stint's trigger policy to an ingested message.
+func (w *worker) triggers(m *forge.Message, members int) bool {
+	f := m.Forum
+	if f.Quiet {
+		return false // a guard stopped this reply
+	}
+	policy := w.stint.Trigger
+	if policy == forge.TriggerAuto || policy == "" {
+		policy = forge.TriggerMention
+		if members == 2 {
+			policy = forge.TriggerAlways
+		}
+	}
+	return policy == forge.TriggerAlways || slices.Contains(f.Mentions, w.stint.Actor.Agent)
+}
+
+// copyIn writes the copy of m into the current monologue: a user message
+// with the text and an agent part per mention, its source in metadata,
+// unique on its origin (a retried delivery copies nothing twice).
+func (w *worker) copyIn(ctx context.Context, m *forge.Message) (*forge.Message, error) {
+	mono := w.monologue()
+	origin := "copy:" + m.ID
+	if cp, err := w.s.store.MessageByOrigin(ctx, w.stint.Tenant, mono, origin); err == nil {
+		return cp, nil
+	} else if !errors.Is(err, forge.ErrNotFound) {
+		return nil, err
+	}
+	sess, err := w.s.session(ctx, w.stint.Tenant, mono)
+	if err != nil {
+		return nil, err
+	}
+	meta, _ := json.Marshal(forge.SourceMeta{SourceConversationID: m.SessionID, SourceMessageID: m.ID, SourceActorID: m.Forum.ActorID})
+	now := w.s.clock.Now()
+	cp := &forge.Message{ID: w.s.ids.New(forge.PrefixMessage), Tenant: w.stint.Tenant, SessionID: mono,
+		ThreadID: sess.MainThreadID, Role: forge.RoleUser, Author: m.Forum.ActorID, Metadata: meta, Origin: origin, CreatedAt: now}
+	cp.Parts = []*forge.Part{{ID: w.s.ids.New(forge.PrefixPart), MessageID: cp.ID, SessionID: mono, Type: forge.PartText,
+		Text: textOf(m), State: forge.StateCompleted, CreatedAt: now, UpdatedAt: now}}
+	for _, name := range m.Forum.Mentions {
+		cp.Parts = append(cp.Parts, &forge.Part{ID: w.s.ids.New(forge.PrefixPart), MessageID: cp.ID, SessionID: mono,
+			Type: forge.PartAgent, Text: name, State: forge.StateCompleted, CreatedAt: now, UpdatedAt: now})
+	}
+	_, err = w.s.log.Write(ctx, w.stint.Tenant, mono,
+		[]eventlog.Draft{{Type: forge.EventMessageCreated, ID: cp.ID, ThreadID: cp.ThreadID, Data: cp}},
+		func(ctx context.Context, evs []forge.Event) error {
+			return w.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: w.stint.Tenant, SessionID: mono, Messages: []*forge.Message{cp}, Events: evs})
+		})
+	if errors.Is(err, forge.ErrConflict) {
+		return w.s.store.MessageByOrigin(ctx, w.stint.Tenant, mono, origin)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if w.s.onCopy != nil {
+		w.s.onCopy(m.ID)
+	}
+	return cp, nil
+}
+
+// maybeStart runs a turn for the pending trigger when none runs: one turn
+// at a time per monologue; what arrived meanwhile is answered by one
+// follow-up turn.
+func (w *worker) maybeStart(ctx context.Context) {
+	if w.running != "" || w.pending == nil || ctx.Err() != nil || w.s.clock.Now().Before(w.retryAt) {
+		return
+	}
+	if err := w.maybeSwap(ctx); err != nil {
+		if ctx.Err() == nil {
+			w.s.logger.Warn("forum: monologue swap failed", "participant_id", w.stint.ID, "err", err)
+			w.retryAt = w.s.clock.Now().Add(time.Second)
+		}
+		return
+	}
+	t, err := w.s.eng.StartTurn(ctx, w.stint.Tenant, w.monologue(), engine.TurnRequest{Trigger: w.pending, Forum: true})
+	switch {
+	case err == nil:
+		w.running = t.ID
+		w.pending = nil
+	case errors.Is(err, forge.ErrPendingActions), errors.Is(err, forge.ErrTurnInProgress):
+		// A paused turn waits for its resolutions, or a resolution turn
+		// runs: the follow-up starts when that turn ends.
+	case ctx.Err() != nil:
+	default:
+		w.s.logger.Warn("forum: monologue turn did not start", "participant_id", w.stint.ID, "err", err)
+		w.retryAt = w.s.clock.Now().Add(time.Second)
+	}
+}
+
+// onEnd handles a monologue turn's end: egress of its reply.
+func (w *worker) onEnd(ctx context.Context, ended *forge.Turn) {
+	if ended.ID == w.running {
+		w.running = ""
+	}
+	t, err := w.s.store.GetTurn(ctx, ended.Tenant, ended.SessionID, ended.ID)
+	if err != nil {
+		w.s.logger.Warn("forum: reading an ended monologue turn", "turn_id", ended.ID, "err", err)
+		return
+	}
+	w.egress(ctx, t)
+}
+
+// egress publishes a done turn's non-empty output as a reply to the forum
+// its trigger came from.
+func (w *worker) egress(ctx context.Context, t *forge.Turn) bool {
+	if t.Status != forge.TurnDone || t.Output == nil || t.Output.Text == "" || t.Trigger == nil {
+		return false
+	}
+	r, err := w.s.room(ctx, w.stint.Tenant, t.Trigger.SourceConversationID)
+	if err != nil {
+		w.s.logger.Warn("forum: reply's forum", "turn_id", t.ID, "err", err)
+		return false
+	}
+	if err := r.publish(ctx, reply{stint: w.stint, turn: t, monoID: t.SessionID, trigger: t.Trigger}); err != nil {
+		w.s.logger.Warn("forum: publishing a reply", "turn_id", t.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+// recover finishes what a crash left for this stint: replies of done
+// turns not yet published, and a triggered turn the crash abandoned (run
+// again once).
+func (w *worker) recover(ctx context.Context) {
+	mono, err := w.s.session(ctx, w.stint.Tenant, w.monologue())
+	if err != nil || mono.TipTurnID == nil {
+		return
+	}
+	tip, err := w.s.store.GetTurn(ctx, w.stint.Tenant, mono.ID, *mono.TipTurnID)
+	if err != nil {
+		return
+	}
+	// Replies are published in turn order by this worker, so only the
+	// newest turns can lack theirs: walk back to one that has it.
+	for t, n := tip, 0; t != nil && n < 16; n++ {
+		if t.Trigger != nil && t.Status == forge.TurnDone && t.Output != nil && t.Output.Text != "" {
+			_, err := w.s.store.MessageByOrigin(ctx, w.stint.Tenant, t.Trigger.SourceConversationID, "reply:"+t.ID)
+			if err == nil {
+				break
+			}
+			w.egress(ctx, t)
+		}
+		if t.PreviousTurnID == nil {
+			break
+		}
+		if t, err = w.s.store.GetTurn(ctx, w.stint.Tenant, mono.ID, *t.PreviousTurnID); err != nil {
+			break
+		}
+	}
+	if tip.Status == forge.TurnCancelled && tip.CancelReason != nil && *tip.CancelReason == forge.CancelAbandoned &&
+		tip.Trigger != nil && !tip.Trigger.Retry {
+		again := *tip.Trigger
+		again.Retry = true
+		w.pending = &again
+	}
+}
+
+// catchUpFromStore copies the forum messages the worker missed (a crash,
+// a failed write) and triggers on those no turn has answered.
+func (w *worker) catchUpFromStore(ctx context.Context) {
+	mono := w.monologue()
+	last := w.lastCopy
+	if last == "" {
+		copies, err := w.s.store.LastLoose(ctx, w.stint.Tenant, mono, 50)
+		if err != nil {
+			return
+		}
+		for _, c := range copies {
+			if src, ok := sourceOf(c); ok {
+				last = max(last, src.SourceMessageID)
+			}
+		}
+		// A monologue made by a swap was copied into through this message
+		// (its predecessor's newest copy).
+		if sess, err := w.s.session(ctx, w.stint.Tenant, mono); err == nil {
+			var meta struct {
+				CopiedThrough string `json:"copied_through"`
+			}
+			if json.Unmarshal(sess.Metadata, &meta) == nil {
+				last = max(last, meta.CopiedThrough)
+			}
+		}
+	}
+	w.s.logger.Debug("forum: catch-up", "participant_id", w.stint.ID, "last", last)
+	// The newest triggered turn answered every copy made before it; a
+	// compaction turn (no trigger) after it, left by a crash before its
+	// swap, answered nothing.
+	var tipID string
+	if sess, err := w.s.session(ctx, w.stint.Tenant, mono); err == nil && sess.TipTurnID != nil {
+		tipID = *sess.TipTurnID
+		for n := 0; n < 8; n++ {
+			t, err := w.s.store.GetTurn(ctx, w.stint.Tenant, mono, tipID)
+			if err != nil || t.Trigger != nil || t.PreviousTurnID == nil {
+				break
+			}
+			tipID = *t.PreviousTurnID
+		}
+	}
+	members := w.room.memberCount()
+	cursor := last
+	for {
+		page, next, err := w.s.store.ListLoose(ctx, w.stint.Tenant, w.stint.ForumID, forge.ListOptions{Limit: 500, Cursor: cursor})
+		if err != nil {
+			return
+		}
+		for _, m := range page {
+			w.ingest(ctx, m, members)
+		}
+		w.lastCopy = max(w.lastCopy, last)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	w.catchUp = false
+	// A copy made after the newest turn started triggers, if it would:
+	// the crash may have lost the pending trigger.
+	if w.pending == nil {
+		copies, err := w.s.store.LastLoose(ctx, w.stint.Tenant, mono, 50)
+		if err != nil {
+			return
+		}
+		for _, c := range copies {
+			src, ok := sourceOf(c)
+			if !ok || src.SeededFrom != "" || (tipID != "" && idTime(c.ID) < idTime(tipID)) {
+				continue // answered in the old monologue, or before the tip turn
+			}
+			orig, err := w.forumMessage(ctx, src)
+			if err == nil && w.triggers(orig, members) {
+				w.pending = &forge.TurnTrigger{CopyID: c.ID, SourceConversationID: src.SourceConversationID, SourceMessageID: src.SourceMessageID}
+			}
+		}
+	}
+}
+
+// forumMessage reads the forum message a copy came from.
+func (w *worker) forumMessage(ctx context.Context, src forge.SourceMeta) (*forge.Message, error) {
+	page, _, err := w.s.store.ListLoose(ctx, w.stint.Tenant, src.SourceConversationID, forge.ListOptions{Limit: 1, Cursor: prevID(src.SourceMessageID)})
+	if err != nil {
+		return nil, err
+	}
+	if len(page) == 0 || page[0].ID != src.SourceMessageID {
+		return nil, forge.Errorf(forge.ErrNotFound, "forum message %s not found", src.SourceMessageID)
+	}
+	return page[0], nil
+}
+
+// prevID is a cursor just before id (ids compare as strings).
+func prevID(id string) string {
+	if id == "" {
+		return ""
+	}
+	b := []byte(id)
+	b[len(b)-1]--
+	return string(b) + "~" // after every id character
+}

@@ -1,0 +1,321 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/forge-runtime/forge"
+)
+
+const participantCols = `id, session_id, actor, actor_id, trigger, monologue_id, joined_at, left_at`
+
+func scanParticipant(sc pgx.Row, tenant string) (*forge.Participant, error) {
+	var (
+		p      forge.Participant
+		actor  string
+		mono   *string
+		joined time.Time
+		left   *time.Time
+	)
+	if err := sc.Scan(&p.ID, &p.ForumID, &actor, &p.ActorID, &p.Trigger, &mono, &joined, &left); err != nil {
+		return nil, err
+	}
+	p.Tenant = tenant
+	if err := json.Unmarshal([]byte(actor), &p.Actor); err != nil {
+		return nil, err
+	}
+	if mono != nil {
+		p.Metadata.MonologueID = *mono
+	}
+	p.JoinedAt, p.LeftAt = utc(joined), utcPtr(left)
+	return &p, nil
+}
+
+// checkForum queues a check, aborting the batch, that the forum is live.
+func checkForum(b *pgx.Batch, tenant, id string) {
+	b.Queue(`SELECT check_found(EXISTS (SELECT FROM sessions WHERE tenant = $1 AND id = $2 AND kind = 'forum'
+		AND deleted_at IS NULL), 'forum ' || $2 || ' not found')`, tenant, id)
+}
+
+// AddParticipant inserts a stint (and its monologue) with its events.
+func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monologue *forge.Session, events []forge.Event) error {
+	if p == nil || p.ID == "" || p.ForumID == "" || p.ActorID == "" {
+		return forge.Errorf(forge.ErrInvalid, "participant needs an id, a forum and an actor")
+	}
+	actor, err := json.Marshal(p.Actor)
+	if err != nil {
+		return err
+	}
+	erows, err := s.encodeEvents(events)
+	if err != nil {
+		return err
+	}
+	p.JoinedAt = orNow(p.JoinedAt, s.now)
+	b := batch(p.Tenant)
+	checkForum(b, p.Tenant, p.ForumID)
+	if monologue != nil {
+		m := *monologue
+		m.CreatedAt = orNow(m.CreatedAt, s.now)
+		m.UpdatedAt = m.CreatedAt
+		if err := queueSession(b, &m); err != nil {
+			return err
+		}
+	}
+	b.Queue(`INSERT INTO participants (tenant, id, session_id, actor_type, actor_id, actor, trigger, monologue_id,
+		joined_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		p.Tenant, p.ID, p.ForumID, p.Actor.Type, p.ActorID, string(actor), p.Trigger,
+		nullStr(p.Metadata.MonologueID), p.JoinedAt)
+	queueEvents(b, scope{tenant: p.Tenant, session: p.ForumID}, erows)
+	err = s.write(ctx, b)
+	if err != nil && forge.ErrorCode(err) == "conflict" {
+		return forge.Errorf(forge.ErrConflict, "%s already has an active stint in forum %s", p.ActorID, p.ForumID)
+	}
+	return err
+}
+
+// EndParticipant ends an active stint.
+func (s *Store) EndParticipant(ctx context.Context, tenant, forumID, participantID string, at time.Time, events []forge.Event) (*forge.Participant, bool, error) {
+	erows, err := s.encodeEvents(events)
+	if err != nil {
+		return nil, false, err
+	}
+	var (
+		out   *forge.Participant
+		ended int
+	)
+	b := batch(tenant)
+	b.Queue(`WITH upd AS (
+			UPDATE participants SET left_at = $4 WHERE tenant = $1 AND session_id = $2 AND id = $3 AND left_at IS NULL
+			RETURNING id
+		), ins AS (
+			INSERT INTO events (tenant, session_id, seq, id, type, turn_id, thread_id, created_at, data)
+			SELECT $1, $2, u.seq, u.id, u.type, u.turn_id, u.thread_id, u.created_at, u.data
+			FROM unnest($5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::text[])
+				AS u(seq, id, type, turn_id, thread_id, created_at, data)
+			WHERE EXISTS (SELECT FROM upd)
+		)
+		SELECT count(*) FROM upd`, tenant, forumID, participantID, at,
+		erows.seq, erows.id, erows.typ, erows.turn, erows.thread, erows.created, erows.data).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&ended) })
+	b.Queue(`SELECT `+participantCols+` FROM participants WHERE tenant = $1 AND session_id = $2 AND id = $3`,
+		tenant, forumID, participantID).QueryRow(func(r pgx.Row) error {
+		var err error
+		out, err = scanParticipant(r, tenant)
+		return notFound(err, "member %s not found in forum %s", participantID, forumID)
+	})
+	if err := s.write(ctx, b); err != nil {
+		return nil, false, err
+	}
+	return out, ended == 1, nil
+}
+
+// GetParticipant returns a stint of a live forum.
+func (s *Store) GetParticipant(ctx context.Context, tenant, forumID, participantID string) (*forge.Participant, error) {
+	var out *forge.Participant
+	b := batch(tenant)
+	checkForum(b, tenant, forumID)
+	b.Queue(`SELECT `+participantCols+` FROM participants WHERE tenant = $1 AND session_id = $2 AND id = $3`,
+		tenant, forumID, participantID).QueryRow(func(r pgx.Row) error {
+		var err error
+		out, err = scanParticipant(r, tenant)
+		return notFound(err, "member %s not found in forum %s", participantID, forumID)
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListParticipants lists a forum's stints, oldest first.
+func (s *Store) ListParticipants(ctx context.Context, tenant, forumID string, all bool, opts forge.ListOptions) ([]*forge.Participant, string, error) {
+	limit := pageLimit(opts.Limit, defaultLimit)
+	var out []*forge.Participant
+	b := batch(tenant)
+	checkForum(b, tenant, forumID)
+	b.Queue(`SELECT `+participantCols+` FROM participants
+		WHERE tenant = $1 AND session_id = $2 AND id > $3 AND ($4 OR left_at IS NULL) ORDER BY id LIMIT $5`,
+		tenant, forumID, opts.Cursor, all, limit+1).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			p, err := scanParticipant(rows, tenant)
+			if err != nil {
+				return err
+			}
+			out = append(out, p)
+		}
+		return rows.Err()
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, "", err
+	}
+	out, next := page(out, limit, func(p *forge.Participant) string { return p.ID })
+	return out, next, nil
+}
+
+// ActiveAgentStints lists every active agent stint of every live forum:
+// their ids through the SECURITY DEFINER function active_agent_stints,
+// then the stints tenant by tenant through the ordinary policy.
+func (s *Store) ActiveAgentStints(ctx context.Context) ([]*forge.Participant, error) {
+	type ref struct{ tenant, id string }
+	var refs []ref
+	b := &pgx.Batch{}
+	b.Queue(`SELECT tenant, id FROM active_agent_stints()`).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var r ref
+			if err := rows.Scan(&r.tenant, &r.id); err != nil {
+				return err
+			}
+			refs = append(refs, r)
+		}
+		return rows.Err()
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	var out []*forge.Participant
+	for i := 0; i < len(refs); {
+		tenant := refs[i].tenant
+		var ids []string
+		for ; i < len(refs) && refs[i].tenant == tenant; i++ {
+			ids = append(ids, refs[i].id)
+		}
+		b := batch(tenant)
+		b.Queue(`SELECT p.id, p.session_id, p.actor, p.actor_id, p.trigger, p.monologue_id, p.joined_at, p.left_at
+			FROM participants p JOIN sessions f ON f.tenant = p.tenant AND f.id = p.session_id AND f.deleted_at IS NULL
+			WHERE p.tenant = $1 AND p.id = ANY($2) AND p.left_at IS NULL ORDER BY p.id`, tenant, ids).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					p, err := scanParticipant(rows, tenant)
+					if err != nil {
+						return err
+					}
+					out = append(out, p)
+				}
+				return rows.Err()
+			})
+		if err := s.read(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// AppendLoose writes turnless messages and their events in one transaction.
+func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
+	if a == nil || a.SessionID == "" {
+		return forge.Errorf(forge.ErrInvalid, "append needs a session")
+	}
+	parts := &partRows{}
+	msgs, err := s.encodeMessages(a.Messages, parts)
+	if err != nil {
+		return err
+	}
+	erows, err := s.encodeEvents(a.Events)
+	if err != nil {
+		return err
+	}
+	sc := scope{tenant: a.Tenant, session: a.SessionID}
+	b := batch(a.Tenant)
+	b.Queue(`SELECT check_found(EXISTS (SELECT FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL),
+		'session ' || $2 || ' not found')`, a.Tenant, a.SessionID)
+	queueMessages(b, insertMessagesSQL, sc, msgs)
+	queueParts(b, insertPartsSQL, sc, parts)
+	queueEvents(b, sc, erows)
+	for _, r := range a.Mark {
+		b.Queue(`UPDATE messages SET metadata = jsonb_set(coalesce(metadata, '{}')::jsonb, '{type}', to_jsonb($4::text))::text
+			WHERE tenant = $1 AND session_id = $2 AND id = $3`, a.Tenant, r.SessionID, r.MessageID, forge.MetadataTypeReply)
+	}
+	return s.write(ctx, b)
+}
+
+// MessageByOrigin returns the session's message of that origin.
+func (s *Store) MessageByOrigin(ctx context.Context, tenant, sessionID, origin string) (*forge.Message, error) {
+	var out []*forge.Message
+	b := batch(tenant)
+	b.Queue(`WITH page AS (SELECT * FROM messages WHERE tenant = $1 AND session_id = $2 AND origin = $3)`+pageWithParts,
+		tenant, sessionID, origin).Query(func(rows pgx.Rows) error {
+		var err error
+		out, err = scanPage(rows, tenant)
+		return err
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, forge.Errorf(forge.ErrNotFound, "no message of origin %s in session %s", origin, sessionID)
+	}
+	return out[0], nil
+}
+
+// ListLoose lists a session's turnless messages, oldest first.
+func (s *Store) ListLoose(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error) {
+	limit := pageLimit(opts.Limit, defaultLimit)
+	var out []*forge.Message
+	b := batch(tenant)
+	liveSession(b, tenant, sessionID)
+	b.Queue(`WITH page AS (SELECT * FROM messages WHERE tenant = $1 AND session_id = $2 AND turn_id IS NULL AND id > $3
+		ORDER BY id LIMIT $4)`+pageWithParts, tenant, sessionID, opts.Cursor, limit+1).Query(func(rows pgx.Rows) error {
+		var err error
+		out, err = scanPage(rows, tenant)
+		return err
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, "", err
+	}
+	out, next := page(out, limit, func(m *forge.Message) string { return m.ID })
+	return out, next, nil
+}
+
+// LastLoose returns up to n of the session's newest turnless messages.
+func (s *Store) LastLoose(ctx context.Context, tenant, sessionID string, n int) ([]*forge.Message, error) {
+	var out []*forge.Message
+	b := batch(tenant)
+	liveSession(b, tenant, sessionID)
+	b.Queue(`WITH page AS (SELECT * FROM messages WHERE tenant = $1 AND session_id = $2 AND turn_id IS NULL
+		ORDER BY id DESC LIMIT $3)`+pageWithParts, tenant, sessionID, n).Query(func(rows pgx.Rows) error {
+		var err error
+		out, err = scanPage(rows, tenant)
+		return err
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SwapMonologue creates the new monologue with its seed and moves the
+// stint's pointer to it, if it still points at the old one.
+func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error {
+	if w == nil || w.New == nil || w.OldID == "" {
+		return forge.Errorf(forge.ErrInvalid, "swap needs the old and the new monologue")
+	}
+	nm := *w.New
+	nm.Tenant = w.Tenant
+	nm.CreatedAt = orNow(nm.CreatedAt, s.now)
+	nm.UpdatedAt = nm.CreatedAt
+	parts := &partRows{}
+	msgs, err := s.encodeMessages(w.Seed, parts)
+	if err != nil {
+		return err
+	}
+	erows, err := s.encodeEvents(w.Events)
+	if err != nil {
+		return err
+	}
+	b := batch(w.Tenant)
+	b.Queue(`WITH upd AS (
+			UPDATE participants SET monologue_id = $5 WHERE tenant = $1 AND session_id = $2 AND id = $3
+				AND left_at IS NULL AND monologue_id = $4 RETURNING id
+		) SELECT check_conflict(EXISTS (SELECT FROM upd), 'member ' || $3 || ' no longer has monologue ' || $4)`,
+		w.Tenant, w.ForumID, w.ParticipantID, w.OldID, nm.ID)
+	if err := queueSession(b, &nm); err != nil {
+		return err
+	}
+	sc := scope{tenant: w.Tenant, session: nm.ID}
+	queueMessages(b, insertMessagesSQL, sc, msgs)
+	queueParts(b, insertPartsSQL, sc, parts)
+	queueEvents(b, scope{tenant: w.Tenant, session: w.ForumID}, erows)
+	return s.write(ctx, b)
+}
