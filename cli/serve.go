@@ -255,6 +255,7 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		// restarted server) end only the turns whose owner is gone.
 		cfg.Leases = leases
 	}
+	var locks forum.Locks
 	if o.redis != "" {
 		rb, err := redisbus.Open(ctx, o.redis, redisbus.Options{Logger: log})
 		if err != nil {
@@ -262,10 +263,14 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		}
 		defer rb.Close()
 		cfg.Bus, cfg.Fence, cfg.Peers, cfg.ReplicaID = rb, rb, rb, rb.WriterID()
+		locks = rb
 		ready = append(ready, httpapi.ReadyCheck{Name: "redis", Check: rb.Ping})
 	}
 	eng := engine.New(cfg)
-	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log})
+	// A stint's worker moves to another replica once its holder has been
+	// silent this long (it renews every second).
+	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log,
+		Locks: locks, LockTTL: max(o.lease, 3*time.Second)})
 	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		_ = eng.Close(context.Background())

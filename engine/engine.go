@@ -169,11 +169,11 @@ type Engine struct {
 	// sandboxTools are the names of the sandbox's tools.
 	sandboxTools map[string]bool
 
-	wg        sync.WaitGroup
+	wg sync.WaitGroup
 	// monologues hears about monologue turns (set after New: the forum
 	// layer is built on the engine); guarded by mu.
 	monologues MonologueObserver
-	histories historyCache
+	histories  historyCache
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
 
@@ -262,6 +262,7 @@ func New(cfg Config) *Engine {
 
 // ReplicaID is this process's id as a turn's lease owner.
 func (e *Engine) ReplicaID() string { return e.replica }
+
 // SetMonologueObserver sets the observer of monologue turns; call it
 // before the first turn starts (the forum layer is built after the engine).
 func (e *Engine) SetMonologueObserver(o MonologueObserver) {

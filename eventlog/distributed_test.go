@@ -346,3 +346,68 @@ func TestRedisDownWritesNothing(t *testing.T) {
 		t.Fatalf("events before %d, after %d: the failed write committed", len(before), len(after))
 	}
 }
+
+// TestUpdateSaysWhetherAnotherReplicaWrote: a writer deciding under the
+// hold learns whether its view of the session may be stale (another
+// replica wrote since its last write), and nothing is written when it
+// decides to write nothing.
+func TestUpdateSaysWhetherAnotherReplicaWrote(t *testing.T) {
+	redistest.URL(t)
+	dbURL := pgtest.NewDatabase(t)
+	t.Parallel()
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	a := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-a"})
+	b := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-b"})
+	ids := forge.NewULIDGen(nil)
+	now := time.Now().UTC()
+	sess := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: forge.DefaultTenant, Kind: forge.KindDirect, Agent: "a",
+		MainThreadID: ids.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := a.store.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	turn := &forge.Turn{ID: ids.New(forge.PrefixTurn), Tenant: forge.DefaultTenant, SessionID: sess.ID, AgentID: "ag",
+		AgentVersion: 1, Status: forge.TurnRunning, Input: []forge.Input{}, RequiredActions: []forge.RequiredAction{}, CreatedAt: now}
+	if err := a.store.BeginTurn(ctx, &forge.BeginTurn{Turn: turn}); err != nil {
+		t.Fatal(err)
+	}
+	update := func(r *replica, write bool) bool {
+		t.Helper()
+		var fresh bool
+		_, err := r.log.Update(ctx, forge.DefaultTenant, sess.ID, func(ctx context.Context, f bool) ([]eventlog.Draft, func(context.Context, []forge.Event) error, error) {
+			fresh = f
+			if !write {
+				return nil, nil, nil
+			}
+			return []eventlog.Draft{{Type: forge.EventMessageCreated, ID: "msg", Data: map[string]int{}}}, func(ctx context.Context, evs []forge.Event) error {
+				return r.store.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Events: evs})
+			}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fresh
+	}
+	for i, step := range []struct {
+		r     *replica
+		write bool
+		fresh bool
+	}{
+		{a, true, false},  // a never wrote the session
+		{a, true, true},   // a wrote it last
+		{a, false, true},  // deciding to write nothing changes nothing
+		{b, true, false},  // b never wrote it
+		{a, true, false},  // b wrote since a's last write
+		{b, false, false}, // a wrote since (b's decide reloads, and writes nothing)
+		{b, true, true},   // b held it last: its reloaded view is current
+		{a, true, false},
+	} {
+		if got := update(step.r, step.write); got != step.fresh {
+			t.Fatalf("step %d: fresh %v, want %v", i, got, step.fresh)
+		}
+	}
+	evs, _ := a.store.ListEvents(ctx, forge.DefaultTenant, forge.EventQuery{SessionID: sess.ID})
+	if len(evs) != 6 {
+		t.Fatalf("%d events stored, want 6", len(evs))
+	}
+}

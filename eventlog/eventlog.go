@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -143,6 +144,9 @@ type sequencer struct {
 	mu       sync.Mutex // guards the following
 	next     int64      // next seq to hand out, 0 before the first reservation
 	reserved int64      // highest seq of the committed reservation
+	// wrote is set once this process has written the session through
+	// Update (its Prepare's view of the session is then its own to keep).
+	wrote bool
 }
 
 func (l *Log) sequencer(tenant, session string) *sequencer {
@@ -304,6 +308,70 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 	return evs, nil
 }
 
+// Prepare decides a write while the session is held: it may read what it
+// needs from the store (no other writer of the session, in any process,
+// writes until the write is published), and returns the drafts and their
+// commit. fresh is false when another process may have written the
+// session since this one last held it (its cached view of the session may
+// be stale). Returning no drafts and a nil commit writes nothing.
+type Prepare func(ctx context.Context, fresh bool) ([]Draft, func(ctx context.Context, evs []forge.Event) error, error)
+
+// Update is Write for a writer that must decide under the hold what it
+// writes (a forum room: who is a member, which guard fires). It holds the
+// session (across processes with a Fence), calls prepare, then assigns
+// seqs, commits and publishes as Write does. prepare runs once; a failed
+// commit is retried as Write retries it.
+func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prepare) ([]forge.Event, error) {
+	sq := l.sequencer(tenant, sessionID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	hold, fresh := "", sq.wrote
+	if l.fence != nil {
+		var err error
+		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
+			return nil, err
+		}
+	}
+	drafts, commit, err := prepare(ctx, fresh)
+	if err == nil && len(drafts) == 0 && commit == nil {
+		if hold != "" {
+			l.release(ctx, sessionID, hold, nil)
+		}
+		return nil, nil
+	}
+	var evs []forge.Event
+	if err == nil {
+		evs, err = l.assignLocked(ctx, sq, drafts)
+	}
+	if err == nil {
+		err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, evs) })
+	}
+	if err != nil {
+		if hold != "" {
+			l.release(ctx, sessionID, hold, nil)
+		}
+		return nil, err
+	}
+	sq.wrote = true
+	if hold != "" {
+		l.release(ctx, sessionID, hold, evs)
+		return evs, nil
+	}
+	for _, ev := range evs {
+		l.publishLocked(ctx, ev)
+	}
+	return evs, nil
+}
+
+// Live subscribes to what is published on the session from now on (no
+// replay): for a process that only needs to learn that something
+// happened (a forum worker watching its forum and monologue on any
+// replica). The caller closes it.
+func (l *Log) Live(ctx context.Context, sessionID string) (forge.BusSubscription, error) {
+	_, sub, err := l.bus.Subscribe(ctx, sessionID, math.MaxInt64)
+	return sub, err
+}
+
 func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) ([]forge.Event, error) {
 	evs := make([]forge.Event, 0, len(drafts))
 	for _, d := range drafts {
@@ -324,6 +392,11 @@ func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) (
 // one wrote it since this process's last hold, the cached seq block is
 // dropped (the next seq comes from a fresh reservation, above theirs).
 func (l *Log) acquireLocked(ctx context.Context, sq *sequencer) (string, error) {
+	hold, _, err := l.acquireFreshLocked(ctx, sq)
+	return hold, err
+}
+
+func (l *Log) acquireFreshLocked(ctx context.Context, sq *sequencer) (string, bool, error) {
 	var hold string
 	var fresh bool
 	err := l.retrying(ctx, func(ctx context.Context) error {
@@ -333,12 +406,12 @@ func (l *Log) acquireLocked(ctx context.Context, sq *sequencer) (string, error) 
 	})
 	if err != nil {
 		// The bus is down: nothing can be written safely (503, store_error).
-		return "", fmt.Errorf("hold session %s: %w: %w", sq.session, forge.ErrStore, err)
+		return "", false, fmt.Errorf("hold session %s: %w: %w", sq.session, forge.ErrStore, err)
 	}
 	if !fresh {
 		sq.next, sq.reserved = 0, 0
 	}
-	return hold, nil
+	return hold, fresh && sq.wrote, nil
 }
 
 // release publishes evs and ends the hold; a failure is logged (the

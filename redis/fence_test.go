@@ -353,3 +353,39 @@ func TestRetention(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestLocksAcrossProcesses: a named lock has one holder among processes;
+// its holder extends it, another takes it once it expires or is released.
+func TestLocksAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	a := open(t, prefix, redis.Options{WriterID: "a"})
+	b := open(t, prefix, redis.Options{WriterID: "b"})
+	take := func(bus *redis.Bus, ttl time.Duration) bool {
+		ok, err := bus.TryLock(ctx, "par_1", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !take(a, time.Minute) || !take(a, time.Minute) {
+		t.Fatal("a could not take, or extend, a free lock")
+	}
+	if take(b, time.Minute) {
+		t.Fatal("b took a's lock")
+	}
+	if err := b.Unlock(ctx, "par_1"); err != nil || take(b, time.Minute) {
+		t.Fatal("b released a's lock")
+	}
+	if err := a.Unlock(ctx, "par_1"); err != nil || !take(b, 100*time.Millisecond) {
+		t.Fatal("b could not take a released lock")
+	}
+	waitGone := time.Now().Add(10 * time.Second)
+	for !take(a, time.Minute) {
+		if time.Now().After(waitGone) {
+			t.Fatal("an expired lock was not taken")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -207,3 +207,25 @@ func (b *Bus) OnCancel(fn func(forge.CancelSignal)) {
 	defer b.mu.Unlock()
 	b.onCancel = append(b.onCancel, fn)
 }
+
+// TryLock takes the named lock for ttl, or extends it when this process
+// already holds it, and reports whether this process holds it now. A
+// holder that dies loses it after ttl. (The forum layer runs each agent
+// stint's worker on the replica that holds the stint's lock.)
+func (b *Bus) TryLock(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	n, err := lockScript.Run(ctx, b.rdb, []string{b.lockKey(name)}, b.opts.WriterID, ms(ttl)).Int()
+	if err != nil {
+		return false, fmt.Errorf("redis: lock %s: %w", name, err)
+	}
+	return n == 1, nil
+}
+
+// Unlock releases the named lock if this process holds it.
+func (b *Bus) Unlock(ctx context.Context, name string) error {
+	if err := unlockScript.Run(ctx, b.rdb, []string{b.lockKey(name)}, b.opts.WriterID).Err(); err != nil {
+		return fmt.Errorf("redis: unlock %s: %w", name, err)
+	}
+	return nil
+}
+
+func (b *Bus) lockKey(name string) string { return b.opts.Prefix + ":lock:{" + name + "}" }

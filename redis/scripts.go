@@ -188,3 +188,24 @@ local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1] .. '-0', '+')
 local last = redis.call('HGET', KEYS[3], 'last') or '0'
 return {openParts, entries, last}
 `)
+
+// lockScript takes a named lock, or extends it for its holder.
+//
+// KEYS: the lock. ARGV: this process's token, TTL ms. Returns 1 when this
+// process holds it now, 0 when another does.
+var lockScript = goredis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if v then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// unlockScript releases a named lock if this process holds it.
+var unlockScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
