@@ -23,7 +23,8 @@ func (x *execution) finish(out outcome) {
 	th := x.main
 	if x.lost.Load() {
 		// The turn is another replica's to end (or has ended): stop what
-		// runs here, write nothing.
+		// runs here, write nothing; the replica that ends it reports it.
+		x.endedElsewhere = true
 		if th.tools != nil && th.tools.sandbox != nil {
 			x.e.cfg.Sandboxes.Stop(x.session.ID)
 		}
