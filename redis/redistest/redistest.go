@@ -4,38 +4,33 @@
 // keys.
 //
 // Unset, tests are skipped, unless FORGE_TEST_REQUIRE_SERVICES=1, which
-// makes them fail.
+// makes them fail (internal/testenv; scripts/test starts a Redis and sets
+// both).
 package redistest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/forge-runtime/forge/internal/testenv"
 )
 
-// Env names the variables redistest reads.
+// Env names the variables redistest reads (internal/testenv's).
 const (
-	EnvURL     = "FORGE_TEST_REDIS_URL"
-	EnvRequire = "FORGE_TEST_REQUIRE_SERVICES"
+	EnvURL     = testenv.RedisEnv
+	EnvRequire = testenv.RequireEnv
 )
 
 // URL returns the test server's URL, or skips (fails, with
-// FORGE_TEST_REQUIRE_SERVICES=1) when there is none.
+// FORGE_TEST_REQUIRE_SERVICES=1) when there is none (testenv.RedisURL).
 func URL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv(EnvURL)
-	if u == "" {
-		if os.Getenv(EnvRequire) == "1" {
-			tb.Fatalf("%s is not set and %s=1: start Redis and export its URL", EnvURL, EnvRequire)
-		}
-		tb.Skipf("%s is not set: Redis tests skipped (start redis-server on loopback and set it, e.g. redis://127.0.0.1:6379/0)", EnvURL)
-	}
-	return u
+	return testenv.RedisURL(tb)
 }
 
 // Prefix returns a key prefix no other test uses; its keys are deleted
