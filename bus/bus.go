@@ -397,3 +397,8 @@ func (s *subscription) Close() error {
 	}
 	return nil
 }
+
+// ProcessLocal reports that every subscriber of this bus is in this
+// process: eventlog.Log may then publish a held-back delta after a commit
+// that also stored later events (see eventlog.Log.HoldsDeltas).
+func (b *Bus) ProcessLocal() bool { return true }

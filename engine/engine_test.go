@@ -32,6 +32,10 @@ type reply struct {
 	block chan struct{}
 	// cut ends the stream after the deltas with no finish and no error.
 	cut bool
+	// silent: the model does not report its waits (forge.ReportWaits),
+	// so the engine writes before each delta instead of holding them
+	// until the model waits (before block) or the stream ends.
+	silent bool
 }
 
 // testModel answers calls from a queue and records what it was sent. It
@@ -72,6 +76,10 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		}
 		m.calls++
 		m.mu.Unlock()
+		wait := func() {}
+		if !r.silent {
+			wait = forge.ReportWaits(ctx)
+		}
 		if r.reasoning != "" {
 			if !yield(forge.ModelEvent{Type: forge.ReasoningDelta, Delta: r.reasoning}, nil) || !yield(forge.ModelEvent{Type: forge.ReasoningEnd}, nil) {
 				return
@@ -83,6 +91,7 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 			}
 		}
 		if r.block != nil {
+			wait()
 			select {
 			case <-r.block:
 			case <-ctx.Done():

@@ -54,6 +54,10 @@ type execution struct {
 	storeErr error
 	// mcpInits are the MCP servers started by this turn's threads.
 	mcpInits []forge.MCPInitialized
+	// checkpoints runs the checkpointer's loop once a streaming part's row
+	// is stored; checkpointsOff is set when the turn's loop has ended.
+	checkpoints    *checkpointLoop
+	checkpointsOff bool
 }
 
 func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Turn, base *forge.Snapshot) *execution {
@@ -168,6 +172,9 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 		}
 		return x.writeFailed(err)
 	}
+	if len(w.opened) > 0 && x.streams.stored(w.opened) {
+		x.startCheckpoints()
+	}
 	w.reset()
 	return nil
 }
@@ -189,7 +196,12 @@ func (x *execution) writeFailed(err error) error {
 // first delta, before tools run, each tool result, the terminal write).
 // The thread's executor owns it.
 type batch struct {
-	events    []eventlog.Draft
+	events []eventlog.Draft
+	// held counts the deltas among events (held back until the commit).
+	held int
+	// opened are the streaming parts whose first row is in this batch:
+	// they may be checkpointed once it is committed.
+	opened    []*streamingPart
 	partRows  map[string]*forge.Part
 	partOrder []string
 	msgRows   map[string]*forge.Message
@@ -245,7 +257,7 @@ func (w *batch) messages() []*forge.Message {
 }
 
 func (w *batch) reset() {
-	w.events, w.partOrder, w.msgOrder = nil, nil, nil
+	w.events, w.partOrder, w.msgOrder, w.opened, w.held = nil, nil, nil, nil, 0
 	clear(w.partRows)
 	clear(w.msgRows)
 }

@@ -26,20 +26,12 @@ func (e *Engine) execute(x *execution) {
 	defer cancelTimeout()
 	x.ctx = ctx
 
-	stopCheckpoints := make(chan struct{})
-	checkpointerDone := make(chan struct{})
-	go func() {
-		defer close(checkpointerDone)
-		x.checkpointLoop(stopCheckpoints)
-	}()
-
 	th := x.main
 	th.applyAuthTokens()
 	th.prepareTools()
 	out := th.loop()
 
-	close(stopCheckpoints)
-	<-checkpointerDone
+	x.stopCheckpoints()
 	x.finish(out)
 	e.unregister(x)
 	close(x.done)

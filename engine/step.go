@@ -81,8 +81,23 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		p.State = forge.StateStreaming
 		msg.Parts = append(msg.Parts, p)
 		th.partEvent(forge.EventModelMessage, p)
-		return x.streams.start(p, th.id)
+		sp := x.streams.start(p, th.id)
+		th.w.opened = append(th.w.opened, sp)
+		return sp
 	}
+	// A provider that reports its waits lets the deltas it streams in one
+	// burst share one write: releaseHeld writes them before each of its
+	// waits; when that write fails, the call is aborted.
+	ctx, abort := context.WithCancelCause(x.ctx)
+	defer abort(nil)
+	th.heldErr = nil
+	waits := &forge.StreamWaits{Wait: func() {
+		if th.releaseHeld(); th.heldErr != nil {
+			abort(th.heldErr)
+		}
+	}}
+	ctx = forge.WithStreamWaits(ctx, waits)
+	hold := x.e.events.HoldsDeltas()
 	closePart := func(sp **streamingPart, state string, provider json.RawMessage) {
 		if *sp == nil {
 			return
@@ -94,7 +109,11 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		th.partEvent(forge.EventModelMessage, (*sp).part)
 		*sp = nil
 	}
-	for ev, err := range model.Stream(x.ctx, req) {
+	for ev, err := range model.Stream(ctx, req) {
+		if th.heldErr != nil {
+			streamErr = th.heldErr
+			break
+		}
 		if err != nil {
 			streamErr = err
 			break
@@ -113,7 +132,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 				*slot = open(typ)
 			}
 			streamed += len(ev.Delta)
-			streamErr = th.delta(*slot, ev.Delta)
+			streamErr = th.delta(*slot, ev.Delta, hold && waits.Reported())
 		case forge.TextEnd, forge.ReasoningEnd:
 			closePart(slot, forge.StateCompleted, ev.Provider)
 		case forge.ToolCallEvent:
@@ -125,6 +144,9 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		if streamErr != nil {
 			break
 		}
+	}
+	if streamErr == nil && th.heldErr != nil {
+		streamErr = th.heldErr
 	}
 	if streamErr == nil && x.ctx.Err() != nil {
 		streamErr = context.Cause(x.ctx)

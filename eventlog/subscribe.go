@@ -193,9 +193,10 @@ func (r *reader) emit(ev forge.Event) error {
 //
 // The merge is exact because a session has one writer, which commits and
 // publishes in seq order: a delta below a stored event's seq was published
-// before that event was committed, so once a store page is read, one
-// non-blocking Next returns every bus event below the page's seqs that
-// this subscription will ever get.
+// before that event was committed, or (a delta held back, HoldsDeltas) by
+// the write that committed it, whose publishing settle waits for; so once
+// a store page is read, one non-blocking Next returns every bus event
+// below the page's seqs that this subscription will ever get.
 func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubscription) (resume bool, err error) {
 	pending := held   // bus events not yet yielded, in seq order
 	busLast := r.last // the highest seq the bus returned
@@ -248,6 +249,7 @@ func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubs
 			return false, err
 		}
 		if horizon == math.MaxInt64 {
+			r.l.settle(r.session)
 			if err := take(false); err != nil {
 				return false, err
 			}
