@@ -173,6 +173,8 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: err.Error()})
 			return
 		}
+		wait := forge.ReportWaits(ctx)
+		wait() // for the answer
 		var res *http.Response
 		// The empty params are replaced by the body (see body.go).
 		_, err = p.chat.New(ctx, sdk.ChatCompletionNewParams{},
@@ -188,6 +190,8 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			yield(forge.ModelEvent{}, jsonBodyError(ctx, p.name, res))
 			return
 		}
+		waiting := wire.NewWaitingBody(res.Body, wait)
+		res.Body = waiting
 		dec := ssestream.NewDecoder(res)
 		defer dec.Close()
 		s := streamState{p: p, yield: yield}
@@ -197,6 +201,7 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			ev := dec.Event()
 			if bytes.HasPrefix(ev.Data, doneData) {
 				done = true
+				waiting.Stop()
 				// Read the body to its end so the connection is reused.
 				io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
 				break
