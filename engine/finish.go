@@ -63,7 +63,7 @@ func (x *execution) finish(out outcome) {
 	err := x.commit(&th.w, snap, func() {
 		// The turn has ended in the store: a client that sees turn.done
 		// (published right after this) may start the next turn at once.
-		x.e.histories.put(x.session.ID, t.ID, th.history, snap)
+		x.e.histories.put(x.session.ID, t, th.history, snap, th.memo)
 		x.e.unregister(x)
 	})
 	switch {

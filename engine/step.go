@@ -35,7 +35,7 @@ func (th *thread) step() (*forge.Message, []*call, error) {
 	req := &forge.ModelRequest{
 		Model:    modelID,
 		System:   th.agent.Instructions,
-		Messages: toModelMessages(th.modelHistory()),
+		Messages: th.modelMessages(),
 		Tools:    th.toolDefs(),
 		Params:   th.agent.ModelParams,
 	}

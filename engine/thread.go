@@ -12,8 +12,10 @@ type thread struct {
 	id    string
 	agent *forge.Agent
 	// depth is how many delegations lead to this thread (0: main).
-	depth       int
-	history     []*forge.Message // this thread's model view, oldest first
+	depth   int
+	history []*forge.Message // this thread's model view, oldest first
+	// memo holds the model messages of history's settled prefix.
+	memo        modelMemo
 	resolutions []resolution
 	tools       *toolSet
 	w           batch

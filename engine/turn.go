@@ -97,9 +97,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	}
 	var history []*forge.Message
 	var snap *forge.Snapshot
+	var memo modelMemo
 	if base != nil {
 		var ok bool
-		if history, snap, ok = e.histories.get(sess.ID, base.ID); !ok {
+		if history, snap, memo, ok = e.histories.get(sess.ID, base.ID); !ok {
 			if history, err = e.loadHistory(ctx, tenant, sess, base.ID); err != nil {
 				return nil, false, err
 			}
@@ -132,6 +133,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x := e.newExecution(tenant, sess, turn, snap)
 	x.compactOnly = req.Compact
 	th := x.newThread(sess.MainThreadID, agent, 0, history)
+	th.memo = memo
 	th.resolutions = resolutions
 	x.main = th
 	drafts := []eventlog.Draft{{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn}}
@@ -191,6 +193,9 @@ func (e *Engine) baseTurn(ctx context.Context, tenant string, sess *forge.Sessio
 		}
 		return t, err
 	case sess.TipTurnID != nil:
+		if t := e.histories.ended(tenant, sess.ID, *sess.TipTurnID); t != nil {
+			return t, nil // it ended here: no read
+		}
 		return e.store.GetTurn(ctx, tenant, sess.ID, *sess.TipTurnID)
 	}
 	return nil, nil
