@@ -3,12 +3,16 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
 )
 
@@ -213,5 +217,121 @@ func TestAFailedWriteOfHeldDeltasEndsTheCall(t *testing.T) {
 	}
 	if p := msgs[1].Parts[1]; p.State != forge.StateInterrupted || p.Text != "a" {
 		t.Fatalf("part %+v", p)
+	}
+}
+
+// streamReads counts the store reads a turn stream could make.
+type streamReads struct {
+	forge.Store
+	mu                          sync.Mutex
+	sessions, turns, eventPages int
+}
+
+func (r *streamReads) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
+	r.mu.Lock()
+	r.sessions++
+	r.mu.Unlock()
+	return r.Store.GetSession(ctx, tenant, id)
+}
+
+func (r *streamReads) GetTurn(ctx context.Context, tenant, sid, tid string) (*forge.Turn, error) {
+	r.mu.Lock()
+	r.turns++
+	r.mu.Unlock()
+	return r.Store.GetTurn(ctx, tenant, sid, tid)
+}
+
+func (r *streamReads) ListEvents(ctx context.Context, tenant string, q forge.EventQuery) ([]forge.Event, error) {
+	r.mu.Lock()
+	r.eventPages++
+	r.mu.Unlock()
+	return r.Store.ListEvents(ctx, tenant, q)
+}
+
+func (r *streamReads) take() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := fmt.Sprintf("sessions %d, turns %d, event pages %d", r.sessions, r.turns, r.eventPages)
+	r.sessions, r.turns, r.eventPages = 0, 0, 0
+	return s
+}
+
+// TestStreamTurnReadsNothingBack: a turn streamed from its start, chaining
+// from a turn that ended here, reads the session once (to start it) and
+// neither a turn nor the stored log: everything it yields is published
+// after it subscribed. Another tenant's session is refused.
+func TestStreamTurnReadsNothingBack(t *testing.T) {
+	t.Parallel()
+	rc := &streamReads{}
+	h := newHarness(t, func(c *engine.Config) {
+		rc.Store = c.Store
+		c.Store = rc
+	})
+	h.agent("a", nil)
+	s := h.session("a")
+	for i := range 2 {
+		h.model.push(reply{deltas: []string{"a", "b"}})
+		rc.take()
+		evs := streamTurn(t, h, s.ID)
+		if got := deltaText(t, evs); got != "ab" || evs[0].Type != forge.EventTurnCreated || evs[len(evs)-1].Type != forge.EventTurnDone {
+			t.Fatalf("turn %d: %s, deltas %q", i, types(evs), got)
+		}
+		if got := rc.take(); i == 1 && got != "sessions 1, turns 0, event pages 0" {
+			t.Fatalf("a turn stream read %s", got)
+		}
+	}
+	if _, _, err := h.eng.StreamTurn(h.ctx, "other-tenant", s.ID, msg("hi")); !errors.Is(err, forge.ErrNotFound) {
+		t.Fatalf("another tenant's session: %v", err)
+	}
+}
+
+// lagCount is the in-process bus counting the subscribers it cut off.
+type lagCount struct {
+	*bus.Bus
+	cut atomic.Int64
+}
+
+func (b *lagCount) Subscribe(ctx context.Context, session string, after int64) ([]forge.Event, forge.BusSubscription, error) {
+	held, s, err := b.Bus.Subscribe(ctx, session, after)
+	if err != nil {
+		return nil, nil, err
+	}
+	return held, &lagSub{BusSubscription: s, b: b}, nil
+}
+
+type lagSub struct {
+	forge.BusSubscription
+	b *lagCount
+}
+
+func (s *lagSub) Next(ctx context.Context, wait bool) ([]forge.Event, error) {
+	evs, err := s.BusSubscription.Next(ctx, wait)
+	if errors.Is(err, forge.ErrLagged) {
+		s.b.cut.Add(1)
+	}
+	return evs, err
+}
+
+// TestStreamTurnCutOffResumesFromTheStore: a turn stream the bus cuts off
+// (a reply of many deltas published in one burst to a tiny buffer)
+// resumes, reading the store then, and still yields every delta once, in
+// order.
+func TestStreamTurnCutOffResumesFromTheStore(t *testing.T) {
+	t.Parallel()
+	b := &lagCount{Bus: bus.New(4, 0)}
+	h := newHarness(t, func(c *engine.Config) { c.Bus = b })
+	h.agent("a", nil)
+	s := h.session("a")
+	var deltas []string
+	for i := range 500 {
+		deltas = append(deltas, fmt.Sprintf("%d,", i))
+	}
+	h.model.push(reply{deltas: deltas})
+	evs := streamTurn(t, h, s.ID)
+	if got := deltaText(t, evs); got != strings.Join(deltas, "") || evs[len(evs)-1].Type != forge.EventTurnDone {
+		t.Fatalf("%d events, deltas %d bytes", len(evs), len(got))
+	}
+	if b.cut.Load() == 0 {
+		t.Fatal("the stream was not cut off: the test did not exercise resuming")
 	}
 }
