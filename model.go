@@ -119,13 +119,15 @@ func (e *ModelError) Error() string {
 // store write first (the rows before it must be committed); a consumer
 // whose provider reports its waits holds the deltas of a burst of events
 // the provider already has in memory back, and writes and publishes them
-// all at once when the provider is about to wait, or when the stream ends.
-// A provider that does not report its waits is never waited for: its
-// consumer writes before each delta.
+// all at once when the provider has been waiting a moment (the engine:
+// Config.DeltaLinger), or with its next write after the stream. A provider
+// that does not report its waits is never waited for: its consumer writes
+// before each delta.
 type StreamWaits struct {
 	// Wait is called by the provider right before each wait for more of
 	// the reply (a read from the network that may block, a timer), on the
-	// goroutine that runs the stream's yield, between two yields.
+	// goroutine that runs the stream's yield, between two yields. The wait
+	// is over at the provider's next yield or the stream's end.
 	Wait     func()
 	reported bool
 }

@@ -36,6 +36,9 @@ type reply struct {
 	// so the engine writes before each delta instead of holding them
 	// until the model waits (before block) or the stream ends.
 	silent bool
+	// waitBetween: the model reports a wait before each delta after the
+	// first, and goes on at once (the next piece was on its way).
+	waitBetween bool
 }
 
 // testModel answers calls from a queue and records what it was sent. It
@@ -85,7 +88,10 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 				return
 			}
 		}
-		for _, d := range r.deltas {
+		for i, d := range r.deltas {
+			if i > 0 && r.waitBetween {
+				wait()
+			}
 			if !yield(forge.ModelEvent{Type: forge.TextDelta, Delta: d}, nil) {
 				return
 			}

@@ -335,3 +335,63 @@ func TestStreamTurnCutOffResumesFromTheStore(t *testing.T) {
 		t.Fatal("the stream was not cut off: the test did not exercise resuming")
 	}
 }
+
+// TestShortWaitsWriteNothing: a model that waits between its deltas but
+// goes on before DeltaLinger has passed costs no write for them (its reply
+// arrives in pieces a few microseconds apart); with a negative DeltaLinger
+// each wait writes what was held. Either way the deltas reach a subscriber
+// in order.
+func TestShortWaitsWriteNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		linger time.Duration
+		writes int
+	}{{time.Hour, 2}, {-1, 4}} {
+		wl := &writeLog{}
+		h := newHarness(t, func(c *engine.Config) {
+			wl.Store = c.Store
+			c.Store = wl
+			c.DeltaLinger = tc.linger
+		})
+		h.agent("a", nil)
+		s := h.session("a")
+		h.model.push(reply{deltas: []string{"a", "b", "c"}, waitBetween: true})
+		wl.take()
+		evs := streamTurn(t, h, s.ID)
+		if got := deltaText(t, evs); got != "abc" {
+			t.Fatalf("linger %v: deltas %q", tc.linger, got)
+		}
+		if got := len(wl.take()); got != tc.writes {
+			t.Fatalf("linger %v: %d writes, want %d", tc.linger, got, tc.writes)
+		}
+	}
+}
+
+// TestLingerRacingTheStream: with a linger of a microsecond the timer's
+// writes race the executor going on with the stream (run with -race):
+// every delta still reaches a subscriber once, in order, and the stored
+// part holds the whole text.
+func TestLingerRacingTheStream(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *engine.Config) { c.DeltaLinger = time.Microsecond })
+	h.agent("a", nil)
+	s := h.session("a")
+	var deltas []string
+	for i := range 300 {
+		deltas = append(deltas, fmt.Sprintf("%d,", i))
+	}
+	h.model.push(reply{deltas: deltas, waitBetween: true})
+	evs := streamTurn(t, h, s.ID)
+	want := strings.Join(deltas, "")
+	if got := deltaText(t, evs); got != want {
+		t.Fatalf("deltas: %d bytes, want %d", len(got), len(want))
+	}
+	turn := evs[len(evs)-1]
+	msgs, err := h.store.TurnMessages(h.ctx, forge.DefaultTenant, *turn.TurnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := msgs[1].Parts[1]; p.Text != want || p.State != forge.StateCompleted {
+		t.Fatalf("stored part %q (%s)", p.Text, p.State)
+	}
+}

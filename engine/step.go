@@ -86,16 +86,14 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		return sp
 	}
 	// A provider that reports its waits lets the deltas it streams in one
-	// burst share one write: releaseHeld writes them before each of its
-	// waits; when that write fails, the call is aborted.
+	// burst share one write: they are written when it waits for the model
+	// (see lingerer); when that write fails, the call is aborted.
 	ctx, abort := context.WithCancelCause(x.ctx)
 	defer abort(nil)
 	th.heldErr = nil
-	waits := &forge.StreamWaits{Wait: func() {
-		if th.releaseHeld(); th.heldErr != nil {
-			abort(th.heldErr)
-		}
-	}}
+	lw := &lingerer{th: th, linger: x.e.cfg.DeltaLinger, abort: abort}
+	defer lw.settle()
+	waits := &forge.StreamWaits{Wait: lw.wait}
 	ctx = forge.WithStreamWaits(ctx, waits)
 	hold := x.e.events.HoldsDeltas()
 	closePart := func(sp **streamingPart, state string, provider json.RawMessage) {
@@ -110,6 +108,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		*sp = nil
 	}
 	for ev, err := range model.Stream(ctx, req) {
+		lw.settle()
 		if th.heldErr != nil {
 			streamErr = th.heldErr
 			break
@@ -145,6 +144,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 			break
 		}
 	}
+	lw.settle()
 	if streamErr == nil && th.heldErr != nil {
 		streamErr = th.heldErr
 	}
