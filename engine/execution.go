@@ -41,7 +41,12 @@ type execution struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	done   chan struct{} // closed after the terminal write
+	done   chan struct{} // closed after the terminal write and its publishing
+	// ended is closed once the turn has ended in the store (its terminal
+	// write committed, or it ended elsewhere), before anything of that
+	// write is published: a waiter may answer then.
+	ended     chan struct{}
+	endedOnce sync.Once
 
 	// streams are the parts of every thread receiving deltas, checkpointed
 	// about once per CheckpointInterval.
@@ -67,10 +72,13 @@ func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Tu
 	}
 	return &execution{
 		e: e, tenant: tenant, session: sess, turn: turn, base: base,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), ended: make(chan struct{}),
 		streams: checkpointer{parts: map[string]*streamingPart{}},
 	}
 }
+
+// markEnded closes x.ended (once).
+func (x *execution) markEnded() { x.endedOnce.Do(func() { close(x.ended) }) }
 
 // stop cancels the turn with a reason code and the client's free text; the
 // first reason given wins.

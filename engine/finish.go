@@ -65,6 +65,7 @@ func (x *execution) finish(out outcome) {
 		// (published right after this) may start the next turn at once.
 		x.e.histories.put(x.session.ID, t, th.history, snap, th.memo)
 		x.e.unregister(x)
+		x.markEnded()
 	})
 	switch {
 	case err == nil:
@@ -95,7 +96,10 @@ func (x *execution) endStoreError(cause error) {
 	for attempt := 0; ; attempt++ {
 		var w batch
 		w.event(x.turnDone())
-		err := x.commit(&w, snap, func() { x.e.unregister(x) })
+		err := x.commit(&w, snap, func() {
+			x.e.unregister(x)
+			x.markEnded()
+		})
 		if err == nil || errors.Is(err, forge.ErrTurnEnded) {
 			return
 		}

@@ -34,6 +34,7 @@ func (e *Engine) execute(x *execution) {
 	x.stopCheckpoints()
 	x.finish(out)
 	e.unregister(x)
+	x.markEnded()
 	close(x.done)
 }
 

@@ -161,6 +161,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip}, drafts...)
 	if err != nil {
 		e.unregister(x)
+		x.markEnded()
 		close(x.done)
 		if errors.Is(err, forge.ErrConflict) {
 			// The tip moved or the idempotency key was just used.
