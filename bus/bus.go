@@ -422,5 +422,5 @@ func (s *subscription) Close() error {
 
 // ProcessLocal reports that every subscriber of this bus is in this
 // process: eventlog.Log may then publish a held-back delta after a commit
-// that also stored later events (see eventlog.Log.HoldsDeltas).
+// that also stored later events (see eventlog.Log.Local).
 func (b *Bus) ProcessLocal() bool { return true }

@@ -95,7 +95,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 	defer lw.settle()
 	waits := &forge.StreamWaits{Wait: lw.wait}
 	ctx = forge.WithStreamWaits(ctx, waits)
-	hold := x.e.events.HoldsDeltas()
+	hold := x.e.events.Local()
 	closePart := func(sp **streamingPart, state string, provider json.RawMessage) {
 		if *sp == nil {
 			return

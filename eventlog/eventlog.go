@@ -18,7 +18,7 @@
 // agree, which is what the read side's merge relies on.
 //
 // With a bus whose subscribers all read through this Log (the in-process
-// bus: HoldsDeltas), a write may also carry deltas held back (Draft.BusOnly):
+// bus: Local), a write may also carry deltas held back (Draft.BusOnly):
 // they get their seqs among the write's stored events and are published
 // after its commit, in seq order with them. A reader that read the store
 // waits for such a write's publishing to end before it takes what the bus
@@ -92,7 +92,7 @@ type Log struct {
 	pageSize int
 
 	// local: every subscriber of the bus reads through this Log (see
-	// HoldsDeltas).
+	// Local).
 	local bool
 
 	mu   sync.Mutex // guards seqs
@@ -129,14 +129,15 @@ func New(cfg Config) *Log {
 		local: ok && pl.ProcessLocal()}
 }
 
-// HoldsDeltas tells whether a write may carry deltas (Draft.BusOnly): true
-// when every subscriber of the bus reads through this Log, which then
-// makes sure a reader of the store gets a held delta (see settle). Across
-// processes (a Redis bus) a reader elsewhere could take a stored event
-// from the store before the delta below it reached the bus, so deltas are
-// published on their own (PublishDelta), after the rows before them were
-// committed.
-func (l *Log) HoldsDeltas() bool { return l.local }
+// Local tells whether the bus is process-local (the in-process bus):
+// every subscriber of its sessions reads through this Log, and no other
+// process writes them. A write may then carry deltas (Draft.BusOnly): this
+// Log makes sure a reader of the store gets a held delta (see settle).
+// Across processes (a Redis bus) a reader elsewhere could take a stored
+// event from the store before the delta below it reached the bus, so
+// deltas are published on their own (PublishDelta), after the rows before
+// them were committed.
+func (l *Log) Local() bool { return l.local }
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -256,7 +257,7 @@ type Draft struct {
 	OnSeq func(seq int64)
 	// BusOnly marks a delta held back until this write: it is not stored,
 	// and is published after the commit, in seq order with the stored
-	// events (only when HoldsDeltas).
+	// events (only when Local).
 	BusOnly bool
 }
 

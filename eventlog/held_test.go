@@ -63,7 +63,7 @@ func (f *fixture) writeStream(tr *turn, p *forge.Part, drafts []eventlog.Draft, 
 func TestHeldDeltasArePublishedAfterTheCommitAmongTheStoredEvents(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, eventlog.Config{RetryDelays: []time.Duration{time.Millisecond}}, bus.Options{})
-	if !f.log.HoldsDeltas() {
+	if !f.log.Local() {
 		t.Fatal("a log over the in-process bus does not hold deltas")
 	}
 	tr := f.begin()
@@ -132,7 +132,7 @@ func TestHeldDeltasNeedAProcessLocalBus(t *testing.T) {
 	f := newFixture(t, eventlog.Config{}, bus.Options{})
 	tr := f.begin()
 	f.log = eventlog.New(eventlog.Config{Store: f.store, Bus: remoteBus{f.bus}})
-	if f.log.HoldsDeltas() {
+	if f.log.Local() {
 		t.Fatal("a log over a bus that may be remote holds deltas")
 	}
 	p := f.newPart(tr)
@@ -173,7 +173,7 @@ func TestReadersOfTheStoreGetTheDeltasHeldBetweenStoredEvents(t *testing.T) {
 	)
 	f := newFixture(t, eventlog.Config{}, bus.Options{})
 	f.log = eventlog.New(eventlog.Config{Store: f.store, Bus: slowBus{f.bus}})
-	if !f.log.HoldsDeltas() {
+	if !f.log.Local() {
 		t.Fatal("the slowed in-process bus does not hold deltas")
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, 60*time.Second)

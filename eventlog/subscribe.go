@@ -214,7 +214,7 @@ func (r *reader) emit(ev forge.Event) error {
 //
 // The merge is exact because a session has one writer, which commits and
 // publishes in seq order: a delta below a stored event's seq was published
-// before that event was committed, or (a delta held back, HoldsDeltas) by
+// before that event was committed, or (a delta held back, Local) by
 // the write that committed it, whose publishing settle waits for; so once
 // a store page is read, one non-blocking Next returns every bus event
 // below the page's seqs that this subscription will ever get.
