@@ -39,6 +39,9 @@ type reply struct {
 	// waitBetween: the model reports a wait before each delta after the
 	// first, and goes on at once (the next piece was on its way).
 	waitBetween bool
+	// onCall runs when the model is called; onCancel when block ends by
+	// the call's cancellation.
+	onCall, onCancel func()
 }
 
 // testModel answers calls from a queue and records what it was sent. It
@@ -79,6 +82,9 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		}
 		m.calls++
 		m.mu.Unlock()
+		if r.onCall != nil {
+			r.onCall()
+		}
 		wait := func() {}
 		if !r.silent {
 			wait = forge.ReportWaits(ctx)
@@ -101,6 +107,9 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 			select {
 			case <-r.block:
 			case <-ctx.Done():
+				if r.onCancel != nil {
+					r.onCancel()
+				}
 				yield(forge.ModelEvent{}, ctx.Err())
 				return
 			}

@@ -47,6 +47,10 @@ type execution struct {
 	// write is published: a waiter may answer then.
 	ended     chan struct{}
 	endedOnce sync.Once
+	// begun is closed once the turn's creation landed or failed (then
+	// beginErr is set, before).
+	begun    chan struct{}
+	beginErr error
 
 	// streams are the parts of every thread receiving deltas, checkpointed
 	// about once per CheckpointInterval.
@@ -72,9 +76,43 @@ func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Tu
 	}
 	return &execution{
 		e: e, tenant: tenant, session: sess, turn: turn, base: base,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), ended: make(chan struct{}),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), ended: make(chan struct{}), begun: make(chan struct{}),
 		streams: checkpointer{parts: map[string]*streamingPart{}},
 	}
+}
+
+// errNotBegun ends an execution whose turn's creation failed to commit.
+var errNotBegun = errors.New("the turn could not be created")
+
+// began records the outcome of the turn's creation, which the execution
+// waits for before its first write (awaitBegun).
+func (x *execution) began(err error) {
+	if err != nil {
+		x.beginErr = err
+		x.cancel(errNotBegun)
+	}
+	close(x.begun)
+}
+
+// awaitBegun blocks until the turn's creation is committed; false when it
+// failed: the turn does not exist, and nothing may be written for it.
+func (x *execution) awaitBegun() bool {
+	<-x.begun
+	return x.beginErr == nil
+}
+
+// speculative reports whether the turn may run before its creation is
+// committed, its first model call overlapping that write: only when this
+// process alone serves the session (eventlog.Log.Local: the creation can
+// then fail only on a store failure, not because another process runs a
+// turn there, so no model call is spent on a turn refused), for a plain
+// message (or a compaction) with no effect to prepare (no sandbox to open,
+// no MCP server to start): until its first write such a turn only calls
+// the model. Others wait for the creation first.
+func (x *execution) speculative() bool {
+	th := x.main
+	return x.e.events.Local() && th.resolutions == nil && !th.usesSandbox() &&
+		(x.e.cfg.MCP == nil || len(th.agent.MCPServers) == 0)
 }
 
 // markEnded closes x.ended (once).
@@ -158,6 +196,9 @@ func (x *execution) mcpSnapshot() (json.RawMessage, error) {
 func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func()) error {
 	if w.empty() && terminal == nil {
 		return nil
+	}
+	if !x.awaitBegun() {
+		return errNotBegun
 	}
 	b := &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Snapshot: terminal,
 		Messages: w.messages(), Parts: w.parts()}

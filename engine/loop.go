@@ -27,12 +27,20 @@ func (e *Engine) execute(x *execution) {
 	x.ctx = ctx
 
 	th := x.main
+	if !x.speculative() && !x.awaitBegun() {
+		e.unregister(x)
+		x.markEnded()
+		close(x.done)
+		return
+	}
 	th.applyAuthTokens()
 	th.prepareTools()
 	out := th.loop()
 
 	x.stopCheckpoints()
-	x.finish(out)
+	if x.awaitBegun() {
+		x.finish(out)
+	}
 	e.unregister(x)
 	x.markEnded()
 	close(x.done)

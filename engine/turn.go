@@ -158,11 +158,20 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if sess.TipTurnID != nil {
 		expectTip = *sess.TipTurnID
 	}
+	// The turn starts running while its creation is being written (its
+	// first model call overlaps that write); it writes and publishes
+	// nothing, and causes no other effect, before the creation landed
+	// (execution.awaitBegun).
+	created := *turn
+	e.wg.Add(1)
+	go e.execute(x)
 	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip}, drafts...)
+	if err == nil {
+		created.LastSeq = turn.LastSeq
+	}
+	x.began(err)
 	if err != nil {
-		e.unregister(x)
-		x.markEnded()
-		close(x.done)
+		<-x.done // it stopped without a trace
 		if errors.Is(err, forge.ErrConflict) {
 			// The tip moved or the idempotency key was just used.
 			if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {
@@ -175,9 +184,6 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		}
 		return nil, false, err
 	}
-	created := *turn
-	e.wg.Add(1)
-	go e.execute(x)
 	return &created, false, nil
 }
 
