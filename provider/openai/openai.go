@@ -20,6 +20,10 @@
 // into the SDK's ChatCompletionChunk, which costs over ten times as much
 // time and some 60 allocations per chunk (see BenchmarkChunkDecode).
 //
+// Both APIs report their waits (forge.ReportWaits): before the request and
+// before each read of the response body, so that the consumer may write the
+// deltas of a burst of chunks together.
+//
 // Errors are *forge.ModelError (HTTP status, the provider's message,
 // Retryable for 408, 429, 5xx, connection failures and streams cut short,
 // but not for a quota or billing error such as a 429 insufficient_quota,
