@@ -16,6 +16,13 @@
 // process owns a SQLite file; in distributed mode the holder of the
 // session's turn lease): seq order, commit order and publish order then
 // agree, which is what the read side's merge relies on.
+//
+// With a bus whose subscribers all read through this Log (the in-process
+// bus: Local), a write may also carry deltas held back (Draft.BusOnly):
+// they get their seqs among the write's stored events and are published
+// after its commit, in seq order with them. A reader that read the store
+// waits for such a write's publishing to end before it takes what the bus
+// has (settle), so it still gets every delta below a stored event's seq.
 package eventlog
 
 import (
@@ -84,9 +91,17 @@ type Log struct {
 	sleep    func(context.Context, time.Duration) error
 	pageSize int
 
+	// local: every subscriber of the bus reads through this Log (see
+	// Local).
+	local bool
+
 	mu   sync.Mutex // guards seqs
 	seqs map[string]*sequencer
 }
+
+// processLocal is implemented by a bus whose subscribers are all in this
+// process (the in-process bus).
+type processLocal interface{ ProcessLocal() bool }
 
 // New returns a Log.
 func New(cfg Config) *Log {
@@ -108,9 +123,21 @@ func New(cfg Config) *Log {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = DefaultPageSize
 	}
+	pl, ok := cfg.Bus.(processLocal)
 	return &Log{store: cfg.Store, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, block: cfg.SeqBlock,
-		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, seqs: map[string]*sequencer{}}
+		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, seqs: map[string]*sequencer{},
+		local: ok && pl.ProcessLocal()}
 }
+
+// Local tells whether the bus is process-local (the in-process bus):
+// every subscriber of its sessions reads through this Log, and no other
+// process writes them. A write may then carry deltas (Draft.BusOnly): this
+// Log makes sure a reader of the store gets a held delta (see settle).
+// Across processes (a Redis bus) a reader elsewhere could take a stored
+// event from the store before the delta below it reached the bus, so
+// deltas are published on their own (PublishDelta), after the rows before
+// them were committed.
+func (l *Log) Local() bool { return l.local }
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -228,6 +255,10 @@ type Draft struct {
 	// OnSeq, when set, is called with the event's seq before Data is
 	// encoded (turn.done carries its own seq as the turn's last_seq).
 	OnSeq func(seq int64)
+	// BusOnly marks a delta held back until this write: it is not stored,
+	// and is published after the commit, in seq order with the stored
+	// events (only when Local).
+	BusOnly bool
 }
 
 func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
@@ -257,13 +288,21 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 // a commit of rows alone (a checkpoint) among the session's writes.
 // turn.created makes the bus begin the turn's backlog, turn.done ends it.
 // A failed publish is logged: the events are stored, and readers get them
-// from the store.
+// from the store. Drafts marked BusOnly are left out of the events commit
+// gets, and published with the others.
 func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
 	evs := make([]forge.Event, 0, len(drafts))
+	busOnly := 0
 	for _, d := range drafts {
+		if d.BusOnly {
+			if !l.local {
+				return nil, errors.New("eventlog: a held delta needs a bus whose readers all read through this log")
+			}
+			busOnly++
+		}
 		seq, err := l.seqLocked(ctx, sq)
 		if err != nil {
 			return nil, err
@@ -274,13 +313,40 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 		}
 		evs = append(evs, ev)
 	}
-	if err := l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, evs) }); err != nil {
+	stored := evs
+	if busOnly > 0 {
+		stored = make([]forge.Event, 0, len(evs)-busOnly)
+		for i, ev := range evs {
+			if !drafts[i].BusOnly {
+				stored = append(stored, ev)
+			}
+		}
+	}
+	if err := l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, stored) }); err != nil {
 		return nil, err
 	}
 	for _, ev := range evs {
 		l.publishLocked(ctx, ev)
 	}
 	return evs, nil
+}
+
+// settle returns once no write of the session is between its commit and
+// the end of its publishing (each holds the session's sequencer from seq
+// assignment to its last publish). A reader calls it after reading the
+// store: what the bus returns next then includes every delta held back by
+// a write whose stored events it read.
+func (l *Log) settle(sessionID string) {
+	if !l.local {
+		return
+	}
+	l.mu.Lock()
+	sq := l.seqs[sessionID]
+	l.mu.Unlock()
+	if sq != nil {
+		sq.mu.Lock() // waiting for the writer is the point
+		sq.mu.Unlock()
+	}
 }
 
 func (l *Log) publishLocked(ctx context.Context, ev forge.Event) {
