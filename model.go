@@ -113,3 +113,45 @@ func (e *ModelError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s", e.Provider, e.Message)
 }
+
+// StreamWaits connects the consumer of a model stream with a provider that
+// tells when it is about to wait for its model. Publishing a delta needs a
+// store write first (the rows before it must be committed); a consumer
+// whose provider reports its waits holds the deltas of a burst of events
+// the provider already has in memory back, and writes and publishes them
+// all at once when the provider has been waiting a moment (the engine:
+// Config.DeltaLinger), or with its next write after the stream. A provider
+// that does not report its waits is never waited for: its consumer writes
+// before each delta.
+type StreamWaits struct {
+	// Wait is called by the provider right before each wait for more of
+	// the reply (a read from the network that may block, a timer), on the
+	// goroutine that runs the stream's yield, between two yields. The wait
+	// is over at the provider's next yield or the stream's end.
+	Wait     func()
+	reported bool
+}
+
+type streamWaitsKey struct{}
+
+// WithStreamWaits returns ctx carrying w, for Model.Stream.
+func WithStreamWaits(ctx context.Context, w *StreamWaits) context.Context {
+	return context.WithValue(ctx, streamWaitsKey{}, w)
+}
+
+// Reported tells whether the stream's provider reports its waits (it
+// called ReportWaits).
+func (w *StreamWaits) Reported() bool { return w.reported }
+
+// ReportWaits is called by a provider that reports its waits, at the start
+// of Stream, before its first event: it returns the function to call right
+// before each wait for its model (see StreamWaits), a no-op when ctx
+// carries none.
+func ReportWaits(ctx context.Context) func() {
+	w, _ := ctx.Value(streamWaitsKey{}).(*StreamWaits)
+	if w == nil || w.Wait == nil {
+		return func() {}
+	}
+	w.reported = true
+	return w.Wait
+}

@@ -20,7 +20,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -198,11 +197,8 @@ func (b *Bus) Publish(_ context.Context, ev forge.Event) error {
 		b.idleLocked(ev.SessionID, t, now)
 	}
 	for s := range t.subs {
-		select {
-		case s.c <- ev:
-		default:
-			s.lagged.Store(true)
-			b.dropLocked(t, s)
+		if !s.push(ev) {
+			b.dropLocked(t, s) // cut off: it fell behind
 		}
 	}
 	return nil
@@ -221,11 +217,8 @@ func (b *Bus) PublishEphemeral(_ context.Context, ev forge.Event) error {
 		return nil
 	}
 	for s := range t.subs {
-		select {
-		case s.c <- ev:
-		default:
-			s.lagged.Store(true)
-			b.dropLocked(t, s)
+		if !s.push(ev) {
+			b.dropLocked(t, s) // cut off: it fell behind
 		}
 	}
 	return nil
@@ -294,7 +287,7 @@ func (b *Bus) Subscribe(_ context.Context, session string, after int64) ([]forge
 	}
 	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].Seq > after })
 	held = append(held, t.events[i:]...)
-	s := &subscription{bus: b, session: session, c: make(chan forge.Event, b.opts.Buffer)}
+	s := &subscription{bus: b, session: session, limit: b.opts.Buffer, notify: make(chan struct{}, 1)}
 	t.subs[s] = struct{}{}
 	return held, s, nil
 }
@@ -338,7 +331,7 @@ func (b *Bus) dropLocked(t *topic, s *subscription) {
 		return
 	}
 	s.closed = true
-	close(s.c)
+	s.end()
 	delete(t.subs, s)
 	b.gcLocked(s.session, t)
 }
@@ -354,60 +347,86 @@ func (b *Bus) Subscribers(session string) int {
 	return 0
 }
 
-// subscription is one subscriber of a session.
+// subscription is one subscriber of a session. Its queue grows as events
+// come (a subscriber costs nothing up front, however large Buffer is) up
+// to limit events left unread: the next event cuts it off.
 type subscription struct {
 	bus     *Bus
 	session string
-	c       chan forge.Event
-	lagged  atomic.Bool // set, under bus.mu, when cut off
-	closed  bool        // guarded by bus.mu
+	limit   int
+	closed  bool // guarded by bus.mu
+	// notify holds a token when events were queued or the subscription
+	// ended since Next last looked.
+	notify chan struct{}
+
+	mu     sync.Mutex // guards the following
+	queue  []forge.Event
+	ended  bool // closed, or cut off (then lagged)
+	lagged bool
 
 	err error // what every later Next returns; owned by Next's caller
+}
+
+// push queues ev, or reports false when limit events are queued: the
+// subscriber fell behind and is cut off.
+func (s *subscription) push(ev forge.Event) bool {
+	s.mu.Lock()
+	if len(s.queue) >= s.limit {
+		s.lagged = true
+		s.mu.Unlock()
+		return false
+	}
+	s.queue = append(s.queue, ev)
+	s.mu.Unlock()
+	s.wake()
+	return true
+}
+
+// end ends the subscription: Next returns what is queued, then why.
+func (s *subscription) end() {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *subscription) wake() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
 }
 
 // Next returns the events after the last one returned; see
 // forge.BusSubscription.
 func (s *subscription) Next(ctx context.Context, wait bool) ([]forge.Event, error) {
-	var out []forge.Event
 	if s.err != nil {
 		return nil, s.err
 	}
 	for {
-		select {
-		case ev, ok := <-s.c:
-			if !ok {
-				return s.ended(out)
-			}
-			out = append(out, ev)
-			continue
-		default:
-		}
-		if len(out) > 0 || !wait {
+		s.mu.Lock()
+		out := s.queue
+		s.queue = nil
+		ended, lagged := s.ended, s.lagged
+		s.mu.Unlock()
+		switch {
+		case len(out) > 0:
 			return out, nil
+		case ended:
+			s.err = forge.ErrSubscriptionClosed
+			if lagged {
+				s.err = forge.ErrLagged
+			}
+			return nil, s.err
+		case !wait:
+			return nil, nil
 		}
 		select {
-		case ev, ok := <-s.c:
-			if !ok {
-				return s.ended(out)
-			}
-			out = append(out, ev)
+		case <-s.notify:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// ended records why the channel closed and returns out, or that reason
-// when out is empty.
-func (s *subscription) ended(out []forge.Event) ([]forge.Event, error) {
-	s.err = forge.ErrSubscriptionClosed
-	if s.lagged.Load() {
-		s.err = forge.ErrLagged
-	}
-	if len(out) > 0 {
-		return out, nil
-	}
-	return nil, s.err
 }
 
 // Close ends the subscription. Safe to call more than once.
@@ -420,3 +439,8 @@ func (s *subscription) Close() error {
 	}
 	return nil
 }
+
+// ProcessLocal reports that every subscriber of this bus is in this
+// process: eventlog.Log may then publish a held-back delta after a commit
+// that also stored later events (see eventlog.Log.Local).
+func (b *Bus) ProcessLocal() bool { return true }

@@ -434,8 +434,8 @@ func TestOpenAICancel(t *testing.T) {
 	if bg.Status != "in_progress" || !bg.Background {
 		t.Fatalf("background response: %s", bg.RawJSON())
 	}
-	// Cancel once the model took the hanging reply: a cancel before the
-	// request reached it would leave the reply queued for the next response.
+	// Cancel once the turn's model call holds the never-ending reply: a
+	// cancel before it would leave the reply queued for the next call.
 	waitFor(t, func() bool { return model.Pending() == 0 })
 	got, err := client.Responses.Cancel(ctx, bg.ID)
 	if err != nil || got.Status != "cancelled" {

@@ -26,6 +26,8 @@ type streamingPart struct {
 	thread string
 	buf    []byte
 	saved  int // len(buf) when last checkpointed
+	// rowStored: the part's row is committed, so it may be checkpointed.
+	rowStored bool
 }
 
 // start registers p, of thread, as receiving deltas.
@@ -35,6 +37,21 @@ func (c *checkpointer) start(p *forge.Part, thread string) *streamingPart {
 	c.parts[p.ID] = sp
 	c.mu.Unlock()
 	return sp
+}
+
+// stored marks the parts' rows committed and reports whether one of them
+// is still streaming.
+func (c *checkpointer) stored(parts []*streamingPart) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	streaming := false
+	for _, sp := range parts {
+		sp.rowStored = true
+		if c.parts[sp.part.ID] == sp {
+			streaming = true
+		}
+	}
+	return streaming
 }
 
 func (c *checkpointer) append(sp *streamingPart, text string) {
@@ -78,7 +95,7 @@ func (c *checkpointer) dirty(now time.Time) ([]*forge.Part, func()) {
 	var saved []*streamingPart
 	var lens []int
 	for _, sp := range c.parts {
-		if len(sp.buf) == sp.saved {
+		if len(sp.buf) == sp.saved || !sp.rowStored {
 			continue
 		}
 		row := sp.part.Clone()
@@ -95,17 +112,50 @@ func (c *checkpointer) dirty(now time.Time) ([]*forge.Part, func()) {
 	}
 }
 
-// checkpointLoop checkpoints until stop is closed.
-func (x *execution) checkpointLoop(stop <-chan struct{}) {
-	t := time.NewTicker(x.e.cfg.CheckpointInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			x.checkpoint()
+// checkpointLoop is the goroutine checkpointing a turn's streaming parts
+// about once per CheckpointInterval. It starts when the first streaming
+// part's row is stored (a turn whose reply fits in one write never starts
+// it) and is stopped by the turn's executor before the terminal write.
+type checkpointLoop struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startCheckpoints starts the checkpoint loop unless it runs or the turn's
+// loop has ended.
+func (x *execution) startCheckpoints() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.checkpoints != nil || x.checkpointsOff {
+		return
+	}
+	l := &checkpointLoop{stop: make(chan struct{}), done: make(chan struct{})}
+	x.checkpoints = l
+	go func() {
+		defer close(l.done)
+		t := time.NewTicker(x.e.cfg.CheckpointInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-t.C:
+				x.checkpoint()
+			}
 		}
+	}()
+}
+
+// stopCheckpoints stops the checkpoint loop, if it runs, and waits for it;
+// none starts after.
+func (x *execution) stopCheckpoints() {
+	x.mu.Lock()
+	x.checkpointsOff = true
+	l := x.checkpoints
+	x.mu.Unlock()
+	if l != nil {
+		close(l.stop)
+		<-l.done
 	}
 }
 

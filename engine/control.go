@@ -20,14 +20,19 @@ func (e *Engine) Running() int {
 }
 
 // WaitTurn blocks until the turn has ended (or ctx is done) and returns it
-// as stored, whichever replica runs it.
+// as stored, whichever replica runs it: as its terminal write stored it
+// when it ended here (no read), else read from the store. It returns once
+// that write is committed, as its events are being published.
 func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
 	if x := e.runningTurn(sessionID); x != nil && x.turn.ID == turnID {
 		select {
-		case <-x.done:
+		case <-x.ended:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if t := e.histories.ended(tenant, sessionID, turnID); t != nil {
+		return t, nil
 	}
 	t, err := e.store.GetTurn(ctx, tenant, sessionID, turnID)
 	if err != nil || t.Ended() || (e.cfg.Leases == nil && e.cfg.Peers == nil) {

@@ -75,6 +75,11 @@ type Config struct {
 	// CheckpointInterval is how often streaming parts are checkpointed;
 	// 0 means 1 s.
 	CheckpointInterval time.Duration
+	// DeltaLinger is how long a model that reports its waits may be
+	// waited for before the deltas it streamed so far are written and
+	// published (deltas streamed in one burst share one write). 0 means
+	// 1 ms; negative, as soon as it waits.
+	DeltaLinger time.Duration
 	// ToolCancelWait bounds how long a cancel waits for running tool calls.
 	// 0 means 5 s.
 	ToolCancelWait time.Duration
@@ -169,11 +174,8 @@ type Engine struct {
 	// sandboxTools are the names of the sandbox's tools.
 	sandboxTools map[string]bool
 
-	wg sync.WaitGroup
-	// monologues hears about monologue turns (set after New: the forum
-	// layer is built on the engine); guarded by mu.
-	monologues MonologueObserver
-	histories  historyCache
+	wg        sync.WaitGroup
+	histories historyCache
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
 
@@ -185,6 +187,9 @@ type Engine struct {
 	mu      sync.Mutex            // guards the following
 	running map[string]*execution // by session id
 	closing bool
+	// monologues hears about monologue turns (set after New: the forum
+	// layer is built on the engine).
+	monologues MonologueObserver
 }
 
 // New returns an engine. Call Recover before serving, Close to stop.
@@ -206,6 +211,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = time.Second
+	}
+	if cfg.DeltaLinger == 0 {
+		cfg.DeltaLinger = defaultDeltaLinger
 	}
 	if cfg.SubagentDepth <= 0 {
 		cfg.SubagentDepth = 1

@@ -32,6 +32,16 @@ type reply struct {
 	block chan struct{}
 	// cut ends the stream after the deltas with no finish and no error.
 	cut bool
+	// silent: the model does not report its waits (forge.ReportWaits),
+	// so the engine writes before each delta instead of holding them
+	// until the model waits (before block) or the stream ends.
+	silent bool
+	// waitBetween: the model reports a wait before each delta after the
+	// first, and goes on at once (the next piece was on its way).
+	waitBetween bool
+	// onCall runs when the model is called; onCancel when block ends by
+	// the call's cancellation.
+	onCall, onCancel func()
 }
 
 // testModel answers calls from a queue and records what it was sent. It
@@ -72,20 +82,34 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		}
 		m.calls++
 		m.mu.Unlock()
+		if r.onCall != nil {
+			r.onCall()
+		}
+		wait := func() {}
+		if !r.silent {
+			wait = forge.ReportWaits(ctx)
+		}
 		if r.reasoning != "" {
 			if !yield(forge.ModelEvent{Type: forge.ReasoningDelta, Delta: r.reasoning}, nil) || !yield(forge.ModelEvent{Type: forge.ReasoningEnd}, nil) {
 				return
 			}
 		}
-		for _, d := range r.deltas {
+		for i, d := range r.deltas {
+			if i > 0 && r.waitBetween {
+				wait()
+			}
 			if !yield(forge.ModelEvent{Type: forge.TextDelta, Delta: d}, nil) {
 				return
 			}
 		}
 		if r.block != nil {
+			wait()
 			select {
 			case <-r.block:
 			case <-ctx.Done():
+				if r.onCancel != nil {
+					r.onCancel()
+				}
 				yield(forge.ModelEvent{}, ctx.Err())
 				return
 			}

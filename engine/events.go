@@ -27,8 +27,10 @@ func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQ
 
 // StreamTurn starts a turn like StartTurn and returns its event stream from
 // turn.created to turn.done. The stream is subscribed before the turn
-// begins, so it carries every delta however fast the turn runs. The caller
-// must range over the stream (it owns a subscription until then).
+// begins, so it carries every delta however fast the turn runs, and reads
+// nothing from the store (eventlog.Log.SubscribeAhead; StartTurn checks
+// the session). The caller must range over the stream (it owns a
+// subscription until then).
 func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error) {
 	cursor := e.events.Cursor(sessionID)
 	if cursor == 0 && e.cfg.Fence != nil {
@@ -42,7 +44,7 @@ func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req T
 			}
 		}
 	}
-	sub, err := e.events.Subscribe(ctx, tenant, sessionID, cursor)
+	sub, err := e.events.SubscribeAhead(ctx, tenant, sessionID, cursor)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -43,10 +43,20 @@ type execution struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	done   chan struct{} // closed after the terminal write
+	done   chan struct{} // closed after the terminal write and its publishing
+	// ended is closed once the turn has ended in the store (its terminal
+	// write committed, or it ended elsewhere), before anything of that
+	// write is published: a waiter may answer then.
+	ended     chan struct{}
+	endedOnce sync.Once
+	// begun is closed once the turn's creation landed or failed (then
+	// beginErr is set, before).
+	begun    chan struct{}
+	beginErr error
 
-	// begun is set once the turn is in the store (its lease with it).
-	begun atomic.Bool
+	// leased is set once the turn is in the store (its lease with it):
+	// the lease keeper renews it from then on.
+	leased atomic.Bool
 	// lost is set when the turn ended elsewhere: another replica took its
 	// lease (or ended it). The execution stops and writes nothing more.
 	lost atomic.Bool
@@ -68,6 +78,10 @@ type execution struct {
 	storeErr error
 	// mcpInits are the MCP servers started by this turn's threads.
 	mcpInits []forge.MCPInitialized
+	// checkpoints runs the checkpointer's loop once a streaming part's row
+	// is stored; checkpointsOff is set when the turn's loop has ended.
+	checkpoints    *checkpointLoop
+	checkpointsOff bool
 }
 
 func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Turn, base *forge.Snapshot) *execution {
@@ -77,10 +91,47 @@ func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Tu
 	}
 	return &execution{
 		e: e, tenant: tenant, session: sess, turn: turn, base: base,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), ended: make(chan struct{}), begun: make(chan struct{}),
 		streams: checkpointer{parts: map[string]*streamingPart{}},
 	}
 }
+
+// errNotBegun ends an execution whose turn's creation failed to commit.
+var errNotBegun = errors.New("the turn could not be created")
+
+// began records the outcome of the turn's creation, which the execution
+// waits for before its first write (awaitBegun).
+func (x *execution) began(err error) {
+	if err != nil {
+		x.beginErr = err
+		x.cancel(errNotBegun)
+	}
+	close(x.begun)
+}
+
+// awaitBegun blocks until the turn's creation is committed; false when it
+// failed: the turn does not exist, and nothing may be written for it.
+func (x *execution) awaitBegun() bool {
+	<-x.begun
+	return x.beginErr == nil
+}
+
+// speculative reports whether the turn may run before its creation is
+// committed, its first model call overlapping that write: only when this
+// process alone serves the session (eventlog.Log.Local: the creation can
+// then fail only on a store failure, not because another process runs a
+// turn there, so no model call is spent on a turn refused), for a plain
+// message (or a compaction) with no effect to prepare (no sandbox to open,
+// no MCP server to start): until its first write such a turn only calls
+// the model. Others wait for the creation first.
+func (x *execution) speculative() bool {
+	th := x.main
+	return x.e.events.Local() && th.resolutions == nil && !th.usesSandbox() &&
+		(x.e.cfg.MCP == nil || len(th.agent.MCPServers) == 0)
+}
+
+// markEnded closes x.ended (once).
+func (x *execution) markEnded() { x.endedOnce.Do(func() { close(x.ended) }) }
 
 // stop cancels the turn with a reason code and the client's free text; the
 // first reason given wins.
@@ -172,6 +223,9 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 	if w.empty() && terminal == nil {
 		return nil
 	}
+	if !x.awaitBegun() {
+		return errNotBegun
+	}
 	b := &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Snapshot: terminal,
 		Messages: w.messages(), Parts: w.parts(), Owner: x.e.owner()}
 	if terminal != nil {
@@ -194,6 +248,9 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 		}
 		return x.writeFailed(err)
 	}
+	if len(w.opened) > 0 && x.streams.stored(w.opened) {
+		x.startCheckpoints()
+	}
 	w.reset()
 	return nil
 }
@@ -215,7 +272,12 @@ func (x *execution) writeFailed(err error) error {
 // first delta, before tools run, each tool result, the terminal write).
 // The thread's executor owns it.
 type batch struct {
-	events    []eventlog.Draft
+	events []eventlog.Draft
+	// held counts the deltas among events (held back until the commit).
+	held int
+	// opened are the streaming parts whose first row is in this batch:
+	// they may be checkpointed once it is committed.
+	opened    []*streamingPart
 	partRows  map[string]*forge.Part
 	partOrder []string
 	msgRows   map[string]*forge.Message
@@ -271,7 +333,7 @@ func (w *batch) messages() []*forge.Message {
 }
 
 func (w *batch) reset() {
-	w.events, w.partOrder, w.msgOrder = nil, nil, nil
+	w.events, w.partOrder, w.msgOrder, w.opened, w.held = nil, nil, nil, nil, 0
 	clear(w.partRows)
 	clear(w.msgRows)
 }

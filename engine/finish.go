@@ -75,8 +75,9 @@ func (x *execution) finish(out outcome) {
 	err := x.commit(&th.w, snap, func() {
 		// The turn has ended in the store: a client that sees turn.done
 		// (published right after this) may start the next turn at once.
-		x.e.histories.put(x.session.ID, t.ID, th.history, snap)
+		x.e.histories.put(x.session.ID, t, th.history, snap, th.memo)
 		x.e.unregister(x)
+		x.markEnded()
 	})
 	switch {
 	case err == nil:
@@ -111,7 +112,10 @@ func (x *execution) endStoreError(cause error) {
 		}
 		var w batch
 		w.event(x.turnDone())
-		err := x.commit(&w, snap, func() { x.e.unregister(x) })
+		err := x.commit(&w, snap, func() {
+			x.e.unregister(x)
+			x.markEnded()
+		})
 		if errors.Is(err, forge.ErrTurnEnded) {
 			x.endedElsewhere = true
 		}

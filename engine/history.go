@@ -14,62 +14,173 @@ import (
 // result is the last state of its call id along the branch, so a result
 // recorded by a later turn (a tool message) answers a call made earlier.
 func toModelMessages(history []*forge.Message) []forge.ModelMessage {
-	last := map[string]*forge.Part{}
+	return convertMessages(history, 0, len(history), lastCallStates(history), nil)
+}
+
+// lastCallStates maps each call id of history to its last tool part.
+func lastCallStates(history []*forge.Message) map[string]*forge.Part {
+	var last map[string]*forge.Part
 	for _, m := range history {
 		for _, p := range m.Parts {
 			if p.Type == forge.PartTool {
+				if last == nil {
+					last = map[string]*forge.Part{}
+				}
 				last[p.CallID] = p
 			}
 		}
 	}
-	out := make([]forge.ModelMessage, 0, len(history)+len(history)/2)
-	for i, m := range history {
+	return last
+}
+
+// convertMessages appends to out the model messages of history[from:to]
+// (see toModelMessages), last being lastCallStates(history).
+func convertMessages(history []*forge.Message, from, to int, last map[string]*forge.Part, out []forge.ModelMessage) []forge.ModelMessage {
+	// One backing array holds the parts of every message (a session's
+	// history is converted on every step): a tool call takes two, the
+	// call and its result.
+	nparts := 0
+	for _, m := range history[from:to] {
+		for _, p := range m.Parts {
+			switch p.Type {
+			case forge.PartText, forge.PartReasoning:
+				nparts++
+			case forge.PartTool:
+				nparts += 2
+			}
+		}
+	}
+	pool := make([]forge.ModelPart, 0, nparts)
+	// take returns the parts appended to pool since start, capped so that
+	// appending to them cannot overwrite another message's.
+	take := func(start int) []forge.ModelPart {
+		if len(pool) == start {
+			return nil
+		}
+		return pool[start:len(pool):len(pool)]
+	}
+	if out == nil {
+		n := to - from
+		out = make([]forge.ModelMessage, 0, n+n/2)
+	}
+	for i := from; i < to; i++ {
+		m := history[i]
 		switch m.Role {
 		case forge.RoleUser:
 			if strayRequest(history, i) {
 				continue
 			}
-			mm := forge.ModelMessage{Role: forge.RoleUser}
+			start := len(pool)
 			for _, p := range m.Parts {
 				if p.Type == forge.PartText && p.Text != "" {
-					mm.Parts = append(mm.Parts, forge.ModelPart{Type: forge.ModelPartText, Text: copyText(m, p.Text)})
+					pool = append(pool, forge.ModelPart{Type: forge.ModelPartText, Text: copyText(m, p.Text)})
 				}
 			}
-			if len(mm.Parts) > 0 {
-				out = append(out, mm)
+			if parts := take(start); parts != nil {
+				out = append(out, forge.ModelMessage{Role: forge.RoleUser, Parts: parts})
 			}
 		case forge.RoleAssistant:
 			if m.Summary && (m.Finish == "" || m.Finish == forge.FinishError) {
 				continue // a failed summary: its compaction did not happen
 			}
-			mm := forge.ModelMessage{Role: forge.RoleAssistant}
-			var results []forge.ModelPart
+			start := len(pool)
+			calls := 0
 			for _, p := range m.Parts {
 				switch p.Type {
 				case forge.PartText:
 					if p.Text != "" {
-						mm.Parts = append(mm.Parts, forge.ModelPart{Type: forge.ModelPartText, Text: p.Text, Provider: p.Provider})
+						pool = append(pool, forge.ModelPart{Type: forge.ModelPartText, Text: p.Text, Provider: p.Provider})
 					}
 				case forge.PartReasoning:
 					if p.Text != "" || p.Provider != nil {
-						mm.Parts = append(mm.Parts, forge.ModelPart{Type: forge.ModelPartReasoning, Text: p.Text, Provider: p.Provider})
+						pool = append(pool, forge.ModelPart{Type: forge.ModelPartReasoning, Text: p.Text, Provider: p.Provider})
 					}
 				case forge.PartTool:
-					mm.Parts = append(mm.Parts, forge.ModelPart{Type: forge.ModelPartToolCall, CallID: p.CallID, Name: p.Tool, Arguments: p.Arguments, Provider: p.Provider})
-					results = append(results, resultPart(last[p.CallID]))
+					pool = append(pool, forge.ModelPart{Type: forge.ModelPartToolCall, CallID: p.CallID, Name: p.Tool, Arguments: p.Arguments, Provider: p.Provider})
+					calls++
 				}
 			}
-			if len(mm.Parts) == 0 {
+			parts := take(start)
+			if parts == nil {
 				continue
 			}
-			out = append(out, mm)
-			if len(results) > 0 {
-				out = append(out, forge.ModelMessage{Role: forge.RoleTool, Parts: results})
+			out = append(out, forge.ModelMessage{Role: forge.RoleAssistant, Parts: parts})
+			if calls > 0 {
+				start = len(pool)
+				for _, p := range parts {
+					if p.Type == forge.ModelPartToolCall {
+						pool = append(pool, resultPart(last[p.CallID]))
+					}
+				}
+				out = append(out, forge.ModelMessage{Role: forge.RoleTool, Parts: take(start)})
 			}
 		}
 		// Tool messages are folded into the assistant message they answer.
 	}
 	return out
+}
+
+// modelMemo keeps the model messages of a prefix of a thread's history
+// that nothing later can change, so that each step converts only what
+// follows it (toModelMessages of a session's whole history on every step
+// cost a long session tens of microseconds and kilobytes a turn). The
+// model messages are shared by the requests that reuse them: providers
+// only read a request.
+type modelMemo struct {
+	msgs []*forge.Message // the prefix
+	conv []forge.ModelMessage
+}
+
+// convert returns toModelMessages(history), reusing the memo when history
+// extends its prefix, and the memo for history.
+func (mm modelMemo) convert(history []*forge.Message) ([]forge.ModelMessage, modelMemo) {
+	k := len(mm.msgs)
+	if k > len(history) || !samePrefix(mm.msgs, history) {
+		mm, k = modelMemo{}, 0
+	}
+	last := lastCallStates(history)
+	j := k
+	for j < len(history) && settled(history[j], last) {
+		j++
+	}
+	if j > k {
+		conv := convertMessages(history, k, j, last, slices.Clip(mm.conv))
+		mm = modelMemo{msgs: history[:j:j], conv: slices.Clip(conv)}
+	}
+	out := make([]forge.ModelMessage, len(mm.conv), len(mm.conv)+(len(history)-j)*3/2)
+	copy(out, mm.conv)
+	return convertMessages(history, j, len(history), last, out), mm
+}
+
+func samePrefix(prefix, history []*forge.Message) bool {
+	for i, m := range prefix {
+		if history[i] != m {
+			return false
+		}
+	}
+	return true
+}
+
+// settled reports whether m's model messages can no longer change: it is
+// no compaction request or summary (whose conversion depends on the
+// messages after them), an assistant message's step has ended, and every
+// call it holds has its final result (a completed or failed call is no
+// longer open: no later message resolves it).
+func settled(m *forge.Message, last map[string]*forge.Part) bool {
+	if m.Summary || (m.Role == forge.RoleAssistant && m.Finish == "") {
+		return false
+	}
+	for _, p := range m.Parts {
+		switch p.Type {
+		case forge.PartCompaction:
+			return false
+		case forge.PartTool:
+			if r := last[p.CallID]; r == nil || (r.State != forge.StateCompleted && r.State != forge.StateError) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func resultPart(p *forge.Part) forge.ModelPart {

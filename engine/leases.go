@@ -57,7 +57,7 @@ func (e *Engine) renewLeases(ctx context.Context, renewed time.Time) time.Time {
 	e.mu.Lock()
 	runs := make([]*execution, 0, len(e.running))
 	for _, x := range e.running {
-		if x.begun.Load() {
+		if x.leased.Load() {
 			runs = append(runs, x)
 		}
 	}

@@ -26,25 +26,29 @@ func (e *Engine) execute(x *execution) {
 	defer cancelTimeout()
 	x.ctx = ctx
 
-	stopCheckpoints := make(chan struct{})
-	checkpointerDone := make(chan struct{})
-	go func() {
-		defer close(checkpointerDone)
-		x.checkpointLoop(stopCheckpoints)
-	}()
-
 	th := x.main
+	if !x.speculative() && !x.awaitBegun() {
+		e.unregister(x)
+		x.markEnded()
+		close(x.done)
+		return
+	}
 	th.applyAuthTokens()
 	th.prepareTools()
 	out := th.loop()
 
-	close(stopCheckpoints)
-	<-checkpointerDone
-	x.finish(out)
-	x.reportEnd()
+	x.stopCheckpoints()
+	created := x.awaitBegun()
+	if created {
+		x.finish(out)
+		x.reportEnd()
+	} else {
+		x.observeNotCreated()
+	}
 	e.unregister(x)
+	x.markEnded()
 	close(x.done)
-	if o := e.monologueObserver(); o != nil && x.session.Kind == forge.KindMonologue {
+	if o := e.monologueObserver(); created && o != nil && x.session.Kind == forge.KindMonologue {
 		ended := *x.turn
 		o.MonologueTurnEnded(x.tenant, &ended)
 	}

@@ -62,6 +62,11 @@ type TurnEnd struct {
 	// (recovery on another replica ended it first): its end was counted
 	// there.
 	EndedElsewhere bool
+	// NotCreated marks a turn whose creation failed (a store failure)
+	// after it had started running (its first model call overlaps the
+	// creation's write): the turn does not exist. Status is empty and
+	// ErrorMessage says why; nothing counts it as a turn.
+	NotCreated bool
 }
 
 // ModelCallStart describes a model call about to be sent.
@@ -217,6 +222,21 @@ func (x *execution) observeTurnEnd() {
 	fillTurnEnd(&end, t)
 	if end.Duration = end.End.Sub(t.CreatedAt); end.Duration < 0 {
 		end.Duration = 0
+	}
+	o.TurnEnded(x.obsCtx, end)
+}
+
+// observeNotCreated tells the observer that the turn it was told had
+// started was never created (its creation's write failed).
+func (x *execution) observeNotCreated() {
+	o := x.e.obs
+	if o == nil {
+		return
+	}
+	end := TurnEnd{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Agent: x.main.agent.Name,
+		NotCreated: true, End: x.e.clock.Now()}
+	if x.beginErr != nil {
+		end.ErrorMessage = x.beginErr.Error()
 	}
 	o.TurnEnded(x.obsCtx, end)
 }

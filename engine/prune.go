@@ -39,10 +39,13 @@ func pruneToolOutputs(view []*forge.Message, budget int64) []*forge.Message {
 	return out
 }
 
-// modelHistory is the thread's history as the model is sent it.
-func (th *thread) modelHistory() []*forge.Message {
+// modelMessages is the thread's history as the model is sent it. Without
+// pruning, the settled prefix's conversion is kept for the next steps.
+func (th *thread) modelMessages() []forge.ModelMessage {
 	if b := th.agent.Compaction.PruneToolOutputs; b != nil {
-		return pruneToolOutputs(th.history, *b)
+		return toModelMessages(pruneToolOutputs(th.history, *b))
 	}
-	return th.history
+	msgs, memo := th.memo.convert(th.history)
+	th.memo = memo
+	return msgs
 }

@@ -35,7 +35,7 @@ func (th *thread) step() (*forge.Message, []*call, error) {
 	req := &forge.ModelRequest{
 		Model:    modelID,
 		System:   th.agent.Instructions,
-		Messages: toModelMessages(th.modelHistory()),
+		Messages: th.modelMessages(),
 		Tools:    th.toolDefs(),
 		Params:   th.agent.ModelParams,
 	}
@@ -81,8 +81,21 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		p.State = forge.StateStreaming
 		msg.Parts = append(msg.Parts, p)
 		th.partEvent(forge.EventModelMessage, p)
-		return x.streams.start(p, th.id)
+		sp := x.streams.start(p, th.id)
+		th.w.opened = append(th.w.opened, sp)
+		return sp
 	}
+	// A provider that reports its waits lets the deltas it streams in one
+	// burst share one write: they are written when it waits for the model
+	// (see lingerer); when that write fails, the call is aborted.
+	ctx, abort := context.WithCancelCause(x.ctx)
+	defer abort(nil)
+	th.heldErr = nil
+	lw := &lingerer{th: th, linger: x.e.cfg.DeltaLinger, abort: abort}
+	defer lw.settle()
+	waits := &forge.StreamWaits{Wait: lw.wait}
+	ctx = forge.WithStreamWaits(ctx, waits)
+	hold := x.e.events.Local()
 	closePart := func(sp **streamingPart, state string, provider json.RawMessage) {
 		if *sp == nil {
 			return
@@ -96,7 +109,12 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 	}
 	// Only a step offers tools; a summary call (compaction) does not.
 	observed := th.observeModelCall(req, onCalls == nil)
-	for ev, err := range model.Stream(x.ctx, req) {
+	for ev, err := range model.Stream(ctx, req) {
+		lw.settle()
+		if th.heldErr != nil {
+			streamErr = th.heldErr
+			break
+		}
 		if err != nil {
 			streamErr = err
 			break
@@ -116,7 +134,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 				*slot = open(typ)
 			}
 			streamed += len(ev.Delta)
-			streamErr = th.delta(*slot, ev.Delta)
+			streamErr = th.delta(*slot, ev.Delta, hold && waits.Reported())
 		case forge.TextEnd, forge.ReasoningEnd:
 			closePart(slot, forge.StateCompleted, ev.Provider)
 		case forge.ToolCallEvent:
@@ -129,6 +147,10 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		if streamErr != nil {
 			break
 		}
+	}
+	lw.settle()
+	if streamErr == nil && th.heldErr != nil {
+		streamErr = th.heldErr
 	}
 	if streamErr == nil && x.ctx.Err() != nil {
 		streamErr = context.Cause(x.ctx)

@@ -14,11 +14,16 @@ type thread struct {
 	id    string
 	agent *forge.Agent
 	// depth is how many delegations lead to this thread (0: main).
-	depth       int
-	history     []*forge.Message // this thread's model view, oldest first
+	depth   int
+	history []*forge.Message // this thread's model view, oldest first
+	// memo holds the model messages of history's settled prefix.
+	memo        modelMemo
 	resolutions []resolution
 	tools       *toolSet
 	w           batch
+	// heldErr is the failure of a flush made while the model stream was
+	// running (releaseHeld); the stream ends with it.
+	heldErr error
 	// iterations counts this thread's model calls; usage sums its calls'
 	// usage and its children's.
 	iterations int
@@ -90,18 +95,38 @@ func (th *thread) flush() error { return th.x.commit(&th.w, nil, nil) }
 
 // delta publishes a text or reasoning delta, after flushing what came
 // before it so seqs and the stored rows stay in order (the part's row must
-// exist before it can be checkpointed).
-func (th *thread) delta(sp *streamingPart, text string) error {
+// exist before it can be checkpointed). With hold, the delta is queued
+// instead: the next flush assigns its seq among the rows before and after
+// it and publishes it after the commit (eventlog.Draft.BusOnly).
+func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
+	x := th.x
+	d := eventlog.Draft{Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
+		Data: forge.DeltaData{Delta: text}}
+	if hold {
+		d.BusOnly = true
+		th.w.event(d)
+		th.w.held++
+		x.streams.append(sp, text)
+		return nil
+	}
 	if err := th.flush(); err != nil {
 		return err
 	}
-	x := th.x
-	if _, err := x.e.events.PublishDelta(x.ctx, x.tenant, x.session.ID, eventlog.Draft{
-		Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
-		Data: forge.DeltaData{Delta: text},
-	}); err != nil {
+	if _, err := x.e.events.PublishDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
 		return x.writeFailed(err)
 	}
 	x.streams.append(sp, text)
 	return nil
+}
+
+// releaseHeld flushes the thread's writes when they hold deltas back: the
+// provider is about to wait for its model, so the deltas it streamed so
+// far are written and published now. A failure is kept in th.heldErr.
+func (th *thread) releaseHeld() {
+	if th.w.held == 0 || th.heldErr != nil {
+		return
+	}
+	if err := th.flush(); err != nil {
+		th.heldErr = err
+	}
 }

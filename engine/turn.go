@@ -104,6 +104,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	}
 	var history []*forge.Message
 	var snap *forge.Snapshot
+	var memo modelMemo
 	if sess.Kind == forge.KindMonologue {
 		// Copies arrive between turns: a monologue's history is read
 		// whole each time, never from the cache.
@@ -125,7 +126,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		}
 	} else if base != nil {
 		var ok bool
-		if history, snap, ok = e.histories.get(sess.ID, base.ID); !ok {
+		if history, snap, memo, ok = e.histories.get(sess.ID, base.ID); !ok {
 			if history, err = e.loadHistory(ctx, tenant, sess, base.ID); err != nil {
 				return nil, false, err
 			}
@@ -166,6 +167,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x := e.newExecution(tenant, sess, turn, snap)
 	x.compactOnly = req.Compact
 	th := x.newThread(sess.MainThreadID, agent, 0, history)
+	th.memo = memo
 	th.resolutions = resolutions
 	x.main = th
 	drafts := []eventlog.Draft{{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn}}
@@ -190,10 +192,21 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if sess.TipTurnID != nil {
 		expectTip = *sess.TipTurnID
 	}
+	// The turn starts running while its creation is being written (its
+	// first model call overlaps that write); it writes and publishes
+	// nothing, and causes no other effect, before the creation landed
+	// (execution.awaitBegun).
+	created := *turn
+	x.observeTurnStart(ctx, agent)
+	e.wg.Add(1)
+	go e.execute(x)
 	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease()}, drafts...)
+	if err == nil {
+		created.LastSeq = turn.LastSeq
+	}
+	x.began(err)
 	if err != nil {
-		e.unregister(x)
-		close(x.done)
+		<-x.done // it stopped without a trace
 		if errors.Is(err, forge.ErrConflict) {
 			// The tip moved or the idempotency key was just used.
 			if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {
@@ -216,14 +229,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		}
 		return nil, false, err
 	}
-	x.begun.Store(true)
-	created := *turn
-	x.observeTurnStart(ctx, agent)
+	x.leased.Store(true)
 	if o := e.monologueObserver(); o != nil && sess.Kind == forge.KindMonologue {
 		o.MonologueTurnStarted(tenant, &created)
 	}
-	e.wg.Add(1)
-	go e.execute(x)
 	return &created, false, nil
 }
 
@@ -270,6 +279,9 @@ func (e *Engine) baseTurn(ctx context.Context, tenant string, sess *forge.Sessio
 		}
 		return t, err
 	case sess.TipTurnID != nil:
+		if t := e.histories.ended(tenant, sess.ID, *sess.TipTurnID); t != nil {
+			return t, nil // it ended here: no read
+		}
 		return e.store.GetTurn(ctx, tenant, sess.ID, *sess.TipTurnID)
 	}
 	return nil, nil

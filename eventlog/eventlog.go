@@ -22,6 +22,13 @@
 // processes, which is what the read side's merge relies on. Deltas are
 // published without a hold while this process is the session's last
 // writer and nobody holds it.
+//
+// With a bus whose subscribers all read through this Log (the in-process
+// bus: Local), a write may also carry deltas held back (Draft.BusOnly):
+// they get their seqs among the write's stored events and are published
+// after its commit, in seq order with them. A reader that read the store
+// waits for such a write's publishing to end before it takes what the bus
+// has (settle), so it still gets every delta below a stored event's seq.
 package eventlog
 
 import (
@@ -96,9 +103,17 @@ type Log struct {
 	pageSize int
 	fence    forge.WriterFence
 
+	// local: every subscriber of the bus reads through this Log (see
+	// Local).
+	local bool
+
 	mu   sync.Mutex // guards seqs
 	seqs map[string]*sequencer
 }
+
+// processLocal is implemented by a bus whose subscribers are all in this
+// process (the in-process bus).
+type processLocal interface{ ProcessLocal() bool }
 
 // New returns a Log.
 func New(cfg Config) *Log {
@@ -120,9 +135,21 @@ func New(cfg Config) *Log {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = DefaultPageSize
 	}
+	pl, ok := cfg.Bus.(processLocal)
 	return &Log{store: cfg.Store, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, block: cfg.SeqBlock,
-		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, fence: cfg.Fence, seqs: map[string]*sequencer{}}
+		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, fence: cfg.Fence, seqs: map[string]*sequencer{},
+		local: ok && pl.ProcessLocal()}
 }
+
+// Local tells whether the bus is process-local (the in-process bus):
+// every subscriber of its sessions reads through this Log, and no other
+// process writes them. A write may then carry deltas (Draft.BusOnly): this
+// Log makes sure a reader of the store gets a held delta (see settle).
+// Across processes (a Redis bus) a reader elsewhere could take a stored
+// event from the store before the delta below it reached the bus, so
+// deltas are published on their own (PublishDelta), after the rows before
+// them were committed.
+func (l *Log) Local() bool { return l.local }
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -243,6 +270,10 @@ type Draft struct {
 	// OnSeq, when set, is called with the event's seq before Data is
 	// encoded (turn.done carries its own seq as the turn's last_seq).
 	OnSeq func(seq int64)
+	// BusOnly marks a delta held back until this write: it is not stored,
+	// and is published after the commit, in seq order with the stored
+	// events (only when Local).
+	BusOnly bool
 }
 
 func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
@@ -272,7 +303,8 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 // a commit of rows alone (a checkpoint) among this process's writes of the
 // session. turn.created makes the bus begin the turn's backlog, turn.done
 // ends it. A failed publish is logged: the events are stored, and readers
-// get them from the store.
+// get them from the store. Drafts marked BusOnly are left out of the
+// events commit gets, and published with the others.
 //
 // Drafts without a TurnID are writes outside any turn (forum messages,
 // ingestion copies): with a Fence, any replica may make them, even while
@@ -288,18 +320,24 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 			return nil, err
 		}
 	}
-	evs, err := l.assignLocked(ctx, sq, drafts)
+	return l.commitLocked(ctx, sq, hold, drafts, commit)
+}
+
+// commitLocked assigns the drafts' seqs, commits the stored ones, then
+// publishes them all (ending the hold, if any).
+func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
+	evs, stored, err := l.assignLocked(ctx, sq, drafts)
 	if err == nil {
-		err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, evs) })
+		err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, stored) })
 	}
 	if err != nil {
 		if hold != "" {
-			l.release(ctx, sessionID, hold, nil)
+			l.release(ctx, sq.session, hold, nil)
 		}
 		return nil, err
 	}
 	if hold != "" {
-		l.release(ctx, sessionID, hold, evs)
+		l.release(ctx, sq.session, hold, evs)
 		return evs, nil
 	}
 	for _, ev := range evs {
@@ -333,33 +371,17 @@ func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prep
 		}
 	}
 	drafts, commit, err := prepare(ctx, fresh)
-	if err == nil && len(drafts) == 0 && commit == nil {
-		if hold != "" {
-			l.release(ctx, sessionID, hold, nil)
-		}
-		return nil, nil
-	}
-	var evs []forge.Event
-	if err == nil {
-		evs, err = l.assignLocked(ctx, sq, drafts)
-	}
-	if err == nil {
-		err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, evs) })
-	}
-	if err != nil {
+	if err != nil || (len(drafts) == 0 && commit == nil) {
 		if hold != "" {
 			l.release(ctx, sessionID, hold, nil)
 		}
 		return nil, err
 	}
+	evs, err := l.commitLocked(ctx, sq, hold, drafts, commit)
+	if err != nil {
+		return nil, err
+	}
 	sq.wrote = true
-	if hold != "" {
-		l.release(ctx, sessionID, hold, evs)
-		return evs, nil
-	}
-	for _, ev := range evs {
-		l.publishLocked(ctx, ev)
-	}
 	return evs, nil
 }
 
@@ -372,20 +394,38 @@ func (l *Log) Live(ctx context.Context, sessionID string) (forge.BusSubscription
 	return sub, err
 }
 
-func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) ([]forge.Event, error) {
-	evs := make([]forge.Event, 0, len(drafts))
+// assignLocked gives the drafts their seqs and returns their events and,
+// of those, the ones to store (all but the held deltas).
+func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) (evs, stored []forge.Event, err error) {
+	evs = make([]forge.Event, 0, len(drafts))
+	busOnly := 0
 	for _, d := range drafts {
+		if d.BusOnly {
+			if !l.local {
+				return nil, nil, errors.New("eventlog: a held delta needs a bus whose readers all read through this log")
+			}
+			busOnly++
+		}
 		seq, err := l.seqLocked(ctx, sq)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ev, err := l.event(sq.session, seq, d)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		evs = append(evs, ev)
 	}
-	return evs, nil
+	stored = evs
+	if busOnly > 0 {
+		stored = make([]forge.Event, 0, len(evs)-busOnly)
+		for i, ev := range evs {
+			if !drafts[i].BusOnly {
+				stored = append(stored, ev)
+			}
+		}
+	}
+	return evs, stored, nil
 }
 
 // acquireLocked holds the session against other processes' writers; when
@@ -419,6 +459,24 @@ func (l *Log) acquireFreshLocked(ctx context.Context, sq *sequencer) (string, bo
 func (l *Log) release(ctx context.Context, sessionID, hold string, evs []forge.Event) {
 	if err := l.fence.Release(context.WithoutCancel(ctx), sessionID, hold, evs); err != nil {
 		l.log.Warn("bus: publish under the session's hold failed", "session_id", sessionID, "events", len(evs), "err", err)
+	}
+}
+
+// settle returns once no write of the session is between its commit and
+// the end of its publishing (each holds the session's sequencer from seq
+// assignment to its last publish). A reader calls it after reading the
+// store: what the bus returns next then includes every delta held back by
+// a write whose stored events it read.
+func (l *Log) settle(sessionID string) {
+	if !l.local {
+		return
+	}
+	l.mu.Lock()
+	sq := l.seqs[sessionID]
+	l.mu.Unlock()
+	if sq != nil {
+		sq.mu.Lock() // waiting for the writer is the point
+		sq.mu.Unlock()
 	}
 }
 

@@ -63,6 +63,9 @@ type Subscription struct {
 	after   int64
 	held    []forge.Event
 	sub     forge.BusSubscription
+	// ahead: made before anything the reader wants was written
+	// (SubscribeAhead), so the store holds none of it.
+	ahead bool
 }
 
 // Subscribe subscribes to the session's events after after. The caller
@@ -76,6 +79,22 @@ func (l *Log) Subscribe(ctx context.Context, tenant, sessionID string, after int
 		return nil, err
 	}
 	return &Subscription{l: l, tenant: tenant, session: sessionID, after: after, held: held, sub: sub}, nil
+}
+
+// SubscribeAhead subscribes like Subscribe for a reader that subscribes
+// before anything it wants is written: a turn stream taken before the
+// turn begins (after is then Cursor's seq, taken before the turn starts).
+// Everything the reader wants is published after this returns, so Events
+// reads neither the turn nor the stored log, unless the bus cuts the
+// reader off (it then resumes from the store like any reader). The
+// session is not looked up: the caller checks it (starting the turn does)
+// and closes the subscription if that fails.
+func (l *Log) SubscribeAhead(ctx context.Context, tenant, sessionID string, after int64) (*Subscription, error) {
+	held, sub, err := l.bus.Subscribe(ctx, sessionID, after)
+	if err != nil {
+		return nil, err
+	}
+	return &Subscription{l: l, tenant: tenant, session: sessionID, after: after, held: held, sub: sub, ahead: true}, nil
 }
 
 // Close releases the subscription (Events does when it ends).
@@ -95,7 +114,7 @@ func (s *Subscription) Events(ctx context.Context, turnID string) iter.Seq2[forg
 			yield(forge.Event{}, errors.New("eventlog: subscription already read or closed"))
 			return
 		}
-		if turnID != "" {
+		if turnID != "" && !s.ahead {
 			t, err := s.l.store.GetTurn(ctx, s.tenant, s.session, turnID)
 			if err != nil {
 				yield(forge.Event{}, err)
@@ -110,8 +129,10 @@ func (s *Subscription) Events(ctx context.Context, turnID string) iter.Seq2[forg
 		// from the stored log, as API.md says: the bus's copies of its
 		// deltas are not replayed. One cut off mid-stream gets them all.
 		held := dropEndedDeltas(s.held)
+		readStore := !s.ahead
 		for {
-			resume, err := r.pass(ctx, held, s.sub)
+			resume, err := r.pass(ctx, held, s.sub, readStore)
+			readStore = true
 			s.Close()
 			if err != nil {
 				if !errors.Is(err, errStop) {
@@ -203,10 +224,11 @@ func (r *reader) emit(ev forge.Event) error {
 //
 // The merge is exact because a session has one writer, which commits and
 // publishes in seq order: a delta below a stored event's seq was published
-// before that event was committed, so once a store page is read, one
-// non-blocking Next returns every bus event below the page's seqs that
-// this subscription will ever get.
-func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubscription) (resume bool, err error) {
+// before that event was committed, or (a delta held back, Local) by
+// the write that committed it, whose publishing settle waits for; so once
+// a store page is read, one non-blocking Next returns every bus event
+// below the page's seqs that this subscription will ever get.
+func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubscription, readStore bool) (resume bool, err error) {
 	pending := held   // bus events not yet yielded, in seq order
 	busLast := r.last // the highest seq the bus returned
 	if n := len(held); n > 0 {
@@ -264,7 +286,7 @@ func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubs
 		return nil
 	}
 	storeAfter := r.last
-	for {
+	for readStore {
 		page, err := r.l.store.ListEvents(ctx, r.tenant, forge.EventQuery{SessionID: r.session, TurnID: r.turnID, After: storeAfter, Limit: r.l.pageSize})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -273,6 +295,7 @@ func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubs
 			return false, err
 		}
 		if horizon == math.MaxInt64 {
+			r.l.settle(r.session)
 			if err := take(false); err != nil {
 				return false, err
 			}

@@ -229,8 +229,10 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 type startedTurn struct {
 	id string
 	// created is the turn as created, as JSON: the 202 answer. For a
-	// repeated key, the first request's bytes.
+	// repeated key, the first request's bytes. Encoded from turn when
+	// needed (createdJSON): a wait-mode turn without a key never is.
 	created  []byte
+	turn     *forge.Turn
 	events   iter.Seq2[forge.Event, error] // when streaming: from turn.created on
 	replayed bool
 }
@@ -268,7 +270,11 @@ func (s *Server) startTurn(ctx context.Context, r *http.Request, sid string, req
 	if err != nil {
 		return nil, err
 	}
-	rec, err = s.complete(detach(r), q, http.StatusAccepted, st.created)
+	created, err := st.createdJSON()
+	if err != nil {
+		return nil, err
+	}
+	rec, err = s.complete(detach(r), q, http.StatusAccepted, created)
 	switch {
 	case err != nil:
 		s.log.Warn("recording a turn's idempotency key failed", "session_id", sid, "turn_id", st.id, "err", err)
@@ -295,11 +301,19 @@ func (s *Server) newTurn(ctx context.Context, r *http.Request, tenant, sid strin
 	if err != nil {
 		return nil, err
 	}
-	created, err := json.Marshal(turn)
-	if err != nil {
-		return nil, err
+	return &startedTurn{id: turn.ID, turn: turn, events: events}, nil
+}
+
+// createdJSON returns the turn as created, as JSON.
+func (st *startedTurn) createdJSON() ([]byte, error) {
+	if st.created == nil {
+		b, err := json.Marshal(st.turn)
+		if err != nil {
+			return nil, err
+		}
+		st.created = b
 	}
-	return &startedTurn{id: turn.ID, created: created, events: events}, nil
+	return st.created, nil
 }
 
 // knownTurn is the turn an earlier request started, created its JSON as
@@ -326,7 +340,11 @@ func (s *Server) answerTurn(w http.ResponseWriter, r *http.Request, sid string, 
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if background {
-		writeRaw(w, http.StatusAccepted, st.created)
+		created, err := st.createdJSON()
+		if err != nil {
+			return err
+		}
+		writeRaw(w, http.StatusAccepted, created)
 		return nil
 	}
 	// A turn may outlast the server's WriteTimeout: no deadline while

@@ -199,7 +199,7 @@ func (m *Metrics) TurnEnded(_ context.Context, t engine.TurnEnd) {
 	if !t.Recovered {
 		m.turnsRunning.Dec()
 	}
-	if t.EndedElsewhere {
+	if t.EndedElsewhere || t.NotCreated {
 		return
 	}
 	status := statusLabel(t.Status)

@@ -218,6 +218,11 @@ func (t *Tracer) TurnEnded(ctx context.Context, e engine.TurnEnd) {
 	if !span.IsRecording() {
 		return
 	}
+	if e.NotCreated {
+		span.SetStatus(codes.Error, "the turn was not created: "+e.ErrorMessage)
+		span.End(trace.WithTimestamp(e.End))
+		return
+	}
 	span.SetAttributes(
 		semconv.GenAIUsageInputTokens(int(e.Usage.InputTokens)),
 		semconv.GenAIUsageOutputTokens(int(e.Usage.OutputTokens)),

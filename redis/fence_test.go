@@ -176,7 +176,9 @@ func TestSubscriberOnAnotherReplica(t *testing.T) {
 	if len(held) != 3 || held[0].Seq != 3 {
 		t.Fatalf("held %v", held)
 	}
+	published := make(chan struct{})
 	go func() {
+		defer close(published)
 		for seq := int64(6); seq <= 300; seq++ {
 			if err := pub.Publish(ctx, delta("ses_1", "turn_1", seq, "x")); err != nil {
 				t.Error(err)
@@ -184,6 +186,7 @@ func TestSubscriberOnAnotherReplica(t *testing.T) {
 			}
 		}
 	}()
+	defer func() { <-published }()
 	last := int64(5)
 	for last < 300 {
 		evs, err := s.Next(ctx, true)

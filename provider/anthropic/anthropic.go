@@ -143,6 +143,8 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: err.Error()})
 			return
 		}
+		wait := forge.ReportWaits(ctx)
+		wait() // for the answer
 		var res *http.Response
 		// The SDK's Stream decodes every event into its union type; only
 		// the request, its error and the response are used here.
@@ -164,6 +166,8 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			yield(forge.ModelEvent{}, p.jsonBodyError(ctx, res))
 			return
 		}
+		body := wire.NewWaitingBody(res.Body, wait)
+		res.Body = body
 		dec := ssestream.NewDecoder(res)
 		defer dec.Close()
 		s := streamState{p: p, yield: yield, maxTokens: params.MaxTokens}
@@ -186,6 +190,7 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			if s.stopped {
 				// Read the rest so the connection is reused, but do not
 				// wait on a server that keeps the stream open.
+				body.Stop()
 				t := time.AfterFunc(100*time.Millisecond, func() { res.Body.Close() })
 				io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
 				t.Stop()

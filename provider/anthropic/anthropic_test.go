@@ -696,3 +696,40 @@ func TestBadRequests(t *testing.T) {
 }
 
 // TestWireRequest asserts exactly what is sent.
+
+// TestStreamReportsItsWaits: the provider reports its waits
+// (forge.ReportWaits): one before the request, and one before a read of a
+// stream that stalls, once every event of what was read has been passed on
+// (the consumer cancels there; without that wait the test would time out).
+func TestStreamReportsItsWaits(t *testing.T) {
+	t.Parallel()
+	srv, m := newModel(t)
+	srv.Enqueue(anthropictest.Text("a", "b", "c").HangAfter(4))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var got []string
+	var waits []int // len(got) at each wait
+	w := &forge.StreamWaits{Wait: func() {
+		waits = append(waits, len(got))
+		if len(got) > 0 && got[len(got)-1] == "text:a" {
+			cancel() // the stream stalls here
+		}
+	}}
+	var err error
+	for ev, e := range m.Stream(forge.WithStreamWaits(ctx, w), hello()) {
+		if e != nil {
+			err = e
+			break
+		}
+		got = append(got, render(ev))
+	}
+	if !w.Reported() {
+		t.Fatal("the provider did not report its waits")
+	}
+	if len(waits) == 0 || waits[0] != 0 {
+		t.Fatalf("waits at %v: none before the request", waits)
+	}
+	if !errors.Is(err, context.Canceled) || !reflect.DeepEqual(got, []string{"text+", "text:a"}) {
+		t.Fatalf("no wait before the stalled read: events %q, err %v, waits at %v", got, err, waits)
+	}
+}

@@ -20,6 +20,10 @@
 // into the SDK's ChatCompletionChunk, which costs over ten times as much
 // time and some 60 allocations per chunk (see BenchmarkChunkDecode).
 //
+// Both APIs report their waits (forge.ReportWaits): before the request and
+// before each read of the response body, so that the consumer may write the
+// deltas of a burst of chunks together.
+//
 // Errors are *forge.ModelError (HTTP status, the provider's message,
 // Retryable for 408, 429, 5xx, connection failures and streams cut short,
 // but not for a quota or billing error such as a 429 insufficient_quota,
@@ -173,6 +177,8 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			yield(forge.ModelEvent{}, &forge.ModelError{Provider: p.name, Message: err.Error()})
 			return
 		}
+		wait := forge.ReportWaits(ctx)
+		wait() // for the answer
 		var res *http.Response
 		// The empty params are replaced by the body (see body.go).
 		_, err = p.chat.New(ctx, sdk.ChatCompletionNewParams{},
@@ -188,6 +194,8 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			yield(forge.ModelEvent{}, jsonBodyError(ctx, p.name, res))
 			return
 		}
+		waiting := wire.NewWaitingBody(res.Body, wait)
+		res.Body = waiting
 		dec := ssestream.NewDecoder(res)
 		defer dec.Close()
 		s := streamState{p: p, yield: yield}
@@ -197,6 +205,7 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			ev := dec.Event()
 			if bytes.HasPrefix(ev.Data, doneData) {
 				done = true
+				waiting.Stop()
 				// Read the body to its end so the connection is reused.
 				io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
 				break

@@ -798,3 +798,53 @@ func TestStreamCutNamesServer(t *testing.T) {
 		t.Errorf("error %q", me.Message)
 	}
 }
+
+// TestStreamReportsItsWaits: both APIs report their waits
+// (forge.ReportWaits): one before the request, and one before a read of a
+// stream that stalls, once every event of what was read has been passed on
+// (the consumer cancels there; without that wait the test would time out).
+func TestStreamReportsItsWaits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		api   string
+		stall int // chunks (chat) or events (responses) before the stall, after "text:a"
+	}{{"chat", 2}, {"responses", 5}} {
+		t.Run(tc.api, func(t *testing.T) {
+			t.Parallel()
+			srv := openaitest.New(t)
+			cfg := openai.Config{BaseURL: srv.URL()}
+			m := openai.New(cfg).Model("gpt-4.1-mini")
+			if tc.api == "responses" {
+				m = openai.NewResponses(cfg).Model("gpt-4.1-mini")
+			}
+			srv.Enqueue(openaitest.Text("a", "b", "c").HangAfter(tc.stall))
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			var got []string
+			var waits []int // len(got) at each wait
+			w := &forge.StreamWaits{Wait: func() {
+				waits = append(waits, len(got))
+				if len(got) > 0 && got[len(got)-1] == "text:a" {
+					cancel() // the stream stalls here
+				}
+			}}
+			var err error
+			for ev, e := range m.Stream(forge.WithStreamWaits(ctx, w), hello()) {
+				if e != nil {
+					err = e
+					break
+				}
+				got = append(got, render(ev))
+			}
+			if !w.Reported() {
+				t.Fatal("the provider did not report its waits")
+			}
+			if len(waits) == 0 || waits[0] != 0 {
+				t.Fatalf("waits at %v: none before the request", waits)
+			}
+			if !errors.Is(err, context.Canceled) || !reflect.DeepEqual(got, []string{"text+", "text:a"}) {
+				t.Fatalf("no wait before the stalled read: events %q, err %v, waits at %v", got, err, waits)
+			}
+		})
+	}
+}

@@ -113,6 +113,8 @@ func (m *responsesModel) Stream(ctx context.Context, req *forge.ModelRequest) it
 		}
 		// The request NewStreaming makes, with the body left to us: the
 		// events are read with gjson, not decoded into the SDK's union.
+		wait := forge.ReportWaits(ctx)
+		wait() // for the answer
 		var res *http.Response
 		_, err = p.svc.New(ctx, params,
 			option.WithJSONSet("stream", true),
@@ -126,6 +128,8 @@ func (m *responsesModel) Stream(ctx context.Context, req *forge.ModelRequest) it
 			yield(forge.ModelEvent{}, jsonBodyError(ctx, p.name, res))
 			return
 		}
+		body := wire.NewWaitingBody(res.Body, wait)
+		res.Body = body
 		dec := ssestream.NewDecoder(res)
 		defer dec.Close()
 		s := responsesState{p: p, yield: yield}
@@ -164,6 +168,7 @@ func (m *responsesModel) Stream(ctx context.Context, req *forge.ModelRequest) it
 			return
 		}
 		// Read the body to its end (briefly) so the connection is reused.
+		body.Stop()
 		t := time.AfterFunc(time.Second, func() { res.Body.Close() })
 		io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 		t.Stop()

@@ -224,7 +224,8 @@ func (m *Model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			}
 			step = steps[min(index, len(steps)-1)]
 		}
-		p := player{ctx: ctx, yield: yield, delay: time.Duration(step.DelayMS) * time.Millisecond}
+		p := player{ctx: ctx, yield: yield, delay: time.Duration(step.DelayMS) * time.Millisecond,
+			wait: forge.ReportWaits(ctx)}
 		p.play(req, &step, index)
 	}
 }
@@ -235,6 +236,9 @@ type player struct {
 	delay time.Duration
 	timer *time.Timer
 	sent  int // deltas and calls sent
+	// wait is called before each pause (forge.ReportWaits): every other
+	// event follows the one before it at once.
+	wait func()
 }
 
 // pause waits the step's delay before every delta or call but the first;
@@ -248,6 +252,7 @@ func (p *player) pause() bool {
 	if p.sent == 1 || p.delay <= 0 {
 		return true
 	}
+	p.wait()
 	if p.timer == nil {
 		p.timer = time.NewTimer(p.delay)
 	} else {
@@ -297,6 +302,7 @@ func (p *player) play(req *forge.ModelRequest, step *Step, index int) {
 		return
 	}
 	if step.Hang {
+		p.wait()
 		<-p.ctx.Done()
 		p.yield(forge.ModelEvent{}, p.ctx.Err())
 		return

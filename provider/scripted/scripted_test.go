@@ -435,3 +435,44 @@ func BenchmarkScriptedStream(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(deltas), "ns/delta")
 }
+
+// TestReportsItsWaits: the model reports its waits (forge.ReportWaits): an
+// undelayed reply comes with none, a delayed one with one before each
+// pause (after the event before it was passed on), a hanging one before it
+// hangs.
+func TestReportsItsWaits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		step scripted.Step
+		want []int // events passed on at each wait
+	}{
+		{"undelayed", scripted.Step{Text: "one two three", ToolCalls: []scripted.ToolCall{{Name: "ls"}}}, nil},
+		{"delayed", scripted.Step{Text: "one two three", DelayMS: 1, ToolCalls: []scripted.ToolCall{{Name: "ls"}}}, []int{2, 3, 5}},
+		{"hang", scripted.Step{Text: "one", Hang: true}, []int{3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			n := 0
+			var waits []int
+			w := &forge.StreamWaits{Wait: func() {
+				waits = append(waits, n)
+				if tc.step.Hang {
+					cancel()
+				}
+			}}
+			req := &forge.ModelRequest{Messages: []forge.ModelMessage{user("hi")}, Params: forge.ModelParams{Script: scripted.Script(tc.step)}}
+			for _, err := range scripted.New("echo").Stream(forge.WithStreamWaits(ctx, w), req) {
+				if err != nil {
+					break
+				}
+				n++
+			}
+			if !w.Reported() || !reflect.DeepEqual(waits, tc.want) {
+				t.Fatalf("reported %v, waits at %v, want %v", w.Reported(), waits, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ package wire
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -98,3 +99,29 @@ func DisplayURL(u string) string {
 	}
 	return pu.Redacted()
 }
+
+// WaitingBody is a streamed response body that calls wait (the function
+// forge.ReportWaits returned) before each read. The SSE decoders read
+// only when the bytes they hold end before the next event does, so each
+// read is a point where the stream may wait for the network; the events
+// decoded before it were in memory.
+type WaitingBody struct {
+	io.ReadCloser
+	wait func()
+}
+
+// NewWaitingBody wraps body.
+func NewWaitingBody(body io.ReadCloser, wait func()) *WaitingBody {
+	return &WaitingBody{ReadCloser: body, wait: wait}
+}
+
+func (b *WaitingBody) Read(p []byte) (int, error) {
+	if b.wait != nil {
+		b.wait()
+	}
+	return b.ReadCloser.Read(p)
+}
+
+// Stop ends the calls of wait: the reply is complete, and what is read
+// after it (to reuse the connection) is no wait for the model.
+func (b *WaitingBody) Stop() { b.wait = nil }
