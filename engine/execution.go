@@ -47,8 +47,10 @@ type execution struct {
 	// ended is closed once the turn has ended in the store (its terminal
 	// write committed, or it ended elsewhere), before anything of that
 	// write is published: a waiter may answer then.
-	ended     chan struct{}
-	endedOnce sync.Once
+	ended chan struct{}
+	// observedEnd makes the observer hear of the end once.
+	observedEnd sync.Once
+	endedOnce   sync.Once
 	// begun is closed once the turn's creation landed or failed (then
 	// beginErr is set, before).
 	begun    chan struct{}

@@ -76,8 +76,7 @@ func (x *execution) finish(out outcome) {
 		// The turn has ended in the store: a client that sees turn.done
 		// (published right after this) may start the next turn at once.
 		x.e.histories.put(x.session.ID, t, th.history, snap, th.memo)
-		x.e.unregister(x)
-		x.markEnded()
+		x.landed()
 	})
 	switch {
 	case err == nil:
@@ -89,6 +88,16 @@ func (x *execution) finish(out outcome) {
 	}
 	x.e.log.Error("terminal write failed; ending the turn store_error", "session_id", x.session.ID, "turn_id", t.ID, "err", err)
 	x.endStoreError(err)
+}
+
+// landed runs once the turn's terminal write is committed, before its
+// events are published: the next turn of the session may start, observers
+// count the end, then waiters (WaitTurn) wake, so a client that has its
+// turn back sees it counted.
+func (x *execution) landed() {
+	x.e.unregister(x)
+	x.observeTurnEnd()
+	x.markEnded()
 }
 
 // endStoreError ends the turn errored with code store_error in a write
@@ -112,10 +121,7 @@ func (x *execution) endStoreError(cause error) {
 		}
 		var w batch
 		w.event(x.turnDone())
-		err := x.commit(&w, snap, func() {
-			x.e.unregister(x)
-			x.markEnded()
-		})
+		err := x.commit(&w, snap, x.landed)
 		if errors.Is(err, forge.ErrTurnEnded) {
 			x.endedElsewhere = true
 		}
@@ -215,7 +221,7 @@ func (th *thread) contextTokens() int64 {
 // observer. A lost terminal write is logged by finish: the writer that
 // won logs the end.
 func (x *execution) reportEnd() {
-	defer x.observeTurnEnd()
+	x.observeTurnEnd() // done already when the terminal write landed
 	t := x.turn
 	if x.endedElsewhere {
 		return

@@ -216,6 +216,11 @@ func (x *execution) observeTurnEnd() {
 	if o == nil {
 		return
 	}
+	first := false
+	x.observedEnd.Do(func() { first = true })
+	if !first {
+		return
+	}
 	t := x.turn
 	end := TurnEnd{Tenant: x.tenant, SessionID: x.session.ID, TurnID: t.ID, Agent: x.main.agent.Name,
 		Iterations: t.Iterations, Usage: t.Usage, EndedElsewhere: x.endedElsewhere}
