@@ -49,6 +49,12 @@ type Bus interface {
 	// delta's seq (the "text so far" of DESIGN.md). Stored events the bus
 	// no longer holds are not returned: readers take them from the store.
 	Subscribe(ctx context.Context, sessionID string, after int64) (held []Event, sub BusSubscription, err error)
+	// PublishEphemeral hands ev, an event with no seq (Seq 0: a forum's
+	// forum.typing), to the session's subscribers open now, on every
+	// replica, at most once each. It is never held, stored or replayed,
+	// and carries no order with the session's other events; a subscriber
+	// that falls behind may miss it.
+	PublishEphemeral(ctx context.Context, ev Event) error
 }
 
 // BusSubscription is one subscriber's position in a session's stream. It
@@ -68,7 +74,47 @@ type BusSubscription interface {
 	// Readers merge the bus with the stored log relying on this: when
 	// Next(ctx, false) returns no event (and no error), every event whose
 	// Publish returned before that call has been returned.
+	//
+	// Ephemeral events (Seq 0, see Bus.PublishEphemeral) may come among
+	// the others, in no particular place.
 	Next(ctx context.Context, wait bool) ([]Event, error)
 	// Close releases the subscription. It is safe to call more than once.
 	Close() error
+}
+
+// WriterFence makes one process at a time the writer of a session, across
+// the replicas sharing a bus (the Redis bus implements it; a single process
+// needs none). The event log holds the session from seq reservation to
+// publish, so that seq order, commit order and publish order agree across
+// processes, as DESIGN.md's readers require, and reserves a fresh seq block
+// whenever another process wrote the session since its last hold (its
+// cached block is then stale: its seqs may lie below the other's).
+type WriterFence interface {
+	// Acquire waits until this process holds the session (or ctx ends) and
+	// returns the hold's token. fresh is false when another process may
+	// have written the session since this one last held it.
+	Acquire(ctx context.Context, sessionID string) (hold string, fresh bool, err error)
+	// Release publishes evs (the hold's events, in seq order, after their
+	// commit; none when the commit failed) and ends the hold, in one step.
+	// A hold that expired before Release publishes nothing and returns an
+	// error wrapping ErrConflict.
+	Release(ctx context.Context, sessionID, hold string, evs []Event) error
+	// PublishUnheld publishes a bus-only event (a delta) without a hold
+	// when no process holds the session and this process wrote it last,
+	// and reports whether it did; false means take a hold and publish with
+	// Release (with a fresh seq if the hold is not fresh). A delta of a turn
+	// the bus saw end is refused with an error wrapping ErrTurnEnded.
+	PublishUnheld(ctx context.Context, ev Event) (bool, error)
+}
+
+// CancelSignal asks the replica running a turn to cancel it (distributed
+// mode: a cancel sent to a replica that does not own the turn).
+type CancelSignal struct {
+	Tenant    string `json:"tenant"`
+	SessionID string `json:"session_id"`
+	TurnID    string `json:"turn_id"`
+	// Reason is the cancel reason (CancelClient, CancelSuperseded).
+	Reason string `json:"reason"`
+	// Message is the client's free text, if any.
+	Message string `json:"message,omitempty"`
 }

@@ -66,6 +66,20 @@ type BeginTurn struct {
 	// the session tip is still this turn id ("" means no tip yet). It guards
 	// against validating against a tip that moved.
 	ExpectTip *string
+	// Lease, when set, creates the turn with its ownership lease in the
+	// same transaction (a LeaseStore; ignored by stores without leases).
+	Lease *Lease
+}
+
+// Lease is the ownership of a running turn in distributed mode: the
+// replica running it holds it and renews it; once it expires, any replica
+// may take it and end the turn abandoned.
+type Lease struct {
+	// Owner identifies the replica (one id per process).
+	Owner string
+	// TTL is how long the lease lasts, from the store's clock, unless
+	// renewed.
+	TTL time.Duration
 }
 
 // Batch is one transactional write of a running turn: rows and the events
@@ -83,6 +97,34 @@ type Batch struct {
 	Parts    []*Part
 	Events   []Event
 	Snapshot *Snapshot
+	// Owner, when set, also fences the batch on Owner holding the turn's
+	// lease (a LeaseStore): a replica whose lease was taken writes nothing
+	// more for the turn (ErrTurnEnded). A terminal write releases the lease.
+	Owner string
+}
+
+// TurnRef names a turn of a tenant.
+type TurnRef struct {
+	Tenant    string
+	SessionID string
+	TurnID    string
+}
+
+// LeaseStore keeps the ownership leases of running turns (distributed
+// mode). Times are the store's own, so replicas' clocks do not matter.
+// Every method crosses tenants only as its comment says.
+type LeaseStore interface {
+	// RenewLeases extends by ttl the leases owner holds on turns and
+	// returns the ids of those it still holds (a lease another replica took
+	// is not renewed; an expired one nobody took is).
+	RenewLeases(ctx context.Context, owner string, ttl time.Duration, turns []TurnRef) ([]string, error)
+	// ExpiredTurns lists the running turns of every tenant whose lease has
+	// expired, or that have none.
+	ExpiredTurns(ctx context.Context) ([]*Turn, error)
+	// TakeLease makes owner the holder of a running turn's lease for ttl
+	// when the lease has expired or there is none, and reports whether it
+	// did (false: another replica holds it, or the turn ended).
+	TakeLease(ctx context.Context, ref TurnRef, owner string, ttl time.Duration) (bool, error)
 }
 
 // TurnStore keeps turns.

@@ -204,6 +204,26 @@ func (b *Bus) Publish(_ context.Context, ev forge.Event) error {
 	return nil
 }
 
+// PublishEphemeral hands ev (Seq 0) to the session's subscribers open now,
+// without keeping it; a subscriber whose buffer is full is cut off.
+func (b *Bus) PublishEphemeral(_ context.Context, ev forge.Event) error {
+	if ev.Seq != 0 {
+		return forge.Errorf(forge.ErrInvalid, "bus: an ephemeral event has no seq (got %d)", ev.Seq)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[ev.SessionID]
+	if t == nil {
+		return nil
+	}
+	for s := range t.subs {
+		if !s.push(ev) {
+			b.dropLocked(t, s) // cut off: it fell behind
+		}
+	}
+	return nil
+}
+
 // trimLocked drops the oldest half of t's events, folding the deltas of
 // parts still streaming into their text so far.
 func (b *Bus) trimLocked(t *topic) {

@@ -22,6 +22,7 @@ import (
 	"github.com/forge-runtime/forge/protocol/aisdk"
 	"github.com/forge-runtime/forge/protocol/openairesp"
 	"github.com/forge-runtime/forge/provider"
+	redisbus "github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/tools"
 )
@@ -29,6 +30,8 @@ import (
 type serveOptions struct {
 	addr          string
 	db            string
+	redis         string        // redis:// URL: distributed mode
+	lease         time.Duration // turn ownership lease (PostgreSQL)
 	apiKeys       string
 	turnTimeout   time.Duration
 	shutdownGrace time.Duration
@@ -72,7 +75,15 @@ Operations: GET /healthz (the process is up), GET /readyz (the store
 answers; 503 from the moment SIGTERM starts the drain), GET /metrics
 (Prometheus; --metrics=false turns it off). OTEL_EXPORTER_OTLP_ENDPOINT
 turns on OpenTelemetry traces over OTLP/HTTP (the other OTEL_* variables
-apply). --log-format json writes one JSON object per line on stderr.`,
+apply). --log-format json writes one JSON object per line on stderr.
+
+Several replicas: run identical servers behind a load balancer with
+--db postgres://... --redis redis://host:6379/0 (pool settings such as
+pool_size=64 go in the URL). Any replica serves any request; a turn's owner
+holds a lease (--lease) that another replica takes over when it expires.
+GET /readyz checks the database and Redis; on SIGTERM it fails at once,
+running turns get --shutdown-grace to finish, then end cancelled. See
+docs/distributed.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), o)
 		},
@@ -80,6 +91,8 @@ apply). --log-format json writes one JSON object per line on stderr.`,
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
 	f.StringVar(&o.db, "db", defaultDB, dbFlagHelp)
+	f.StringVar(&o.redis, "redis", os.Getenv("FORGE_REDIS_URL"), "Redis URL (redis://host:6379/0) for several replicas sharing a PostgreSQL --db (env FORGE_REDIS_URL)")
+	f.DurationVar(&o.lease, "lease", engine.DefaultLeaseTTL, "turn ownership lease (PostgreSQL): a turn whose replica stops renewing it is ended by another within three lease periods")
 	f.StringVar(&o.apiKeys, "api-keys", os.Getenv("FORGE_API_KEYS"), "API keys as key=tenant,... (env FORGE_API_KEYS)")
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running turns may finish before they are cancelled")
@@ -186,6 +199,15 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 
+	if o.redis != "" && !isPostgres(o.db) {
+		return fmt.Errorf("--redis needs a PostgreSQL --db (postgres://...): replicas share the database, and a SQLite file belongs to one process")
+	}
+	if o.lease == 0 {
+		o.lease = engine.DefaultLeaseTTL
+	}
+	if o.lease < 300*time.Millisecond {
+		return fmt.Errorf("--lease must be at least 300ms")
+	}
 	store, err := openStore(ctx, o.db)
 	if err != nil {
 		return err
@@ -222,14 +244,36 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	defer tel.close(context.Background(), log)
-	eng := engine.New(engine.Config{
+	cfg := engine.Config{
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
-		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, Observer: tel.observer(),
-	})
-	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log})
+		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, Observer: tel.observer(), LeaseTTL: o.lease,
+	}
+	ready := readiness(store)
+	if leases, ok := store.(forge.LeaseStore); ok {
+		// PostgreSQL: turns are owned by leases, so that replicas (or a
+		// restarted server) end only the turns whose owner is gone.
+		cfg.Leases = leases
+	}
+	var locks forum.Locks
+	if o.redis != "" {
+		rb, err := redisbus.Open(ctx, o.redis, redisbus.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer rb.Close()
+		cfg.Bus, cfg.Fence, cfg.Peers, cfg.ReplicaID = rb, rb, rb, rb.WriterID()
+		locks = rb
+		ready = append(ready, httpapi.ReadyCheck{Name: "redis", Check: rb.Ping})
+	}
+	eng := engine.New(cfg)
+	// A stint's worker moves to another replica once its holder has been
+	// silent this long (it renews every second).
+	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log,
+		Locks: locks, LockTTL: max(o.lease, 3*time.Second)})
 	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
+		_ = eng.Close(context.Background())
 		return err
 	}
 	// After Recover: the forum layer reruns triggered turns a crash
@@ -240,7 +284,7 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Forums: forums, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
 		Logger: log, Clock: clock, IDs: ids, Models: models,
 		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}},
-		Metrics:   tel.metricsHandler(), Ready: readiness(store)})
+		Metrics:   tel.metricsHandler(), Ready: ready})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -270,7 +314,8 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	// httpapi.Serve also turns net/http's own plain-text refusals (headers
 	// above MaxHeaderBytes, malformed requests) into JSON errors.
 	go func() { serveErr <- httpapi.Serve(srv, ln) }()
-	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "version", version())
+	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "redis", redisbus.Redacted(o.redis),
+		"replica", eng.ReplicaID(), "version", version())
 	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
 
 	select {

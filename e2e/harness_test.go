@@ -65,7 +65,7 @@ func buildForge() (string, error) {
 
 // server is a running `forge serve` process.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	URL  string
 	db   string
@@ -91,7 +91,7 @@ func (s *syncBuffer) String() string {
 }
 
 // start runs forge serve on db with the fake model at model's URL.
-func start(t *testing.T, db string, model *openaitest.Server, args ...string) *server {
+func start(t testing.TB, db string, model *openaitest.Server, args ...string) *server {
 	t.Helper()
 	s, err := tryStart(t, db, model, args...)
 	if err != nil {
@@ -100,14 +100,14 @@ func start(t *testing.T, db string, model *openaitest.Server, args ...string) *s
 	return s
 }
 
-func tryStart(t *testing.T, db string, model *openaitest.Server, args ...string) (*server, error) {
+func tryStart(t testing.TB, db string, model *openaitest.Server, args ...string) (*server, error) {
 	t.Helper()
 	return tryStartEnv(t, db, model, nil, args...)
 }
 
 // startEnv is start with env ("K=V") added to the server's environment
 // (rather than the test process's, so that tests can run in parallel).
-func startEnv(t *testing.T, db string, model *openaitest.Server, env []string, args ...string) *server {
+func startEnv(t testing.TB, db string, model *openaitest.Server, env []string, args ...string) *server {
 	t.Helper()
 	s, err := tryStartEnv(t, db, model, env, args...)
 	if err != nil {
@@ -116,7 +116,7 @@ func startEnv(t *testing.T, db string, model *openaitest.Server, env []string, a
 	return s
 }
 
-func tryStartEnv(t *testing.T, db string, model *openaitest.Server, env []string, args ...string) (*server, error) {
+func tryStartEnv(t testing.TB, db string, model *openaitest.Server, env []string, args ...string) (*server, error) {
 	t.Helper()
 	cmd := exec.Command(forgeBin, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "debug"}, args...)...)
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL(), "FORGE_API_KEYS=")
@@ -317,7 +317,7 @@ func (s *server) stream(method, path string, body any, headers ...string) (<-cha
 }
 
 // collect reads frames until the channel closes or timeout.
-func collect(t *testing.T, ch <-chan event) []event {
+func collect(t testing.TB, ch <-chan event) []event {
 	t.Helper()
 	var out []event
 	timeout := time.After(30 * time.Second)
@@ -336,7 +336,7 @@ func collect(t *testing.T, ch <-chan event) []event {
 
 // until reads frames until done holds for what was read, failing the test
 // if the stream ends or stalls first.
-func until(t *testing.T, ch <-chan event, done func([]event) bool) []event {
+func until(t testing.TB, ch <-chan event, done func([]event) bool) []event {
 	t.Helper()
 	var out []event
 	timeout := time.After(30 * time.Second)

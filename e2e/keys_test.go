@@ -94,14 +94,15 @@ func TestKeysCLIOnSQLite(t *testing.T) {
 }
 
 // TestKill9OnPostgresThenRestart: a turn streaming on a server that is
-// killed is closed by the next server's recovery (running turns found
-// through the cross-tenant lookup, read back through the tenant policy),
-// with the text checkpointed before the crash; the session continues.
+// killed is closed by the next server once its lease expires (running
+// turns found through the cross-tenant lookup, read back through the
+// tenant policy), with the text checkpointed before the crash; the session
+// continues.
 func TestKill9OnPostgresThenRestart(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	key := createKey(t, db, "acme")
 	model := openaitest.New(t)
-	s := start(t, db, model, "--sandbox-root", t.TempDir())
+	s := start(t, db, model, "--sandbox-root", t.TempDir(), "--lease", "1s")
 	s.must(201, "POST", "/v1/agents", obj{"name": "a", "model": "openai/gpt-test"}, bearer(key)...)
 	sid := s.must(201, "POST", "/v1/sessions", obj{"agent": "a"}, bearer(key)...)["id"].(string)
 	model.Enqueue(openaitest.Text("confirmed ", "before ", "the crash").HangAfter(4))
@@ -116,8 +117,14 @@ func TestKill9OnPostgresThenRestart(t *testing.T) {
 	})
 	s.kill9()
 
-	s2 := start(t, db, model, "--sandbox-root", t.TempDir())
-	turn := s2.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+tid, nil, bearer(key)...)
+	s2 := start(t, db, model, "--sandbox-root", t.TempDir(), "--lease", "1s")
+	// The restarted server is another replica to the lease: it takes the
+	// turn over once the dead one's lease expires.
+	var turn obj
+	waitFor(t, func() bool {
+		turn = s2.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+tid, nil, bearer(key)...)
+		return turn["status"] != "running"
+	})
 	if turn["status"] != "cancelled" || turn["cancel_reason"] != "abandoned" {
 		t.Fatalf("recovered turn %v", turn)
 	}

@@ -169,13 +169,16 @@ func (x *execution) checkpoint() {
 		if len(rows) == 0 {
 			return nil
 		}
-		if err := x.e.store.Commit(ctx, &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Parts: rows}); err != nil {
+		if err := x.e.store.Commit(ctx, &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Parts: rows, Owner: x.e.owner()}); err != nil {
 			return err
 		}
 		saved()
 		return nil
 	})
-	if err != nil && !errors.Is(err, forge.ErrTurnEnded) {
+	switch {
+	case errors.Is(err, forge.ErrTurnEnded):
+		x.loseTurn(err.Error())
+	case err != nil:
 		x.e.log.Warn("checkpoint failed", "session_id", x.session.ID, "turn_id", x.turn.ID, "err", err)
 	}
 }

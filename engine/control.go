@@ -12,10 +12,17 @@ func (e *Engine) runningTurn(sessionID string) *execution {
 	return e.running[sessionID]
 }
 
+// Running is how many turns this process runs now.
+func (e *Engine) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.running)
+}
+
 // WaitTurn blocks until the turn has ended (or ctx is done) and returns it
-// as stored: as its terminal write stored it when it ended here (no read),
-// else read from the store. It returns once that write is committed, as
-// its events are being published.
+// as stored, whichever replica runs it: as its terminal write stored it
+// when it ended here (no read), else read from the store. It returns once
+// that write is committed, as its events are being published.
 func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
 	if x := e.runningTurn(sessionID); x != nil && x.turn.ID == turnID {
 		select {
@@ -27,7 +34,14 @@ func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string)
 	if t := e.histories.ended(tenant, sessionID, turnID); t != nil {
 		return t, nil
 	}
-	return e.store.GetTurn(ctx, tenant, sessionID, turnID)
+	t, err := e.store.GetTurn(ctx, tenant, sessionID, turnID)
+	if err != nil || t.Ended() || (e.cfg.Leases == nil && e.cfg.Peers == nil) {
+		return t, err
+	}
+	if x := e.runningTurn(sessionID); x != nil && x.turn.ID == turnID {
+		return e.WaitTurn(ctx, tenant, sessionID, turnID)
+	}
+	return e.waitEnded(ctx, t, nil)
 }
 
 // Cancel ends the session's running turn with reason client and returns it
@@ -38,6 +52,13 @@ func (e *Engine) Cancel(ctx context.Context, tenant, sessionID, reason string) (
 	}
 	x := e.runningTurn(sessionID)
 	if x == nil || x.tenant != tenant {
+		t, err := e.runningElsewhere(ctx, tenant, sessionID)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			return e.cancelRemote(ctx, t, forge.CancelClient, reason)
+		}
 		return nil, forge.Errorf(forge.ErrConflict, "no turn is running in session %s", sessionID)
 	}
 	x.stop(forge.CancelClient, reason)
@@ -60,6 +81,12 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 		case <-x.done:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	} else if t, err := e.runningElsewhere(ctx, tenant, sessionID); err != nil {
+		return err
+	} else if t != nil {
+		if _, err := e.cancelRemote(ctx, t, forge.CancelClient, ""); err != nil {
+			return err
 		}
 	}
 	e.histories.drop(sessionID)

@@ -93,12 +93,45 @@ type Config struct {
 	StoreRetryDelays []time.Duration
 	// Sleep waits between retries; nil sleeps for real.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	// Distributed mode (docs/distributed.md). Leaving these nil, this
+	// process owns every turn of the store (single node, the default).
+
+	// Leases, when set, makes turns owned by leases: the engine creates
+	// each turn it runs with a lease, renews its leases every third of
+	// LeaseTTL, stops a turn whose lease another replica took (writing
+	// nothing more), and ends any replica's turn whose lease expired as a
+	// restart would (cancelled, abandoned). Recover then ends only those.
+	Leases forge.LeaseStore
+	// LeaseTTL is the lease period; 0 means 10 s.
+	LeaseTTL time.Duration
+	// ReplicaID names this process as a lease owner; "" means a random id.
+	ReplicaID string
+	// Fence is handed to the event log: one writer per session at a time
+	// across processes.
+	Fence forge.WriterFence
+	// Peers, when set, reaches the replica running a turn this one does
+	// not (cancel, supersede, delete).
+	Peers Peers
 	// Observer, when set, watches turns, model calls and tool calls
 	// (metrics, traces). Observers combines several.
 	Observer Observer
 	// Monologues, when set, hears about monologue turns (forum.Service).
 	Monologues MonologueObserver
 }
+
+// Peers carries control signals between replicas. *redis.Bus implements
+// it.
+type Peers interface {
+	// SendCancel asks whichever replica runs sig.TurnID to cancel it.
+	SendCancel(ctx context.Context, sig forge.CancelSignal) error
+	// OnCancel registers fn, called with every cancel signal sent by any
+	// replica; fn must not block.
+	OnCancel(fn func(forge.CancelSignal))
+}
+
+// DefaultLeaseTTL is Config.LeaseTTL's default.
+const DefaultLeaseTTL = 10 * time.Second
 
 // TurnRequest is the body of POST /turns, decoded.
 type TurnRequest struct {
@@ -146,6 +179,11 @@ type Engine struct {
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
 
+	// replica is this process's lease owner id (distributed mode).
+	replica string
+	// stopKeeper ends the lease keeper, keeperDone says it has.
+	stopKeeper, keeperDone chan struct{}
+
 	mu      sync.Mutex            // guards the following
 	running map[string]*execution // by session id
 	closing bool
@@ -192,11 +230,18 @@ func New(cfg Config) *Engine {
 	if cfg.StoreRetryDelays == nil {
 		cfg.StoreRetryDelays = eventlog.DefaultRetryDelays
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = cfg.IDs.New("replica_")
+	}
 	e := &Engine{
 		cfg:   cfg,
 		store: cfg.Store,
 		events: eventlog.New(eventlog.Config{Store: cfg.Store, Bus: cfg.Bus, Clock: cfg.Clock, Logger: cfg.Logger,
-			RetryDelays: cfg.StoreRetryDelays, Sleep: cfg.Sleep}),
+			RetryDelays: cfg.StoreRetryDelays, Sleep: cfg.Sleep, Fence: cfg.Fence}),
+		replica:      cfg.ReplicaID,
 		clock:        cfg.Clock,
 		ids:          cfg.IDs,
 		log:          cfg.Logger,
@@ -213,8 +258,18 @@ func New(cfg Config) *Engine {
 			e.sandboxTools[name] = true
 		}
 	}
+	if cfg.Peers != nil {
+		cfg.Peers.OnCancel(e.onCancelSignal)
+	}
+	if cfg.Leases != nil {
+		e.stopKeeper, e.keeperDone = make(chan struct{}), make(chan struct{})
+		go e.keepLeases()
+	}
 	return e
 }
+
+// ReplicaID is this process's id as a turn's lease owner.
+func (e *Engine) ReplicaID() string { return e.replica }
 
 // SetMonologueObserver sets the observer of monologue turns; call it
 // before the first turn starts (the forum layer is built after the engine).
@@ -268,6 +323,16 @@ func (e *Engine) Close(ctx context.Context) error {
 			e.giveUp()
 			<-x.done
 		}
+	}
+	// The leases are kept until the turns have ended: a turn finishing
+	// within the grace period must not be taken over meanwhile.
+	if e.stopKeeper != nil {
+		select {
+		case <-e.stopKeeper:
+		default:
+			close(e.stopKeeper)
+		}
+		<-e.keeperDone
 	}
 	e.wg.Wait()
 	return nil

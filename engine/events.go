@@ -33,6 +33,17 @@ func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQ
 // subscription until then).
 func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error) {
 	cursor := e.events.Cursor(sessionID)
+	if cursor == 0 && e.cfg.Fence != nil {
+		// Another replica wrote the session last: every seq published
+		// from now on is above the tip turn's last, so the subscription
+		// need not start below it (and copy what the bus holds of earlier
+		// turns).
+		if sess, err := e.store.GetSession(ctx, tenant, sessionID); err == nil && sess.TipTurnID != nil {
+			if t, err := e.store.GetTurn(ctx, tenant, sessionID, *sess.TipTurnID); err == nil && t.Ended() {
+				cursor = t.LastSeq
+			}
+		}
+	}
 	sub, err := e.events.SubscribeAhead(ctx, tenant, sessionID, cursor)
 	if err != nil {
 		return nil, nil, err
@@ -48,4 +59,11 @@ func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req T
 		return turn, e.Events(ctx, tenant, sessionID, EventsQuery{TurnID: turn.ID}), nil
 	}
 	return turn, sub.Events(ctx, turn.ID), nil
+}
+
+// PublishEphemeral hands the session's subscribers open now, on every
+// replica, an event that has no seq (a forum's forum.typing): it is never
+// stored or replayed.
+func (e *Engine) PublishEphemeral(ctx context.Context, sessionID string, d eventlog.Draft) error {
+	return e.events.PublishEphemeral(ctx, sessionID, d)
 }

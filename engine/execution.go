@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -15,6 +16,7 @@ import (
 var (
 	errTimeout = errors.New("turn timed out")
 	errStopped = errors.New("turn stopped")
+	errLost    = errors.New("turn lost to another replica")
 )
 
 // storeError is a write that still failed after its retries: the turn
@@ -53,6 +55,13 @@ type execution struct {
 	// beginErr is set, before).
 	begun    chan struct{}
 	beginErr error
+
+	// leased is set once the turn is in the store (its lease with it):
+	// the lease keeper renews it from then on.
+	leased atomic.Bool
+	// lost is set when the turn ended elsewhere: another replica took its
+	// lease (or ended it). The execution stops and writes nothing more.
+	lost atomic.Bool
 
 	// obsCtx is the observer's context of the turn (observer.go); nil
 	// without an observer. endedElsewhere marks a terminal write that lost.
@@ -137,6 +146,17 @@ func (x *execution) stop(reason, message string) {
 	x.cancel(errStopped)
 }
 
+// loseTurn stops an execution whose turn is no longer this process's to
+// write (its lease was taken, or the turn ended elsewhere): its writes
+// would lose anyway, so it makes none, not even a terminal one.
+func (x *execution) loseTurn(why string) {
+	if x.lost.Swap(true) {
+		return
+	}
+	x.e.log.Warn("turn lost: stopping without writing", "session_id", x.session.ID, "turn_id", x.turn.ID, "why", why)
+	x.cancel(errLost)
+}
+
 // cancelReason is why the turn's context ended.
 func (x *execution) cancelReason() string {
 	x.mu.Lock()
@@ -209,7 +229,7 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 		return errNotBegun
 	}
 	b := &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Snapshot: terminal,
-		Messages: w.messages(), Parts: w.parts()}
+		Messages: w.messages(), Parts: w.parts(), Owner: x.e.owner()}
 	if terminal != nil {
 		b.Turn = x.turn
 	}
@@ -225,6 +245,7 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 	})
 	if err != nil {
 		if errors.Is(err, forge.ErrTurnEnded) {
+			x.loseTurn(err.Error())
 			return err
 		}
 		return x.writeFailed(err)

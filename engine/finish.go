@@ -21,6 +21,16 @@ import (
 // while its store works.
 func (x *execution) finish(out outcome) {
 	th := x.main
+	if x.lost.Load() {
+		// The turn is another replica's to end (or has ended): stop what
+		// runs here, write nothing; the replica that ends it reports it.
+		x.endedElsewhere = true
+		if th.tools != nil && th.tools.sandbox != nil {
+			x.e.cfg.Sandboxes.Stop(x.session.ID)
+		}
+		x.e.unregister(x)
+		return
+	}
 	// Anything still streaming, in any thread, was cut off.
 	for thread, rows := range x.streams.takeOpen() {
 		for _, row := range rows {
@@ -106,6 +116,9 @@ func (x *execution) endStoreError(cause error) {
 	snap := x.baseSnapshot()
 	delays := x.e.cfg.StoreRetryDelays
 	for attempt := 0; ; attempt++ {
+		if x.lost.Load() {
+			return
+		}
 		var w batch
 		w.event(x.turnDone())
 		err := x.commit(&w, snap, x.landed)

@@ -48,7 +48,7 @@ func (e *Engine) execute(x *execution) {
 	e.unregister(x)
 	x.markEnded()
 	close(x.done)
-	if o := e.monologueObserver(); created && o != nil && x.session.Kind == forge.KindMonologue {
+	if o := e.monologueObserver(); created && !x.lost.Load() && o != nil && x.session.Kind == forge.KindMonologue {
 		ended := *x.turn
 		o.MonologueTurnEnded(x.tenant, &ended)
 	}

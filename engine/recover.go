@@ -18,7 +18,14 @@ import (
 // base left. The event log reserves a fresh seq range first, so the
 // closing events have seqs above any a client could have seen. Call it
 // before serving.
+//
+// With leases (distributed mode) it ends only the turns whose lease has
+// expired, as the lease keeper does every third of a lease period: the
+// running turns of live replicas are theirs.
 func (e *Engine) Recover(ctx context.Context) error {
+	if e.cfg.Leases != nil {
+		return e.takeOver(ctx)
+	}
 	turns, err := e.store.RunningTurns(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -49,7 +56,7 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 			return err
 		}
 	}
-	b := &forge.Batch{Tenant: t.Tenant, SessionID: t.SessionID, TurnID: t.ID}
+	b := &forge.Batch{Tenant: t.Tenant, SessionID: t.SessionID, TurnID: t.ID, Owner: e.owner()}
 	var drafts []eventlog.Draft
 	now := e.clock.Now()
 	for _, m := range msgs {

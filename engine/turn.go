@@ -200,7 +200,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x.observeTurnStart(ctx, agent)
 	e.wg.Add(1)
 	go e.execute(x)
-	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip}, drafts...)
+	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease()}, drafts...)
 	if err == nil {
 		created.LastSeq = turn.LastSeq
 	}
@@ -215,10 +215,21 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 			return nil, true, nil
 		}
 		if errors.Is(err, forge.ErrTurnInProgress) && req.Supersede {
+			// It runs on another replica: cancel it there first.
+			t, rerr := e.runningElsewhere(ctx, tenant, sessionID)
+			if rerr != nil {
+				return nil, false, rerr
+			}
+			if t != nil {
+				if _, rerr := e.cancelRemote(ctx, t, forge.CancelSuperseded, ""); rerr != nil {
+					return nil, false, rerr
+				}
+			}
 			return nil, true, nil
 		}
 		return nil, false, err
 	}
+	x.leased.Store(true)
 	if o := e.monologueObserver(); o != nil && sess.Kind == forge.KindMonologue {
 		o.MonologueTurnStarted(tenant, &created)
 	}

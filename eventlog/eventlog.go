@@ -12,10 +12,16 @@
 // never reused, even across a crash; after a restart the first write
 // reserves a block above every earlier one.
 //
-// A Log assumes it is the only writer of a session while it writes it (one
-// process owns a SQLite file; in distributed mode the holder of the
-// session's turn lease): seq order, commit order and publish order then
-// agree, which is what the read side's merge relies on.
+// A Log serializes the writes of a session in its process (a sequencer
+// lock held from seq assignment through commit to publish); with
+// Config.Fence it also holds the session against other processes for
+// that span (distributed mode: any replica may write any session, a
+// running turn's owner and forum ingestion alike), and reserves a fresh
+// seq block whenever another process wrote the session since its last
+// hold. Seq order, commit order and publish order then agree across
+// processes, which is what the read side's merge relies on. Deltas are
+// published without a hold while this process is the session's last
+// writer and nobody holds it.
 //
 // With a bus whose subscribers all read through this Log (the in-process
 // bus: Local), a write may also carry deltas held back (Draft.BusOnly):
@@ -31,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -78,6 +85,10 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// PageSize is how many stored events a replay reads at a time.
 	PageSize int
+	// Fence, when set, makes this process the only writer of a session
+	// while it writes it, across processes (the Redis bus implements it).
+	// Nil: this process is the only writer of every session it writes.
+	Fence forge.WriterFence
 }
 
 // Log is the event log of every session a process writes or reads.
@@ -90,6 +101,7 @@ type Log struct {
 	retry    []time.Duration
 	sleep    func(context.Context, time.Duration) error
 	pageSize int
+	fence    forge.WriterFence
 
 	// local: every subscriber of the bus reads through this Log (see
 	// Local).
@@ -125,7 +137,7 @@ func New(cfg Config) *Log {
 	}
 	pl, ok := cfg.Bus.(processLocal)
 	return &Log{store: cfg.Store, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, block: cfg.SeqBlock,
-		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, seqs: map[string]*sequencer{},
+		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, fence: cfg.Fence, seqs: map[string]*sequencer{},
 		local: ok && pl.ProcessLocal()}
 }
 
@@ -159,6 +171,9 @@ type sequencer struct {
 	mu       sync.Mutex // guards the following
 	next     int64      // next seq to hand out, 0 before the first reservation
 	reserved int64      // highest seq of the committed reservation
+	// wrote is set once this process has written the session through
+	// Update (its Prepare's view of the session is then its own to keep).
+	wrote bool
 }
 
 func (l *Log) sequencer(tenant, session string) *sequencer {
@@ -285,35 +300,123 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 // them and the rows they describe in one transaction; it is retried on
 // errors that are not final), then publishes them on the bus, in seq
 // order. Nothing is published when commit fails. With no drafts it orders
-// a commit of rows alone (a checkpoint) among the session's writes.
-// turn.created makes the bus begin the turn's backlog, turn.done ends it.
-// A failed publish is logged: the events are stored, and readers get them
-// from the store. Drafts marked BusOnly are left out of the events commit
-// gets, and published with the others.
+// a commit of rows alone (a checkpoint) among this process's writes of the
+// session. turn.created makes the bus begin the turn's backlog, turn.done
+// ends it. A failed publish is logged: the events are stored, and readers
+// get them from the store. Drafts marked BusOnly are left out of the
+// events commit gets, and published with the others.
+//
+// Drafts without a TurnID are writes outside any turn (forum messages,
+// ingestion copies): with a Fence, any replica may make them, even while
+// another runs a turn in the session.
 func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
-	evs := make([]forge.Event, 0, len(drafts))
+	hold := ""
+	if l.fence != nil && len(drafts) > 0 {
+		var err error
+		if hold, err = l.acquireLocked(ctx, sq); err != nil {
+			return nil, err
+		}
+	}
+	return l.commitLocked(ctx, sq, hold, drafts, commit)
+}
+
+// commitLocked assigns the drafts' seqs, commits the stored ones, then
+// publishes them all (ending the hold, if any).
+func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
+	evs, stored, err := l.assignLocked(ctx, sq, drafts)
+	if err == nil {
+		err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, stored) })
+	}
+	if err != nil {
+		if hold != "" {
+			l.release(ctx, sq.session, hold, nil)
+		}
+		return nil, err
+	}
+	if hold != "" {
+		l.release(ctx, sq.session, hold, evs)
+		return evs, nil
+	}
+	for _, ev := range evs {
+		l.publishLocked(ctx, ev)
+	}
+	return evs, nil
+}
+
+// Prepare decides a write while the session is held: it may read what it
+// needs from the store (no other writer of the session, in any process,
+// writes until the write is published), and returns the drafts and their
+// commit. fresh is false when another process may have written the
+// session since this one last held it (its cached view of the session may
+// be stale). Returning no drafts and a nil commit writes nothing.
+type Prepare func(ctx context.Context, fresh bool) ([]Draft, func(ctx context.Context, evs []forge.Event) error, error)
+
+// Update is Write for a writer that must decide under the hold what it
+// writes (a forum room: who is a member, which guard fires). It holds the
+// session (across processes with a Fence), calls prepare, then assigns
+// seqs, commits and publishes as Write does. prepare runs once; a failed
+// commit is retried as Write retries it.
+func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prepare) ([]forge.Event, error) {
+	sq := l.sequencer(tenant, sessionID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	hold, fresh := "", sq.wrote
+	if l.fence != nil {
+		var err error
+		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
+			return nil, err
+		}
+	}
+	drafts, commit, err := prepare(ctx, fresh)
+	if err != nil || (len(drafts) == 0 && commit == nil) {
+		if hold != "" {
+			l.release(ctx, sessionID, hold, nil)
+		}
+		return nil, err
+	}
+	evs, err := l.commitLocked(ctx, sq, hold, drafts, commit)
+	if err != nil {
+		return nil, err
+	}
+	sq.wrote = true
+	return evs, nil
+}
+
+// Live subscribes to what is published on the session from now on (no
+// replay): for a process that only needs to learn that something
+// happened (a forum worker watching its forum and monologue on any
+// replica). The caller closes it.
+func (l *Log) Live(ctx context.Context, sessionID string) (forge.BusSubscription, error) {
+	_, sub, err := l.bus.Subscribe(ctx, sessionID, math.MaxInt64)
+	return sub, err
+}
+
+// assignLocked gives the drafts their seqs and returns their events and,
+// of those, the ones to store (all but the held deltas).
+func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) (evs, stored []forge.Event, err error) {
+	evs = make([]forge.Event, 0, len(drafts))
 	busOnly := 0
 	for _, d := range drafts {
 		if d.BusOnly {
 			if !l.local {
-				return nil, errors.New("eventlog: a held delta needs a bus whose readers all read through this log")
+				return nil, nil, errors.New("eventlog: a held delta needs a bus whose readers all read through this log")
 			}
 			busOnly++
 		}
 		seq, err := l.seqLocked(ctx, sq)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		ev, err := l.event(sessionID, seq, d)
+		ev, err := l.event(sq.session, seq, d)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		evs = append(evs, ev)
 	}
-	stored := evs
+	stored = evs
 	if busOnly > 0 {
 		stored = make([]forge.Event, 0, len(evs)-busOnly)
 		for i, ev := range evs {
@@ -322,13 +425,41 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 			}
 		}
 	}
-	if err := l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, stored) }); err != nil {
-		return nil, err
+	return evs, stored, nil
+}
+
+// acquireLocked holds the session against other processes' writers; when
+// one wrote it since this process's last hold, the cached seq block is
+// dropped (the next seq comes from a fresh reservation, above theirs).
+func (l *Log) acquireLocked(ctx context.Context, sq *sequencer) (string, error) {
+	hold, _, err := l.acquireFreshLocked(ctx, sq)
+	return hold, err
+}
+
+func (l *Log) acquireFreshLocked(ctx context.Context, sq *sequencer) (string, bool, error) {
+	var hold string
+	var fresh bool
+	err := l.retrying(ctx, func(ctx context.Context) error {
+		var err error
+		hold, fresh, err = l.fence.Acquire(ctx, sq.session)
+		return err
+	})
+	if err != nil {
+		// The bus is down: nothing can be written safely (503, store_error).
+		return "", false, fmt.Errorf("hold session %s: %w: %w", sq.session, forge.ErrStore, err)
 	}
-	for _, ev := range evs {
-		l.publishLocked(ctx, ev)
+	if !fresh {
+		sq.next, sq.reserved = 0, 0
 	}
-	return evs, nil
+	return hold, fresh && sq.wrote, nil
+}
+
+// release publishes evs and ends the hold; a failure is logged (the
+// events are stored: new readers get them from the store).
+func (l *Log) release(ctx context.Context, sessionID, hold string, evs []forge.Event) {
+	if err := l.fence.Release(context.WithoutCancel(ctx), sessionID, hold, evs); err != nil {
+		l.log.Warn("bus: publish under the session's hold failed", "session_id", sessionID, "events", len(evs), "err", err)
+	}
 }
 
 // settle returns once no write of the session is between its commit and
@@ -388,20 +519,70 @@ func (l *Log) Begin(ctx context.Context, tenant string, b *forge.BeginTurn, draf
 }
 
 // PublishDelta gives a bus-only event (a model.message.delta) its seq and
-// publishes it. Its error is the seq reservation's: a bus failure is
-// logged.
+// publishes it. Its error is the seq reservation's (or, with a Fence, the
+// hold's): a bus failure is logged.
 func (l *Log) PublishDelta(ctx context.Context, tenant, sessionID string, d Draft) (forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
+	if l.fence != nil && sq.next != 0 && sq.next <= sq.reserved {
+		seq := sq.next
+		ev, err := l.event(sessionID, seq, d)
+		if err != nil {
+			return forge.Event{}, err
+		}
+		ok, err := l.fence.PublishUnheld(context.WithoutCancel(ctx), ev)
+		if err != nil {
+			sq.next++
+			l.log.Warn("bus: publish failed", "session_id", sessionID, "seq", seq, "type", ev.Type, "err", err)
+			return ev, nil
+		}
+		if ok {
+			sq.next++
+			return ev, nil
+		}
+		// Another process holds the session or wrote it since: take a
+		// hold (and a fresh seq if it wrote).
+	}
+	hold := ""
+	if l.fence != nil {
+		var err error
+		if hold, err = l.acquireLocked(ctx, sq); err != nil {
+			return forge.Event{}, err
+		}
+	}
 	seq, err := l.seqLocked(ctx, sq)
 	if err != nil {
+		if hold != "" {
+			l.release(ctx, sessionID, hold, nil)
+		}
 		return forge.Event{}, err
 	}
 	ev, err := l.event(sessionID, seq, d)
 	if err != nil {
+		if hold != "" {
+			l.release(ctx, sessionID, hold, nil)
+		}
 		return forge.Event{}, err
+	}
+	if hold != "" {
+		l.release(ctx, sessionID, hold, []forge.Event{ev})
+		return ev, nil
 	}
 	l.publishLocked(ctx, ev)
 	return ev, nil
+}
+
+// PublishEphemeral publishes an event that has no seq (a forum's
+// forum.typing): the session's subscribers open now get it; it is never
+// stored or replayed. Its TurnID must be empty.
+func (l *Log) PublishEphemeral(ctx context.Context, sessionID string, d Draft) error {
+	if d.TurnID != "" || d.OnSeq != nil {
+		return forge.Errorf(forge.ErrInvalid, "an ephemeral event belongs to no turn and has no seq")
+	}
+	ev, err := l.event(sessionID, 0, d)
+	if err != nil {
+		return err
+	}
+	return l.bus.PublishEphemeral(ctx, ev)
 }

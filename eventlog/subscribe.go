@@ -191,7 +191,17 @@ type reader struct {
 }
 
 // emit yields ev unless it is at or below the cursor or of another turn.
+// An ephemeral event (no seq) is yielded as it comes, cursor untouched.
 func (r *reader) emit(ev forge.Event) error {
+	if ev.Seq == 0 {
+		if r.turnID != "" && (ev.TurnID == nil || *ev.TurnID != r.turnID) {
+			return nil
+		}
+		if !r.yield(ev, nil) {
+			return errStop
+		}
+		return nil
+	}
 	if ev.Seq <= r.last {
 		return nil
 	}
@@ -225,10 +235,13 @@ func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubs
 		busLast = max(busLast, held[n-1].Seq)
 	}
 	horizon := int64(math.MaxInt64)
-	// take adds what the bus has now to pending (with wait, at least one
-	// event), calling Next until it has nothing more: then pending holds
-	// every event published before the call, or the subscription was cut
-	// off and horizon says up to where it is complete.
+	// take adds what the bus returns to pending. Without wait it calls
+	// Next until it has nothing more: then pending holds every event
+	// published before the call (what the merge with a store page needs),
+	// or the subscription was cut off and horizon says up to where it is
+	// complete. With wait (the live tail, where no store page remains to
+	// merge) one call that returns something is enough. Ephemeral events
+	// are yielded at once.
 	take := func(wait bool) error {
 		for {
 			evs, err := sub.Next(ctx, wait)
@@ -242,12 +255,24 @@ func (r *reader) pass(ctx context.Context, held []forge.Event, sub forge.BusSubs
 			case err != nil:
 				return err
 			}
-			if len(evs) == 0 {
+			n := 0
+			for _, ev := range evs {
+				if ev.Seq == 0 {
+					if err := r.emit(ev); err != nil {
+						return err
+					}
+					continue
+				}
+				pending = append(pending, ev)
+				busLast = ev.Seq
+				n++
+			}
+			if len(evs) == 0 || (wait && n > 0) {
 				return nil
 			}
-			pending = append(pending, evs...)
-			busLast = evs[len(evs)-1].Seq
-			wait = false
+			if n > 0 {
+				wait = false
+			}
 		}
 	}
 	flushBelow := func(seq int64) error {

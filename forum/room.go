@@ -13,10 +13,12 @@ import (
 )
 
 // room is one forum as this process holds it. Every write to the forum
-// session goes through its write method, under its lock: posts, replies,
-// notices, joins, leaves, monologue swaps. That lock is what a second
-// replica would have to take across processes (a lease on the forum) for
-// the forum's sequencer to stay the only writer (see docs/forums.md).
+// session goes through its update method, under its lock: posts, replies,
+// notices, joins, leaves, monologue swaps. Across replicas the event log
+// holds the forum session for the whole decision (eventlog.Log.Update):
+// when another replica wrote the forum since this one last did, the room
+// first reloads its members and guard state from the store, so every
+// replica decides from the same state (docs/distributed.md).
 type room struct {
 	s      *Service
 	tenant string
@@ -33,10 +35,20 @@ type room struct {
 	lastSeen map[string]string      // actor id of each recent message's author, by message id
 }
 
-// write appends the forum's messages and events in one transaction through
-// the forum's sequencer. Callers hold r.mu.
-func (r *room) write(ctx context.Context, drafts []eventlog.Draft, commit func(ctx context.Context, evs []forge.Event) error) error {
-	_, err := r.s.log.Write(ctx, r.tenant, r.id, drafts, commit)
+// update decides and writes the forum's messages and events in one
+// transaction through the forum's sequencer, holding the forum (in every
+// process) from decide to publish. decide sees the room's state as the
+// store has it: reloaded first when another replica may have written the
+// forum. Callers hold r.mu.
+func (r *room) update(ctx context.Context, decide func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error)) error {
+	_, err := r.s.log.Update(ctx, r.tenant, r.id, func(ctx context.Context, fresh bool) ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
+		if !fresh {
+			if err := r.load(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
+		return decide()
+	})
 	return err
 }
 
@@ -157,20 +169,23 @@ func forumDraft(m *forge.Message) eventlog.Draft {
 func (r *room) post(ctx context.Context, author, text string, meta []byte) (*forge.Message, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var stint *forge.Participant
-	for _, p := range r.active {
-		if p.Actor.Type == forge.ActorHuman && p.Actor.ID == author {
-			stint = p
+	var m *forge.Message
+	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
+		var stint *forge.Participant
+		for _, p := range r.active {
+			if p.Actor.Type == forge.ActorHuman && p.Actor.ID == author {
+				stint = p
+			}
 		}
-	}
-	if stint == nil {
-		return nil, forge.Errorf(forge.ErrInvalid, "author %q is not a human member of forum %s: add them with POST /v1/forums/%s/members first", author, r.id, r.id)
-	}
-	info := &forge.ForumInfo{Kind: forge.ForumKindMessage, ParticipantID: stint.ID, ActorID: stint.ActorID,
-		Mentions: Mentions(text, r.agentNames())}
-	m := r.newMessage(text, info, meta)
-	err := r.write(ctx, []eventlog.Draft{forumDraft(m)}, func(ctx context.Context, evs []forge.Event) error {
-		return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: []*forge.Message{m}, Events: evs})
+		if stint == nil {
+			return nil, nil, forge.Errorf(forge.ErrInvalid, "author %q is not a human member of forum %s: add them with POST /v1/forums/%s/members first", author, r.id, r.id)
+		}
+		info := &forge.ForumInfo{Kind: forge.ForumKindMessage, ParticipantID: stint.ID, ActorID: stint.ActorID,
+			Mentions: Mentions(text, r.agentNames())}
+		m = r.newMessage(text, info, meta)
+		return []eventlog.Draft{forumDraft(m)}, func(ctx context.Context, evs []forge.Event) error {
+			return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: []*forge.Message{m}, Events: evs})
+		}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -195,47 +210,50 @@ type reply struct {
 func (r *room) publish(ctx context.Context, rp reply) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.active[rp.stint.ID]; !ok {
-		return nil
-	}
 	origin := "reply:" + rp.turn.ID
-	if _, err := r.s.store.MessageByOrigin(ctx, r.tenant, r.id, origin); err == nil {
-		return nil // published before a crash or by an earlier attempt
-	} else if !errors.Is(err, forge.ErrNotFound) {
-		return err
-	}
-	text := rp.turn.Output.Text
-	info := &forge.ForumInfo{Kind: forge.ForumKindReply, ParticipantID: rp.stint.ID, ActorID: rp.stint.ActorID,
-		ReplyTo: rp.trigger.SourceMessageID, Mentions: Mentions(text, r.agentNames()), SourceTurnID: rp.turn.ID}
-	m := r.newMessage(text, info, nil)
-	m.Origin = origin
-	msgs := []*forge.Message{m}
-	guard := r.guard(info, m.CreatedAt)
-	if guard != "" {
-		info.Quiet = true
-		if !r.noticed {
-			n := r.newMessage(noticeText(guard, r.guards), &forge.ForumInfo{Kind: forge.ForumKindNotice, Guard: guard}, nil)
-			msgs = append(msgs, n)
+	var msgs []*forge.Message
+	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
+		if _, ok := r.active[rp.stint.ID]; !ok {
+			return nil, nil, nil
 		}
-	}
-	drafts := make([]eventlog.Draft, len(msgs))
-	for i, x := range msgs {
-		drafts[i] = forumDraft(x)
-	}
-	err := r.write(ctx, drafts, func(ctx context.Context, evs []forge.Event) error {
-		return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: msgs, Events: evs,
-			Mark: []forge.MessageRef{{SessionID: rp.monoID, MessageID: rp.turn.Output.MessageID}}})
+		if _, err := r.s.store.MessageByOrigin(ctx, r.tenant, r.id, origin); err == nil {
+			return nil, nil, nil // published before a crash, by an earlier attempt, or by another replica
+		} else if !errors.Is(err, forge.ErrNotFound) {
+			return nil, nil, err
+		}
+		text := rp.turn.Output.Text
+		info := &forge.ForumInfo{Kind: forge.ForumKindReply, ParticipantID: rp.stint.ID, ActorID: rp.stint.ActorID,
+			ReplyTo: rp.trigger.SourceMessageID, Mentions: Mentions(text, r.agentNames()), SourceTurnID: rp.turn.ID}
+		m := r.newMessage(text, info, nil)
+		m.Origin = origin
+		msgs = []*forge.Message{m}
+		guard := r.guard(info, m.CreatedAt)
+		if guard != "" {
+			info.Quiet = true
+			if !r.noticed {
+				n := r.newMessage(noticeText(guard, r.guards), &forge.ForumInfo{Kind: forge.ForumKindNotice, Guard: guard}, nil)
+				msgs = append(msgs, n)
+			}
+		}
+		drafts := make([]eventlog.Draft, len(msgs))
+		for i, x := range msgs {
+			drafts[i] = forumDraft(x)
+		}
+		return drafts, func(ctx context.Context, evs []forge.Event) error {
+			return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: msgs, Events: evs,
+				Mark: []forge.MessageRef{{SessionID: rp.monoID, MessageID: rp.turn.Output.MessageID}}})
+		}, nil
 	})
 	if errors.Is(err, forge.ErrConflict) {
 		return nil // another attempt published it first
 	}
-	if err != nil {
+	if err != nil || len(msgs) == 0 {
 		return err
 	}
 	for _, x := range msgs {
 		r.account(x)
 	}
-	r.deliver(m)
+	r.deliver(msgs[0])
 	return nil
 }
 
@@ -285,10 +303,12 @@ func (r *room) join(ctx context.Context, actor forge.Actor, trigger string) (*fo
 		mono = r.s.newMonologue(r.tenant, r.id, p.ID, actor.Agent)
 		p.Metadata.MonologueID = mono.ID
 	}
-	err := r.write(ctx, []eventlog.Draft{{Type: forge.EventForumMemberJoined, ID: p.ID, Data: p}},
-		func(ctx context.Context, evs []forge.Event) error {
-			return r.s.store.AddParticipant(ctx, p, mono, evs)
-		})
+	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
+		return []eventlog.Draft{{Type: forge.EventForumMemberJoined, ID: p.ID, Data: p}},
+			func(ctx context.Context, evs []forge.Event) error {
+				return r.s.store.AddParticipant(ctx, p, mono, evs)
+			}, nil
+	})
 	if err != nil {
 		if errors.Is(err, forge.ErrConflict) {
 			return nil, forge.Errorf(forge.ErrConflict, "%s already has an active stint in forum %s", p.ActorID, r.id)
@@ -303,32 +323,41 @@ func (r *room) join(ctx context.Context, actor forge.Actor, trigger string) (*fo
 }
 
 // leave ends a stint: its worker stops (cancelling its running monologue
-// turn) before the stint ends, so nothing more of it reaches the forum.
+// turn, on whichever replica it runs) before the stint ends, so nothing
+// more of it reaches the forum.
 func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error) {
 	r.s.stopWorker(id)
+	if p, err := r.s.store.GetParticipant(ctx, r.tenant, r.id, id); err == nil && p.LeftAt == nil {
+		r.s.cancelMonologue(p)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var (
-		out   *forge.Participant
-		ended bool
+		out    *forge.Participant
+		active bool
 	)
-	stint, ok := r.active[id]
-	if !ok {
-		return r.s.store.GetParticipant(ctx, r.tenant, r.id, id)
-	}
-	left := *stint
-	at := r.s.clock.Now()
-	left.LeftAt = &at
-	err := r.write(ctx, []eventlog.Draft{{Type: forge.EventForumMemberLeft, ID: id, Data: &left}},
-		func(ctx context.Context, evs []forge.Event) error {
-			var err error
-			out, ended, err = r.s.store.EndParticipant(ctx, r.tenant, r.id, id, at, evs)
-			return err
-		})
+	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
+		stint, ok := r.active[id]
+		if !ok {
+			return nil, nil, nil
+		}
+		active = true
+		left := *stint
+		at := r.s.clock.Now()
+		left.LeftAt = &at
+		return []eventlog.Draft{{Type: forge.EventForumMemberLeft, ID: id, Data: &left}},
+			func(ctx context.Context, evs []forge.Event) error {
+				var err error
+				out, _, err = r.s.store.EndParticipant(ctx, r.tenant, r.id, id, at, evs)
+				return err
+			}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	_ = ended
+	if !active {
+		return r.s.store.GetParticipant(ctx, r.tenant, r.id, id)
+	}
 	delete(r.active, id)
 	return out, nil
 }
@@ -338,16 +367,19 @@ func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error)
 func (r *room) swapped(ctx context.Context, w *forge.MonologueSwap) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	stint, ok := r.active[w.ParticipantID]
-	if !ok {
-		return forge.Errorf(forge.ErrConflict, "member %s has left", w.ParticipantID)
-	}
-	data := map[string]string{"participant_id": w.ParticipantID, "old_monologue_id": w.OldID, "new_monologue_id": w.New.ID}
-	err := r.write(ctx, []eventlog.Draft{{Type: forge.EventMonologueCompacted, ID: w.ParticipantID, Data: data}},
-		func(ctx context.Context, evs []forge.Event) error {
-			w.Events = evs
-			return r.s.store.SwapMonologue(ctx, w)
-		})
+	var stint *forge.Participant
+	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
+		var ok bool
+		if stint, ok = r.active[w.ParticipantID]; !ok {
+			return nil, nil, forge.Errorf(forge.ErrConflict, "member %s has left", w.ParticipantID)
+		}
+		data := map[string]string{"participant_id": w.ParticipantID, "old_monologue_id": w.OldID, "new_monologue_id": w.New.ID}
+		return []eventlog.Draft{{Type: forge.EventMonologueCompacted, ID: w.ParticipantID, Data: data}},
+			func(ctx context.Context, evs []forge.Event) error {
+				w.Events = evs
+				return r.s.store.SwapMonologue(ctx, w)
+			}, nil
+	})
 	if err != nil {
 		return err
 	}

@@ -54,20 +54,40 @@ type Config struct {
 	// OnCopy, when set, is called after each copy of a forum message into
 	// a monologue (benchmarks).
 	OnCopy func(sourceMessageID string)
+	// Locks, when set, makes one replica at a time run each agent stint's
+	// worker (distributed mode; *redis.Bus implements it). Nil: this
+	// process runs every stint's worker.
+	Locks Locks
+	// LockTTL is how long a stint's lock outlives its holder; 0 means 10 s.
+	// The holder renews it every Sweep.
+	LockTTL time.Duration
+}
+
+// Locks are named locks shared by the replicas.
+type Locks interface {
+	// TryLock takes the lock for ttl, or extends it when this process
+	// holds it, and reports whether this process holds it now.
+	TryLock(ctx context.Context, name string, ttl time.Duration) (bool, error)
+	// Unlock releases it if this process holds it.
+	Unlock(ctx context.Context, name string) error
 }
 
 // Service runs the forums of a process.
 type Service struct {
-	store  forge.Store
-	eng    Engine
-	log    *eventlog.Log
-	models any
-	clock  forge.Clock
-	ids    forge.IDGen
-	logger *slog.Logger
-	sweep  time.Duration
-	onCopy func(string)
-	typing typingHub
+	store   forge.Store
+	eng     Engine
+	log     *eventlog.Log
+	models  any
+	clock   forge.Clock
+	ids     forge.IDGen
+	logger  *slog.Logger
+	sweep   time.Duration
+	onCopy  func(string)
+	locks   Locks
+	lockTTL time.Duration
+	// discovered is closed when the discovery loop (distributed mode) has
+	// returned.
+	discovered chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -93,27 +113,86 @@ func New(cfg Config) *Service {
 	if cfg.Sweep <= 0 {
 		cfg.Sweep = time.Second
 	}
+	if cfg.LockTTL <= 0 {
+		cfg.LockTTL = 10 * time.Second
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{store: cfg.Store, eng: cfg.Engine, log: cfg.Engine.Log(), models: cfg.Models, clock: cfg.Clock,
-		ids: cfg.IDs, logger: cfg.Logger, sweep: cfg.Sweep, onCopy: cfg.OnCopy, ctx: ctx, cancel: cancel,
-		rooms: map[string]*room{}, workers: map[string]*worker{}, monos: map[string]*worker{}}
+		ids: cfg.IDs, logger: cfg.Logger, sweep: cfg.Sweep, onCopy: cfg.OnCopy, locks: cfg.Locks, lockTTL: cfg.LockTTL,
+		ctx: ctx, cancel: cancel, rooms: map[string]*room{}, workers: map[string]*worker{}, monos: map[string]*worker{}}
 }
 
 // Open starts a worker for every active agent stint, each first finishing
 // what a crash left. Call it after the engine's Recover (which ends the
 // turns a crash abandoned).
 func (s *Service) Open(ctx context.Context) error {
+	if err := s.discover(ctx); err != nil {
+		return err
+	}
+	if s.locks != nil {
+		// Stints joined on other replicas get a worker here too (which
+		// acts only if it takes the stint's lock), and a stint that left
+		// elsewhere loses its worker.
+		s.discovered = make(chan struct{})
+		go func() {
+			defer close(s.discovered)
+			t := time.NewTicker(3 * s.sweep)
+			defer t.Stop()
+			for {
+				select {
+				case <-s.ctx.Done():
+					return
+				case <-t.C:
+				}
+				if err := s.discover(s.ctx); err != nil && s.ctx.Err() == nil {
+					s.logger.Warn("forum: reading the active stints", "err", err)
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// discover starts a worker for every active agent stint that has none here
+// and stops those of stints no longer active.
+func (s *Service) discover(ctx context.Context) error {
 	stints, err := s.store.ActiveAgentStints(ctx)
 	if err != nil {
 		return err
 	}
+	active := map[string]bool{}
 	for _, p := range stints {
+		active[p.ID] = true
+	}
+	s.mu.Lock()
+	var gone []string
+	for id := range s.workers {
+		if !active[id] {
+			gone = append(gone, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range gone {
+		s.stopWorker(id)
+	}
+	for _, p := range stints {
+		if s.worker(p.ID) != nil {
+			continue
+		}
 		r, err := s.room(ctx, p.Tenant, p.ForumID)
 		if err != nil {
 			return err
 		}
 		r.mu.Lock()
 		stint := r.active[p.ID]
+		if stint == nil && s.locks != nil {
+			// Joined on another replica since this one loaded the room.
+			if err := r.load(ctx); err != nil {
+				r.mu.Unlock()
+				return err
+			}
+			stint = r.active[p.ID]
+		}
 		r.mu.Unlock()
 		if stint != nil {
 			s.startWorker(r, stint, true)
@@ -139,7 +218,23 @@ func (s *Service) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	if s.discovered != nil {
+		<-s.discovered
+	}
 	return nil
+}
+
+// forget drops a worker that stopped by itself (its stint ended on another
+// replica).
+func (s *Service) forget(w *worker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workers[w.stint.ID] == w {
+		delete(s.workers, w.stint.ID)
+	}
+	if s.monos[w.monologue()] == w {
+		delete(s.monos, w.monologue())
+	}
 }
 
 func (s *Service) startWorker(r *room, p *forge.Participant, recover bool) {
@@ -156,8 +251,7 @@ func (s *Service) startWorker(r *room, p *forge.Participant, recover bool) {
 	go w.run(ctx, recover)
 }
 
-// stopWorker stops a stint's worker and cancels its running monologue
-// turn, and waits for both.
+// stopWorker stops a stint's worker here and waits for it.
 func (s *Service) stopWorker(participantID string) {
 	s.mu.Lock()
 	w := s.workers[participantID]
@@ -169,12 +263,21 @@ func (s *Service) stopWorker(participantID string) {
 	w.stop()
 	<-w.done
 	s.mu.Lock()
-	mono := w.monologue()
-	delete(s.monos, mono)
+	if s.monos[w.monologue()] == w {
+		delete(s.monos, w.monologue())
+	}
 	s.mu.Unlock()
-	if _, err := s.eng.Cancel(context.WithoutCancel(s.ctx), w.stint.Tenant, mono, "the agent left the forum"); err != nil &&
+}
+
+// cancelMonologue cancels the running turn of a leaving stint's
+// monologue, on whichever replica runs it, and waits for its end.
+func (s *Service) cancelMonologue(p *forge.Participant) {
+	if p.Metadata.MonologueID == "" {
+		return
+	}
+	if _, err := s.eng.Cancel(context.WithoutCancel(s.ctx), p.Tenant, p.Metadata.MonologueID, "the agent left the forum"); err != nil &&
 		!errors.Is(err, forge.ErrConflict) && !errors.Is(err, forge.ErrNotFound) {
-		s.logger.Warn("forum: cancelling a leaving stint's turn", "participant_id", participantID, "err", err)
+		s.logger.Warn("forum: cancelling a leaving stint's turn", "participant_id", p.ID, "err", err)
 	}
 }
 
@@ -195,13 +298,13 @@ func (s *Service) moved(w *worker, oldID, newID string) {
 // MonologueTurnStarted implements engine.MonologueObserver: the room sees the
 // agent typing.
 func (s *Service) MonologueTurnStarted(tenant string, t *forge.Turn) {
-	s.typingEvent(t.SessionID, true)
+	s.typingEvent(tenant, t.SessionID, true)
 }
 
 // MonologueTurnEnded implements engine.MonologueObserver: typing ends and the
 // stint's worker publishes the reply.
 func (s *Service) MonologueTurnEnded(tenant string, t *forge.Turn) {
-	s.typingEvent(t.SessionID, false)
+	s.typingEvent(tenant, t.SessionID, false)
 	s.mu.Lock()
 	w := s.monos[t.SessionID]
 	s.mu.Unlock()
@@ -212,15 +315,34 @@ func (s *Service) MonologueTurnEnded(tenant string, t *forge.Turn) {
 
 var _ engine.MonologueObserver = (*Service)(nil)
 
-func (s *Service) typingEvent(monologueID string, typing bool) {
+// typingEvent publishes forum.typing on the monologue's forum, to the
+// forum's readers on every replica (an ephemeral event of the bus). The
+// stint is the local worker's, else the monologue's own metadata names it
+// (the turn may run on a replica whose worker for the stint is idle).
+func (s *Service) typingEvent(tenant, monologueID string, typing bool) {
 	s.mu.Lock()
 	w := s.monos[monologueID]
 	s.mu.Unlock()
-	if w == nil {
+	var forumID, participantID string
+	if w != nil {
+		forumID, participantID = w.room.id, w.room.stintOf(monologueID)
+	} else if mono, err := s.store.GetSession(s.ctx, tenant, monologueID); err == nil {
+		var meta struct {
+			ForumID       string `json:"forum_id"`
+			ParticipantID string `json:"participant_id"`
+		}
+		if json.Unmarshal(mono.Metadata, &meta) == nil {
+			forumID, participantID = meta.ForumID, meta.ParticipantID
+		}
+	}
+	if forumID == "" || participantID == "" {
 		return
 	}
-	data, _ := json.Marshal(TypingData{ParticipantID: w.room.stintOf(monologueID), Typing: typing})
-	s.typing.publish(forge.Event{Type: forge.EventForumTyping, SessionID: w.room.id, CreatedAt: s.clock.Now(), Data: data})
+	err := s.log.PublishEphemeral(s.ctx, forumID, eventlog.Draft{Type: forge.EventForumTyping, ID: participantID,
+		Data: TypingData{ParticipantID: participantID, Typing: typing}})
+	if err != nil {
+		s.logger.Warn("forum: typing event", "forum_id", forumID, "err", err)
+	}
 }
 
 // stintOf finds the active stint whose monologue is monologueID.
@@ -378,5 +500,5 @@ func (s *Service) Events(ctx context.Context, tenant, forumID string, after int6
 	if _, err := s.room(ctx, tenant, forumID); err != nil {
 		return nil, err
 	}
-	return s.typing.events(ctx, s.log, tenant, forumID, after), nil
+	return s.log.Events(ctx, tenant, forumID, eventlog.Query{After: after}), nil
 }

@@ -27,6 +27,11 @@ type worker struct {
 	mu    sync.Mutex // guards the following
 	inbox []inboxItem
 	ended []*forge.Turn
+	// missed is set when the forum changed on another replica: the
+	// worker reads what it missed from the store.
+	missed bool
+	// gone is set when the stint ended on another replica.
+	gone bool
 
 	// Owned by the goroutine.
 	stint    *forge.Participant
@@ -63,12 +68,21 @@ func (w *worker) poke() {
 	}
 }
 
-func (w *worker) take() ([]inboxItem, []*forge.Turn) {
+func (w *worker) take() ([]inboxItem, []*forge.Turn, bool, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in, ended := w.inbox, w.ended
-	w.inbox, w.ended = nil, nil
-	return in, ended
+	in, ended, missed := w.inbox, w.ended, w.missed
+	w.inbox, w.ended, w.missed = nil, nil, false
+	return in, ended, missed, w.gone
+}
+
+// note records what the worker's watchers saw happen on another replica.
+func (w *worker) note(missed, gone bool) {
+	w.mu.Lock()
+	w.missed = w.missed || missed
+	w.gone = w.gone || gone
+	w.mu.Unlock()
+	w.poke()
 }
 
 func (w *worker) monologue() string { return w.stint.Metadata.MonologueID }
@@ -76,32 +90,163 @@ func (w *worker) monologue() string { return w.stint.Metadata.MonologueID }
 // run is the worker's loop. recover is set at startup: it finishes what a
 // crash left (an unpublished reply, an abandoned triggered turn, copies
 // never made).
+//
+// With several replicas (Service.locks), every replica runs a worker per
+// active stint, but only the one holding the stint's lock acts: it renews
+// the lock every sweep, and a worker that takes the lock (at startup, or
+// because the holder died) first finishes what the previous holder left,
+// as after a crash. The holder watches the forum and the monologue
+// through the bus, so posts taken and turns ended on other replicas reach
+// it. What any two workers might both do is idempotent in the store
+// (copies by origin, turns by their trigger's key, replies by origin).
 func (w *worker) run(ctx context.Context, recover bool) {
 	defer close(w.done)
-	w.catchUp = recover
-	if recover {
-		w.recover(ctx)
+	defer w.s.forget(w)
+	held := w.s.locks == nil
+	var stopWatch func()
+	defer func() {
+		if stopWatch != nil {
+			stopWatch()
+		}
+		if held && w.s.locks != nil {
+			_ = w.s.locks.Unlock(context.WithoutCancel(ctx), w.lockName())
+		}
+	}()
+	if held {
+		w.catchUp = recover
+		if recover {
+			w.recover(ctx)
+		}
 	}
 	tick := time.NewTicker(w.s.sweep)
 	defer tick.Stop()
+	renew := true
 	for {
-		in, ended := w.take()
+		if w.s.locks != nil && renew {
+			ok, err := w.s.locks.TryLock(ctx, w.lockName(), w.s.lockTTL)
+			switch {
+			case err != nil:
+				if ctx.Err() != nil {
+					return
+				}
+				w.s.logger.Warn("forum: stint lock", "participant_id", w.stint.ID, "err", err)
+			case ok && !held:
+				held = true
+				stopWatch = w.watch(ctx)
+				w.recover(ctx)
+				w.catchUp = true
+			case !ok && held:
+				held = false
+				stopWatch()
+				stopWatch = nil
+				w.running, w.pending = "", nil
+			}
+		}
+		in, ended, missed, gone := w.take()
+		if gone {
+			return
+		}
+		// A turn's end is handled wherever it is heard: its reply is
+		// published once whoever publishes it.
 		for _, t := range ended {
 			w.onEnd(ctx, t)
 		}
-		if w.catchUp {
-			w.catchUpFromStore(ctx)
+		if held {
+			if missed {
+				w.catchUp = true
+			}
+			if w.catchUp {
+				w.catchUpFromStore(ctx)
+			}
+			for _, it := range in {
+				w.ingest(ctx, it.msg, it.members)
+			}
+			w.checkRunning(ctx)
+			w.maybeStart(ctx)
 		}
-		for _, it := range in {
-			w.ingest(ctx, it.msg, it.members)
-		}
-		w.maybeStart(ctx)
+		renew = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
 		case <-tick.C:
+			renew = true
 		}
+	}
+}
+
+func (w *worker) lockName() string { return "stint:" + w.stint.ID }
+
+// checkRunning notices that the turn this worker started has ended while
+// it heard nothing (its replica died and another ended it).
+func (w *worker) checkRunning(ctx context.Context) {
+	if w.running == "" || w.s.locks == nil {
+		return
+	}
+	t, err := w.s.store.GetTurn(ctx, w.stint.Tenant, w.monologue(), w.running)
+	if err == nil && t.Ended() {
+		w.onEnd(ctx, t)
+	}
+}
+
+// watch follows the forum and the monologue on the bus while this worker
+// holds the stint: a post made on another replica makes it read the forum
+// again, the stint's end stops it, a monologue turn's end (wherever it
+// ran) reaches onEnd. It returns a func that stops watching and waits.
+func (w *worker) watch(parent context.Context) func() {
+	ctx, cancel := context.WithCancel(parent)
+	var wg sync.WaitGroup
+	forumID, mono, tenant, self := w.stint.ForumID, w.monologue(), w.stint.Tenant, w.stint.ID
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		w.follow(ctx, forumID, func(ev forge.Event) {
+			w.note(ev.Type == forge.EventForumMessage || ev.Type == forge.EventForumMemberJoined,
+				ev.Type == forge.EventForumMemberLeft && ev.ID == self)
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		w.follow(ctx, mono, func(ev forge.Event) {
+			if ev.Type != forge.EventTurnDone {
+				return
+			}
+			var t forge.Turn
+			if json.Unmarshal(ev.Data, &t) == nil {
+				t.Tenant = tenant
+				w.turnEnded(&t)
+			}
+		})
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// follow calls on with every event published on the session from now on,
+// subscribing again (after a read of what was missed) when cut off.
+func (w *worker) follow(ctx context.Context, session string, on func(forge.Event)) {
+	for ctx.Err() == nil {
+		sub, err := w.s.log.Live(ctx, session)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		w.note(true, false)
+		for {
+			evs, err := sub.Next(ctx, true)
+			if err != nil {
+				break
+			}
+			for _, ev := range evs {
+				on(ev)
+			}
+		}
+		_ = sub.Close()
 	}
 }
 
@@ -205,8 +350,17 @@ func (w *worker) maybeStart(ctx context.Context) {
 		}
 		return
 	}
-	t, err := w.s.eng.StartTurn(ctx, w.stint.Tenant, w.monologue(), engine.TurnRequest{Trigger: w.pending, Forum: true})
+	// The key makes one turn per trigger, whichever replica's worker
+	// starts it (the other gets the same turn back).
+	key := "forum:" + w.pending.CopyID
+	if w.pending.Retry {
+		key += ":retry"
+	}
+	t, err := w.s.eng.StartTurn(ctx, w.stint.Tenant, w.monologue(), engine.TurnRequest{Trigger: w.pending, Forum: true, IdempotencyKey: key})
 	switch {
+	case err == nil && t.Ended():
+		w.pending = nil
+		w.onEnd(ctx, t)
 	case err == nil:
 		w.running = t.ID
 		w.pending = nil
@@ -220,7 +374,8 @@ func (w *worker) maybeStart(ctx context.Context) {
 	}
 }
 
-// onEnd handles a monologue turn's end: egress of its reply.
+// onEnd handles a monologue turn's end: egress of its reply; a triggered
+// turn its replica abandoned (it died) runs again, once.
 func (w *worker) onEnd(ctx context.Context, ended *forge.Turn) {
 	if ended.ID == w.running {
 		w.running = ""
@@ -229,6 +384,12 @@ func (w *worker) onEnd(ctx context.Context, ended *forge.Turn) {
 	if err != nil {
 		w.s.logger.Warn("forum: reading an ended monologue turn", "turn_id", ended.ID, "err", err)
 		return
+	}
+	if w.s.locks != nil && w.pending == nil && t.Status == forge.TurnCancelled && t.CancelReason != nil &&
+		*t.CancelReason == forge.CancelAbandoned && t.Trigger != nil && !t.Trigger.Retry && t.SessionID == w.monologue() {
+		again := *t.Trigger
+		again.Retry = true
+		w.pending = &again
 	}
 	w.egress(ctx, t)
 }

@@ -104,8 +104,16 @@ func (c *callCounter) ListEvents(ctx context.Context, tenant string, q forge.Eve
 
 // BenchmarkTrivialTurn runs one-reply turns (scripted/echo) through the
 // engine on the PostgreSQL store, in sessions of 10 turns, and reports the
-// store's network round trips and calls per turn.
+// store's network round trips and calls per turn: on a single node, and
+// with turn leases (distributed mode: the lease rides in the same round
+// trips; its renewals are per replica, not per turn).
 func BenchmarkTrivialTurn(b *testing.B) {
+	for _, leases := range []bool{false, true} {
+		b.Run(fmt.Sprintf("leases=%v", leases), func(b *testing.B) { benchTrivialTurn(b, leases) })
+	}
+}
+
+func benchTrivialTurn(b *testing.B, leases bool) {
 	url := pgtest.NewDatabase(b)
 	rt := &roundTrips{}
 	st, err := postgres.Open(context.Background(), url, postgres.WithDial(postgres.Options{}, rt.dial))
@@ -115,8 +123,12 @@ func BenchmarkTrivialTurn(b *testing.B) {
 	counter := &callCounter{Store: st, calls: map[string]int{}}
 	models := provider.NewRegistry()
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
-	eng := engine.New(engine.Config{Store: counter, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: slog.New(slog.DiscardHandler)})
+	cfg := engine.Config{Store: counter, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
+		Logger: slog.New(slog.DiscardHandler)}
+	if leases {
+		cfg.Leases = st
+	}
+	eng := engine.New(cfg)
 	b.Cleanup(func() {
 		_ = eng.Close(context.Background())
 		_ = st.Close(context.Background())

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,7 +22,7 @@ var ctx = context.Background()
 
 // tenantTables are every table that carries a tenant.
 var tenantTables = []string{"agents", "agent_versions", "sessions", "turns", "messages", "parts", "events",
-	"snapshots", "idempotency", "api_keys", "participants"}
+	"snapshots", "idempotency", "api_keys", "turn_leases", "participants"}
 
 // seed writes rows of every kind for tenant through the store and returns
 // the session; its turn stays running when running is true.
@@ -45,6 +46,7 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 		Turn:     &forge.Turn{ID: turnID, Tenant: tenant, SessionID: ses.ID, AgentID: "ag_1", AgentVersion: 1},
 		Messages: []*forge.Message{msg},
 		Events:   []forge.Event{{Seq: 1, ID: turnID, Type: forge.EventTurnCreated, SessionID: ses.ID, Data: []byte(`{}`)}},
+		Lease:    &forge.Lease{Owner: "replica-" + tenant, TTL: time.Hour},
 	}))
 	end := &forge.Batch{Tenant: tenant, SessionID: ses.ID, TurnID: turnID, Snapshot: &forge.Snapshot{}}
 	if !running {

@@ -117,6 +117,10 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	queueEvents(b, sc, erows)
 	b.Queue(`UPDATE sessions SET tip_turn_id = $3, updated_at = $4 WHERE tenant = $1 AND id = $2`,
 		t.Tenant, t.SessionID, t.ID, s.now())
+	if bt.Lease != nil && t.Status == forge.TurnRunning {
+		b.Queue(`INSERT INTO turn_leases (tenant, turn_id, session_id, owner, expires_at) VALUES ($1, $2, $3, $4, now() + $5)`,
+			t.Tenant, t.ID, t.SessionID, bt.Lease.Owner, bt.Lease.TTL)
+	}
 	if err := s.write(ctx, b); err != nil {
 		return err
 	}
@@ -186,6 +190,11 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	var last int64
 	scanLast := func(r pgx.Row) error { return r.Scan(&last) }
 	b := batch(cb.Tenant)
+	if cb.Owner != "" {
+		// Checked first: a writer that lost the turn's lease writes
+		// nothing, and a takeover waits for a batch in flight.
+		b.Queue(`SELECT lease_held($1, $2)`, cb.TurnID, cb.Owner)
+	}
 	if cb.Turn != nil {
 		b.Queue(`WITH u AS (
 				UPDATE turns SET status = $4, output = $5, required_actions = $6, error = $7, cancel_reason = $8,
@@ -221,6 +230,9 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	queueMessages(b, upsertMessagesSQL, sc, msgs)
 	queueParts(b, upsertPartsSQL, sc, parts)
 	queueEvents(b, sc, erows)
+	if cb.Turn != nil && t.Ended() {
+		b.Queue(`DELETE FROM turn_leases WHERE tenant = $1 AND turn_id = $2`, cb.Tenant, cb.TurnID)
+	}
 	if snap != nil {
 		b.Queue(`INSERT INTO snapshots (tenant, turn_id, session_id, body) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (tenant, turn_id) DO UPDATE SET body = excluded.body`,
@@ -343,32 +355,40 @@ func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts fo
 // and their tenants, and the turns are then read tenant by tenant through
 // the ordinary policy, in one batch.
 func (s *Store) RunningTurns(ctx context.Context) ([]*forge.Turn, error) {
+	return s.turnsByRef(ctx, `SELECT tenant, id FROM running_turns()`)
+}
+
+// turnsByRef runs refs, a query of a SECURITY DEFINER function returning
+// (tenant, turn id) across tenants, then reads those turns still running
+// tenant by tenant through the ordinary policy: two round trips, one when
+// refs returns nothing.
+func (s *Store) turnsByRef(ctx context.Context, refs string) ([]*forge.Turn, error) {
 	type ref struct{ tenant, id string }
-	var refs []ref
+	var found []ref
 	b := &pgx.Batch{}
-	b.Queue(`SELECT tenant, id FROM running_turns()`).Query(func(rows pgx.Rows) error {
+	b.Queue(refs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r ref
 			if err := rows.Scan(&r.tenant, &r.id); err != nil {
 				return err
 			}
-			refs = append(refs, r)
+			found = append(found, r)
 		}
 		return rows.Err()
 	})
 	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
-	if len(refs) == 0 {
+	if len(found) == 0 {
 		return nil, nil
 	}
 	var out []*forge.Turn
 	b = &pgx.Batch{}
-	for i := 0; i < len(refs); {
-		tenant := refs[i].tenant
+	for i := 0; i < len(found); {
+		tenant := found[i].tenant
 		var ids []string
-		for ; i < len(refs) && refs[i].tenant == tenant; i++ {
-			ids = append(ids, refs[i].id)
+		for ; i < len(found) && found[i].tenant == tenant; i++ {
+			ids = append(ids, found[i].id)
 		}
 		b.Queue(setTenant, tenant)
 		b.Queue(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = $1 AND t.id = ANY($2) AND t.status = 'running'

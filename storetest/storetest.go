@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"Durability", durabilityTests},
 		{"Content", contentTests},
 		{"Keys", keyTests},
+		{"Leases", leaseTests},
 		{"Forums", forumTests},
 		{"Operations", operationTests},
 	}

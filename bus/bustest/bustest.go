@@ -51,6 +51,7 @@ func Run(t *testing.T, newBus Factory) {
 		{"TrimmedBacklogTextSoFar", testTextSoFar},
 		{"Close", testClose},
 		{"ConcurrentSubscribers", testConcurrentSubscribers},
+		{"Ephemeral", testEphemeral},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -490,4 +491,53 @@ func testConcurrentSubscribers(t *testing.T, newBus Factory) {
 		publish(t, b, delta("ses_c", "turn_1", "prt_x", seq, "x"))
 	}
 	wg.Wait()
+}
+
+// testEphemeral: an event without a seq reaches the subscribers open when
+// it is published (live, waiting for it if need be), never a later one's
+// held events, and leaves the seq stream as it was.
+func testEphemeral(t *testing.T, newBus Factory) {
+	b := newBus(t, Options{})
+	ctx := ctxOf(t)
+	begin(t, b, "ses_e", "turn_1")
+	publish(t, b, series("ses_e", "turn_1", 1, 2)...)
+	_, s := subscribe(t, b, "ses_e", 2)
+	typing := event("ses_e", "", 0, "forum.typing", map[string]any{"participant_id": "par_1", "typing": true})
+	if err := b.PublishEphemeral(ctx, typing); err != nil {
+		t.Fatalf("publish ephemeral: %v", err)
+	}
+	publish(t, b, series("ses_e", "turn_1", 3, 3)...)
+	var got []forge.Event
+	for len(got) < 2 {
+		evs, err := s.Next(ctx, true)
+		if err != nil {
+			t.Fatalf("next: %v", err)
+		}
+		got = append(got, evs...)
+	}
+	var eph, seq []forge.Event
+	for _, ev := range got {
+		if ev.Seq == 0 {
+			eph = append(eph, ev)
+		} else {
+			seq = append(seq, ev)
+		}
+	}
+	if len(eph) != 1 || eph[0].Type != "forum.typing" || eph[0].SessionID != "ses_e" || string(eph[0].Data) != string(typing.Data) {
+		t.Fatalf("ephemeral events received: %+v", eph)
+	}
+	if seqs(seq) != "3" {
+		t.Fatalf("seq events around the ephemeral one: %s", seqs(seq))
+	}
+	if got := seqs(heldAfter(t, b, "ses_e", 0)); got != "1,2,3" {
+		t.Fatalf("a later subscriber holds %s: an ephemeral event is never kept", got)
+	}
+	// Publishing with no subscriber, or with a seq, is not an error /
+	// is refused.
+	if err := b.PublishEphemeral(ctx, event("ses_none", "", 0, "forum.typing", map[string]any{})); err != nil {
+		t.Fatalf("ephemeral to a session nobody reads: %v", err)
+	}
+	if err := b.PublishEphemeral(ctx, event("ses_e", "", 9, "forum.typing", map[string]any{})); err == nil {
+		t.Fatal("an ephemeral event with a seq was accepted")
+	}
 }

@@ -1,0 +1,211 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// The Lua scripts run atomically in Redis: each is one round trip, and no
+// other command of any client runs in the middle of one. Seqs are stream
+// entry ids "<seq>-0". Every entry carries v, the seq of the entry before
+// it in the stream (0 for the first), so a reader knows whether it missed
+// one; e, the event as JSON. A delta, the bulk of a stream, is kept
+// without its JSON, as its fields: p (the part), d (the delta text), a
+// (created_at, Unix ns), t (the turn) and h (the thread); trimming folds d
+// into the part's text so far.
+//
+// Per session (one hash slot, {session}): s the stream, o the open parts
+// (part -> its model.message start event; part:t the text of its trimmed
+// deltas, part:s the seq and part:a the time of the last of them), m the
+// meta hash (last: the last seq published; turn: the running turn; ended:
+// the last turn that ended; wr: the process that last held the session),
+// w the writer hold (a token, with a TTL).
+
+// publishScript appends events to a session's stream and publishes each
+// on the session's channel.
+//
+// KEYS: stream, open, meta, hold.
+// ARGV: mode (plain | release | unheld), token (release: the hold's token;
+// unheld: this process's writer id), maxlen, retention ms, running TTL ms,
+// channel, then 8 values per event: seq, kind (b turn.created, e
+// turn.done, o a part starts streaming, c a part ends, d delta, "" other),
+// turn, part, delta text, created_at ns, thread, event JSON.
+//
+// Returns {"ok"}, {"lost"} (release: the hold expired), {"busy"} or
+// {"stale"} (unheld: another process holds the session or wrote it last),
+// {"conflict", last} (a seq not above the last one) or {"ended", turn} (a
+// delta of a turn that ended or is not the running one). Nothing is
+// written unless it returns ok; release mode ends the hold either way.
+var publishScript = goredis.NewScript(`
+local stream, open, meta, hold = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local mode = ARGV[1]
+local m = redis.call('HMGET', meta, 'wr', 'last', 'turn', 'ended')
+if mode == 'release' then
+  if redis.call('GET', hold) ~= ARGV[2] then return {'lost'} end
+elseif mode == 'unheld' then
+  if redis.call('EXISTS', hold) == 1 then return {'busy'} end
+  if m[1] ~= ARGV[2] then return {'stale'} end
+end
+local function done(r)
+  if mode == 'release' then redis.call('DEL', hold) end
+  return r
+end
+local n = (#ARGV - 6) / 8
+if n == 0 then return done({'ok'}) end
+local lastStr = m[2] or '0'
+local running = m[3] or ''
+local ended = m[4] or ''
+local wasRunning = running
+local deltasOnly = true
+local prev = tonumber(lastStr)
+for k = 0, n - 1 do
+  local i = 7 + k * 8
+  local seq = tonumber(ARGV[i])
+  if seq <= prev then return done({'conflict', tostring(prev)}) end
+  local kind, turn = ARGV[i + 1], ARGV[i + 2]
+  if kind == 'd' and turn ~= '' and (turn == ended or (running ~= '' and running ~= turn)) then
+    return done({'ended', turn})
+  end
+  if kind ~= 'd' then deltasOnly = false end
+  prev = seq
+end
+for k = 0, n - 1 do
+  local i = 7 + k * 8
+  local seq, kind, turn, part = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local json = ARGV[i + 7]
+  if kind == 'd' then
+    redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'p', part, 'd', ARGV[i + 4], 'a', ARGV[i + 5], 't', turn, 'h', ARGV[i + 6])
+  else
+    redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'e', json)
+  end
+  if kind == 'b' then
+    redis.call('HSET', meta, 'turn', turn)
+    running = turn
+  elseif kind == 'e' then
+    if running == '' or running == turn then
+      redis.call('HDEL', meta, 'turn')
+      running = ''
+    end
+    redis.call('HSET', meta, 'ended', turn)
+  elseif kind == 'o' then
+    redis.call('HSET', open, part, json)
+    redis.call('HDEL', open, part .. ':t', part .. ':s', part .. ':a')
+  elseif kind == 'c' then
+    redis.call('HDEL', open, part, part .. ':t', part .. ':s', part .. ':a')
+  end
+  redis.call('PUBLISH', ARGV[6], seq .. ' ' .. lastStr .. ' ' .. json)
+  lastStr = seq
+end
+redis.call('HSET', meta, 'last', lastStr)
+local maxlen = tonumber(ARGV[3])
+local len = redis.call('XLEN', stream)
+if len > maxlen then
+  -- Drop the oldest half, folding the deltas of parts still streaming
+  -- into their text so far.
+  local old = redis.call('XRANGE', stream, '-', '+', 'COUNT', math.floor(len / 2))
+  local isOpen, acc = {}, {}
+  for _, entry in ipairs(old) do
+    local f = entry[2]
+    local p, d, a
+    for j = 1, #f, 2 do
+      local name = f[j]
+      if name == 'p' then p = f[j + 1] elseif name == 'd' then d = f[j + 1] elseif name == 'a' then a = f[j + 1] end
+    end
+    if p and d then
+      if isOpen[p] == nil then isOpen[p] = redis.call('HEXISTS', open, p) == 1 end
+      if isOpen[p] then
+        local x = acc[p]
+        if x == nil then
+          x = {t = {}}
+          acc[p] = x
+        end
+        x.t[#x.t + 1] = d
+        x.s = string.sub(entry[1], 1, -3)
+        x.a = a
+      end
+    end
+  end
+  for p, x in pairs(acc) do
+    local cur = redis.call('HGET', open, p .. ':t') or ''
+    redis.call('HSET', open, p .. ':t', cur .. table.concat(x.t), p .. ':s', x.s, p .. ':a', x.a)
+  end
+  local lastTrimmed = string.sub(old[#old][1], 1, -3)
+  redis.call('XTRIM', stream, 'MINID', tostring(tonumber(lastTrimmed) + 1) .. '-0')
+end
+-- The keys of a running turn got its TTL when it began (and with each
+-- stored event since): its deltas, the bulk of the traffic, leave it be.
+if not (deltasOnly and running ~= '' and wasRunning ~= '' and m[2]) then
+  local ttl = ARGV[4]
+  if running ~= '' then ttl = ARGV[5] end
+  redis.call('PEXPIRE', stream, ttl)
+  redis.call('PEXPIRE', open, ttl)
+  redis.call('PEXPIRE', meta, ttl)
+end
+return done({'ok'})
+`)
+
+// turnScript marks a turn running (begin) or ended (end).
+//
+// KEYS: stream, open, meta. ARGV: begin | end, turn, retention ms,
+// running TTL ms.
+var turnScript = goredis.NewScript(`
+local stream, open, meta = KEYS[1], KEYS[2], KEYS[3]
+local ttl = ARGV[4]
+if ARGV[1] == 'begin' then
+  redis.call('HSET', meta, 'turn', ARGV[2])
+else
+  local running = redis.call('HGET', meta, 'turn')
+  if running and running ~= ARGV[2] then return 0 end
+  redis.call('HDEL', meta, 'turn')
+  redis.call('HSET', meta, 'ended', ARGV[2])
+  ttl = ARGV[3]
+end
+redis.call('PEXPIRE', stream, ttl)
+redis.call('PEXPIRE', open, ttl)
+redis.call('PEXPIRE', meta, ttl)
+return 1
+`)
+
+// acquireScript takes a session's writer hold.
+//
+// KEYS: hold, meta. ARGV: token, writer id, hold TTL ms, retention ms.
+// Returns -1 when another process holds it, 1 when this process was the
+// session's last writer (its seq block is still good), 0 otherwise.
+var acquireScript = goredis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then return -1 end
+local last = redis.call('HGET', KEYS[2], 'wr')
+redis.call('HSET', KEYS[2], 'wr', ARGV[2])
+if redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+if last == ARGV[2] then return 1 end
+return 0
+`)
+
+// snapshotScript reads what a new subscription starts from.
+//
+// KEYS: stream, open, meta. ARGV: after (a seq).
+// Returns {open parts (flat field/value list), entries after the seq, the
+// last seq published}.
+var snapshotScript = goredis.NewScript(`
+local openParts = redis.call('HGETALL', KEYS[2])
+local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1] .. '-0', '+')
+local last = redis.call('HGET', KEYS[3], 'last') or '0'
+return {openParts, entries, last}
+`)
+
+// lockScript takes a named lock, or extends it for its holder.
+//
+// KEYS: the lock. ARGV: this process's token, TTL ms. Returns 1 when this
+// process holds it now, 0 when another does.
+var lockScript = goredis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if v then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// unlockScript releases a named lock if this process holds it.
+var unlockScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
