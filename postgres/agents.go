@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // An agent is a row in agents (identity, current version, deletion) plus
@@ -18,14 +19,11 @@ import (
 
 // CreateAgent inserts version 1 of a new agent.
 func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
-	if a == nil || a.Name == "" {
-		return forge.Errorf(forge.ErrInvalid, "agent name is required")
-	}
 	now := s.now()
-	c := *a
-	c.ID = s.ids.New(forge.PrefixAgent)
-	c.Version = 1
-	c.CreatedAt, c.UpdatedAt = now, now
+	c, err := storeutil.NewAgent(a, s.ids, now)
+	if err != nil {
+		return err
+	}
 	body, err := json.Marshal(&c)
 	if err != nil {
 		return fmt.Errorf("postgres: encode agent: %w", err)
@@ -49,8 +47,8 @@ func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
 // statement bumps the version (the row lock orders concurrent updates) and
 // inserts the new version's row.
 func (s *Store) UpdateAgent(ctx context.Context, a *forge.Agent) error {
-	if a == nil || a.Name == "" {
-		return forge.Errorf(forge.ErrInvalid, "agent name is required")
+	if err := storeutil.CheckAgent(a); err != nil {
+		return err
 	}
 	now := s.now()
 	c := *a
@@ -92,12 +90,10 @@ func scanAgent(sc pgx.Row, tenant string) (*forge.Agent, error) {
 	if err := sc.Scan(&id, &name, &version, &created, &updated, &body); err != nil {
 		return nil, err
 	}
-	a := &forge.Agent{}
-	if err := json.Unmarshal([]byte(body), a); err != nil {
-		return nil, fmt.Errorf("postgres: decode agent %s v%d: %w", id, version, err)
+	a, err := storeutil.Agent([]byte(body), id, tenant, name, version, utc(created), utc(updated))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	a.ID, a.Tenant, a.Name, a.Version = id, tenant, name, version
-	a.CreatedAt, a.UpdatedAt = utc(created), utc(updated)
 	return a, nil
 }
 
@@ -133,7 +129,7 @@ func (s *Store) GetAgentVersion(ctx context.Context, tenant, id string, version 
 
 // ListAgents lists live agents by name. The cursor is the last name seen.
 func (s *Store) ListAgents(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Agent, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Agent
 	b := batch(tenant)
 	b.Queue(`SELECT `+agentCols+` FROM agents a
@@ -152,7 +148,7 @@ func (s *Store) ListAgents(ctx context.Context, tenant string, opts forge.ListOp
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(a *forge.Agent) string { return a.Name })
+	out, next := storeutil.Page(out, limit, func(a *forge.Agent) string { return a.Name })
 	return out, next, nil
 }
 

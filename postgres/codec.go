@@ -3,27 +3,18 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"time"
+
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // encJSON encodes v as JSON text; a nil pointer, slice or map is NULL, so
 // nil and empty values survive a round trip.
 func encJSON(v any) (*string, error) {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
-		if rv.IsNil() {
-			return nil, nil
-		}
-	case reflect.Invalid:
-		return nil, nil
+	s, null, err := storeutil.JSON(v)
+	if null || err != nil {
+		return nil, dbErr(err)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: encode %T: %w", v, err)
-	}
-	s := string(b)
 	return &s, nil
 }
 
@@ -95,12 +86,4 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-// orNow returns t, or now() when t is zero.
-func orNow(t time.Time, now func() time.Time) time.Time {
-	if t.IsZero() {
-		return now()
-	}
-	return t
 }

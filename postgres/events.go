@@ -7,15 +7,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // ListEvents returns stored events of a live session in seq order.
 func (s *Store) ListEvents(ctx context.Context, tenant string, q forge.EventQuery) ([]forge.Event, error) {
-	limit := pageLimit(q.Limit, defaultEventLimit)
-	before := q.Before
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
+	limit := storeutil.Limit(q.Limit, storeutil.DefaultEventLimit)
+	before := storeutil.EventsBefore(q.Before)
 	var out []forge.Event
 	b := batch(tenant)
 	liveSession(b, tenant, q.SessionID)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 const participantCols = `id, session_id, actor, actor_id, trigger, monologue_id, joined_at, left_at`
@@ -34,6 +35,17 @@ func scanParticipant(sc pgx.Row, tenant string) (*forge.Participant, error) {
 	return &p, nil
 }
 
+func scanParticipants(rows pgx.Rows, tenant string, out *[]*forge.Participant) error {
+	for rows.Next() {
+		p, err := scanParticipant(rows, tenant)
+		if err != nil {
+			return err
+		}
+		*out = append(*out, p)
+	}
+	return rows.Err()
+}
+
 // checkForum queues a check, aborting the batch, that the forum is live.
 func checkForum(b *pgx.Batch, tenant, id string) {
 	b.Queue(`SELECT check_found(EXISTS (SELECT FROM sessions WHERE tenant = $1 AND id = $2 AND kind = 'forum'
@@ -42,8 +54,8 @@ func checkForum(b *pgx.Batch, tenant, id string) {
 
 // AddParticipant inserts a stint (and its monologue) with its events.
 func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monologue *forge.Session, events []forge.Event) error {
-	if p == nil || p.ID == "" || p.ForumID == "" || p.ActorID == "" {
-		return forge.Errorf(forge.ErrInvalid, "participant needs an id, a forum and an actor")
+	if err := storeutil.CheckParticipant(p); err != nil {
+		return err
 	}
 	actor, err := json.Marshal(p.Actor)
 	if err != nil {
@@ -53,13 +65,11 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 	if err != nil {
 		return err
 	}
-	p.JoinedAt = orNow(p.JoinedAt, s.now)
+	p.JoinedAt = storeutil.OrNow(p.JoinedAt, s.now)
 	b := batch(p.Tenant)
 	checkForum(b, p.Tenant, p.ForumID)
 	if monologue != nil {
-		m := *monologue
-		m.CreatedAt = orNow(m.CreatedAt, s.now)
-		m.UpdatedAt = m.CreatedAt
+		m := storeutil.Monologue(*monologue, s.now)
 		if err := queueSession(b, &m); err != nil {
 			return err
 		}
@@ -131,81 +141,38 @@ func (s *Store) GetParticipant(ctx context.Context, tenant, forumID, participant
 
 // ListParticipants lists a forum's stints, oldest first.
 func (s *Store) ListParticipants(ctx context.Context, tenant, forumID string, all bool, opts forge.ListOptions) ([]*forge.Participant, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Participant
 	b := batch(tenant)
 	checkForum(b, tenant, forumID)
 	b.Queue(`SELECT `+participantCols+` FROM participants
 		WHERE tenant = $1 AND session_id = $2 AND id > $3 AND ($4 OR left_at IS NULL) ORDER BY id LIMIT $5`,
-		tenant, forumID, opts.Cursor, all, limit+1).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			p, err := scanParticipant(rows, tenant)
-			if err != nil {
-				return err
-			}
-			out = append(out, p)
-		}
-		return rows.Err()
-	})
+		tenant, forumID, opts.Cursor, all, limit+1).Query(func(rows pgx.Rows) error { return scanParticipants(rows, tenant, &out) })
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(p *forge.Participant) string { return p.ID })
+	out, next := storeutil.Page(out, limit, func(p *forge.Participant) string { return p.ID })
 	return out, next, nil
 }
 
 // ActiveAgentStints lists every active agent stint of every live forum:
 // their ids through the SECURITY DEFINER function active_agent_stints,
-// then the stints tenant by tenant through the ordinary policy.
+// then the stints tenant by tenant through the ordinary policy (byRef).
 func (s *Store) ActiveAgentStints(ctx context.Context) ([]*forge.Participant, error) {
-	type ref struct{ tenant, id string }
-	var refs []ref
-	b := &pgx.Batch{}
-	b.Queue(`SELECT tenant, id FROM active_agent_stints()`).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var r ref
-			if err := rows.Scan(&r.tenant, &r.id); err != nil {
-				return err
-			}
-			refs = append(refs, r)
-		}
-		return rows.Err()
-	})
-	if err := s.read(ctx, b); err != nil {
-		return nil, err
-	}
 	var out []*forge.Participant
-	for i := 0; i < len(refs); {
-		tenant := refs[i].tenant
-		var ids []string
-		for ; i < len(refs) && refs[i].tenant == tenant; i++ {
-			ids = append(ids, refs[i].id)
-		}
-		b := batch(tenant)
+	err := s.byRef(ctx, `SELECT tenant, id FROM active_agent_stints()`, func(b *pgx.Batch, tenant string, ids []string) {
 		b.Queue(`SELECT p.id, p.session_id, p.actor, p.actor_id, p.trigger, p.monologue_id, p.joined_at, p.left_at
 			FROM participants p JOIN sessions f ON f.tenant = p.tenant AND f.id = p.session_id AND f.deleted_at IS NULL
 			WHERE p.tenant = $1 AND p.id = ANY($2) AND p.left_at IS NULL ORDER BY p.id`, tenant, ids).
-			Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					p, err := scanParticipant(rows, tenant)
-					if err != nil {
-						return err
-					}
-					out = append(out, p)
-				}
-				return rows.Err()
-			})
-		if err := s.read(ctx, b); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+			Query(func(rows pgx.Rows) error { return scanParticipants(rows, tenant, &out) })
+	})
+	return out, err
 }
 
 // AppendLoose writes turnless messages and their events in one transaction.
 func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
-	if a == nil || a.SessionID == "" {
-		return forge.Errorf(forge.ErrInvalid, "append needs a session")
+	if err := storeutil.CheckLoose(a); err != nil {
+		return err
 	}
 	parts := &partRows{}
 	msgs, err := s.encodeMessages(a.Messages, parts)
@@ -251,7 +218,7 @@ func (s *Store) MessageByOrigin(ctx context.Context, tenant, sessionID, origin s
 
 // ListLoose lists a session's turnless messages, oldest first.
 func (s *Store) ListLoose(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Message
 	b := batch(tenant)
 	liveSession(b, tenant, sessionID)
@@ -264,7 +231,7 @@ func (s *Store) ListLoose(ctx context.Context, tenant, sessionID string, opts fo
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(m *forge.Message) string { return m.ID })
+	out, next := storeutil.Page(out, limit, func(m *forge.Message) string { return m.ID })
 	return out, next, nil
 }
 
@@ -288,13 +255,10 @@ func (s *Store) LastLoose(ctx context.Context, tenant, sessionID string, n int) 
 // SwapMonologue creates the new monologue with its seed and moves the
 // stint's pointer to it, if it still points at the old one.
 func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error {
-	if w == nil || w.New == nil || w.OldID == "" {
-		return forge.Errorf(forge.ErrInvalid, "swap needs the old and the new monologue")
+	nm, err := storeutil.SwapMonologue(w, s.now)
+	if err != nil {
+		return err
 	}
-	nm := *w.New
-	nm.Tenant = w.Tenant
-	nm.CreatedAt = orNow(nm.CreatedAt, s.now)
-	nm.UpdatedAt = nm.CreatedAt
 	parts := &partRows{}
 	msgs, err := s.encodeMessages(w.Seed, parts)
 	if err != nil {

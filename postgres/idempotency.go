@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 const idempotencyColumns = `key, scope, request_hash, status, body, created_at, expires_at`
@@ -17,10 +18,10 @@ const idempotencyColumns = `key, scope, request_hash, status, body, created_at, 
 // INSERT waits for a racing one to commit; the SELECT after it, a statement
 // of its own, sees whichever row won.
 func (s *Store) PutIdempotency(ctx context.Context, tenant string, r *forge.IdempotencyRecord) (*forge.IdempotencyRecord, error) {
-	if r == nil || r.Key == "" {
-		return nil, forge.Errorf(forge.ErrInvalid, "idempotency key is required")
+	if err := storeutil.CheckIdempotency(r); err != nil {
+		return nil, err
 	}
-	created := orNow(r.CreatedAt, s.now)
+	created := storeutil.OrNow(r.CreatedAt, s.now)
 	var out *forge.IdempotencyRecord
 	b := batch(tenant)
 	b.Queue(`INSERT INTO idempotency AS i (tenant, scope, key, request_hash, status, body, created_at, expires_at)
@@ -40,8 +41,8 @@ func (s *Store) PutIdempotency(ctx context.Context, tenant string, r *forge.Idem
 // CompleteIdempotency records the answer of a record that has none yet and
 // returns the stored record.
 func (s *Store) CompleteIdempotency(ctx context.Context, tenant, scope, key string, status int, body []byte) (*forge.IdempotencyRecord, error) {
-	if status == 0 {
-		return nil, forge.Errorf(forge.ErrInvalid, "an idempotent answer needs a status")
+	if err := storeutil.CheckCompletion(status); err != nil {
+		return nil, err
 	}
 	var out *forge.IdempotencyRecord
 	b := batch(tenant)

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // API keys. Tenant-scoped calls go through the tenant policy like every
@@ -18,17 +19,13 @@ import (
 
 // CreateKey makes a key for tenant; only its hash is stored.
 func (s *Store) CreateKey(ctx context.Context, tenant, name string) (*forge.APIKey, string, error) {
-	if err := forge.ValidateNewKey(tenant, name); err != nil {
-		return nil, "", err
-	}
-	secret, err := forge.NewAPIKeySecret()
+	k, secret, hash, err := storeutil.NewKey(s.ids, s.now(), tenant, name)
 	if err != nil {
 		return nil, "", err
 	}
-	k := &forge.APIKey{ID: s.ids.New(forge.PrefixKey), Tenant: tenant, Name: name, CreatedAt: s.now()}
 	b := batch(tenant)
 	b.Queue(`INSERT INTO api_keys (tenant, id, name, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
-		k.Tenant, k.ID, k.Name, forge.HashAPIKey(secret), k.CreatedAt)
+		k.Tenant, k.ID, k.Name, hash, k.CreatedAt)
 	if err := s.write(ctx, b); err != nil {
 		return nil, "", err
 	}
@@ -66,7 +63,7 @@ func scanKey(r pgx.Row) (*forge.APIKey, error) {
 // ListKeys lists tenant's keys (every tenant's for forge.AllTenants),
 // oldest first; the cursor is the last id.
 func (s *Store) ListKeys(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.APIKey, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	b, err := s.keyBatch(tenant)
 	if err != nil {
 		return nil, "", err
@@ -87,7 +84,7 @@ func (s *Store) ListKeys(ctx context.Context, tenant string, opts forge.ListOpti
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(k *forge.APIKey) string { return k.ID })
+	out, next := storeutil.Page(out, limit, func(k *forge.APIKey) string { return k.ID })
 	return out, next, nil
 }
 

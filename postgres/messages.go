@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // Messages are read with their parts in one query: the page of messages
@@ -87,7 +87,7 @@ func turnExists(b *pgx.Batch, tenant, sessionID, turnID string, found *bool) {
 // chain of turns ending at q.TipTurnID: a fork's sibling branches are not
 // on the chain. The cursor is the last message id.
 func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
-	limit := pageLimit(q.Limit, defaultLimit)
+	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
 	var (
 		out     []*forge.Message
 		tipSeen bool
@@ -151,7 +151,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 	if q.TipTurnID != "" && len(out) == 0 && !tipSeen {
 		return nil, "", forge.Errorf(forge.ErrNotFound, "turn %s not found", q.TipTurnID)
 	}
-	out, next := page(out, limit, func(m *forge.Message) string { return m.ID })
+	out, next := storeutil.Page(out, limit, func(m *forge.Message) string { return m.ID })
 	return out, next, nil
 }
 
@@ -184,7 +184,6 @@ func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*for
 // boundary, so its cost is what lies after the boundary.
 func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.CompactionBoundary, error) {
 	var (
-		out                    *forge.CompactionBoundary
 		summary, request, data *string
 		found, tipSeen         bool
 	)
@@ -229,15 +228,13 @@ func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.Mes
 	case !found:
 		return nil, nil
 	}
-	var cd forge.CompactionData
+	var raw []byte
 	if data != nil {
-		if err := json.Unmarshal([]byte(*data), &cd); err != nil {
-			return nil, fmt.Errorf("postgres: compaction part of %s: %w", *request, err)
-		}
+		raw = []byte(*data)
 	}
-	if cd.TailStartID == "" {
-		cd.TailStartID = *request // no tail: the view starts at the request
+	out, err := storeutil.Boundary(*request, *summary, raw)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	out = &forge.CompactionBoundary{RequestID: *request, SummaryID: *summary, TailStartID: cd.TailStartID}
 	return out, nil
 }

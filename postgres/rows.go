@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // scope is the tenant, session and turn every row of one write belongs to;
@@ -51,8 +52,8 @@ func (s *Store) encodeMessages(msgs []*forge.Message, parts *partRows) (*message
 	now := s.now()
 	out := &messageRows{}
 	for _, m := range msgs {
-		if m == nil || m.ID == "" {
-			return nil, forge.Errorf(forge.ErrInvalid, "message id is required")
+		if err := storeutil.CheckMessage(m); err != nil {
+			return nil, err
 		}
 		usage, err := encJSON(m.Usage)
 		if err != nil {
@@ -67,7 +68,7 @@ func (s *Store) encodeMessages(msgs []*forge.Message, parts *partRows) (*message
 		out.finish = append(out.finish, m.Finish)
 		out.usage = append(out.usage, usage)
 		out.summary = append(out.summary, m.Summary)
-		out.created = append(out.created, orNow(m.CreatedAt, func() time.Time { return now }))
+		out.created = append(out.created, storeutil.Or(m.CreatedAt, now))
 		forum, err := encJSON(m.Forum)
 		if err != nil {
 			return nil, err
@@ -89,15 +90,9 @@ func (s *Store) encodeMessages(msgs []*forge.Message, parts *partRows) (*message
 func (s *Store) encodeParts(out *partRows, messageID string, parts []*forge.Part) error {
 	now := s.now()
 	for _, p := range parts {
-		if p == nil || p.ID == "" {
-			return forge.Errorf(forge.ErrInvalid, "part id is required")
-		}
-		mid := p.MessageID
-		if messageID != "" {
-			mid = messageID
-		}
-		if mid == "" {
-			return forge.Errorf(forge.ErrInvalid, "part %s has no message id", p.ID)
+		mid, err := storeutil.PartMessage(p, messageID)
+		if err != nil {
+			return err
 		}
 		out.id = append(out.id, p.ID)
 		out.message = append(out.message, mid)
@@ -111,8 +106,8 @@ func (s *Store) encodeParts(out *partRows, messageID string, parts []*forge.Part
 		out.errs = append(out.errs, optBytes(p.Error))
 		out.data = append(out.data, rawText(p.Data))
 		out.provider = append(out.provider, rawText(p.Provider))
-		out.created = append(out.created, orNow(p.CreatedAt, func() time.Time { return now }))
-		out.updated = append(out.updated, orNow(p.UpdatedAt, func() time.Time { return now }))
+		out.created = append(out.created, storeutil.Or(p.CreatedAt, now))
+		out.updated = append(out.updated, storeutil.Or(p.UpdatedAt, now))
 	}
 	return nil
 }
@@ -123,15 +118,15 @@ func (s *Store) encodeEvents(evs []forge.Event) (*eventRows, error) {
 	now := s.now()
 	out := &eventRows{}
 	for _, e := range evs {
-		if e.Seq <= 0 || e.Type == "" {
-			return nil, forge.Errorf(forge.ErrInvalid, "event needs a positive seq and a type (seq %d, type %q)", e.Seq, e.Type)
+		if err := storeutil.CheckEvent(&e); err != nil {
+			return nil, err
 		}
 		out.seq = append(out.seq, e.Seq)
 		out.id = append(out.id, e.ID)
 		out.typ = append(out.typ, e.Type)
 		out.turn = append(out.turn, e.TurnID)
 		out.thread = append(out.thread, e.ThreadID)
-		out.created = append(out.created, orNow(e.CreatedAt, func() time.Time { return now }))
+		out.created = append(out.created, storeutil.Or(e.CreatedAt, now))
 		out.data = append(out.data, rawText(e.Data))
 	}
 	return out, nil

@@ -8,25 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // CreateSession inserts s. The caller normally sets ID and timestamps; an
 // empty ID or zero time is filled in (and written back to s). s.Usage is
 // stored as the starting total (normally zero).
 func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
-	if ses == nil {
-		return forge.Errorf(forge.ErrInvalid, "session is required")
-	}
-	c := *ses
-	if c.ID == "" {
-		c.ID = s.ids.New(forge.PrefixSession)
-	}
-	if c.Kind == "" {
-		c.Kind = forge.KindDirect
-	}
-	c.CreatedAt = orNow(c.CreatedAt, s.now)
-	if c.UpdatedAt.IsZero() {
-		c.UpdatedAt = c.CreatedAt
+	c, err := storeutil.NewSession(ses, s.ids, s.now)
+	if err != nil {
+		return err
 	}
 	b := batch(c.Tenant)
 	if err := queueSession(b, &c); err != nil {
@@ -108,7 +99,7 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Sessi
 
 // ListSessions lists live sessions, oldest first. The cursor is the last id.
 func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Session, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Session
 	b := batch(tenant)
 	b.Queue(`SELECT `+sessionCols+` FROM sessions
@@ -126,7 +117,7 @@ func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.List
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(s *forge.Session) string { return s.ID })
+	out, next := storeutil.Page(out, limit, func(s *forge.Session) string { return s.ID })
 	return out, next, nil
 }
 
@@ -149,8 +140,8 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 // soft-deleted session, so that recovery can still write the closing
 // events of a turn that was running when its session was deleted.
 func (s *Store) ReserveSeqs(ctx context.Context, tenant, sessionID string, n int64) (int64, error) {
-	if n < 0 {
-		return 0, forge.Errorf(forge.ErrInvalid, "cannot reserve %d seqs", n)
+	if err := storeutil.CheckReserve(n); err != nil {
+		return 0, err
 	}
 	var bound int64
 	b := batch(tenant)

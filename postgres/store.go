@@ -23,7 +23,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 var (
@@ -88,18 +88,11 @@ type Store struct {
 	admin bool
 	ids   forge.IDGen
 	now   func() time.Time
-	// onWrite, when set, is told how long each write took (ObserveWrites).
-	onWrite atomic.Pointer[func(time.Duration, error)]
+	// writes times each write for ObserveWrites.
+	writes storeutil.WriteTimer
 
 	closeOnce sync.Once
 }
-
-// Page sizes (API.md: default 100, events 1000, maximum 10000).
-const (
-	defaultLimit      = 100
-	defaultEventLimit = 1000
-	maxLimit          = 10000
-)
 
 // Open connects to the database at rawURL (postgres://...), creates
 // Forge's roles and schema and applies pending migrations when its role may
@@ -268,26 +261,13 @@ const writeTimeout = time.Minute
 // not, is what the caller learns (an interrupted round trip would leave
 // the caller not knowing whether the write landed).
 func (s *Store) write(ctx context.Context, b *pgx.Batch) error {
-	observe := s.onWrite.Load()
-	if observe == nil {
-		return s.writeNow(ctx, b)
-	}
-	start := time.Now()
-	err := s.writeNow(ctx, b)
-	(*observe)(time.Since(start), err)
-	return err
+	return s.writes.Time(func() error { return s.writeNow(ctx, b) })
 }
 
 // ObserveWrites makes every write call f with how long it took, from the
 // call to its answer (waiting for a connection included), and its error.
 // nil stops it. f runs on the caller's goroutine and must return quickly.
-func (s *Store) ObserveWrites(f func(d time.Duration, err error)) {
-	if f == nil {
-		s.onWrite.Store(nil)
-		return
-	}
-	s.onWrite.Store(&f)
-}
+func (s *Store) ObserveWrites(f func(d time.Duration, err error)) { s.writes.Set(f) }
 
 func (s *Store) writeNow(ctx context.Context, b *pgx.Batch) error {
 	if err := ctx.Err(); err != nil {
@@ -374,23 +354,6 @@ func notFound(err error, format string, args ...any) error {
 		return forge.Errorf(forge.ErrNotFound, format, args...)
 	}
 	return err
-}
-
-func pageLimit(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return min(n, maxLimit)
-}
-
-// page trims a list fetched with limit+1 rows and returns the cursor of the
-// next page, "" when this page is the last.
-func page[T any](items []T, limit int, key func(T) string) ([]T, string) {
-	if len(items) <= limit {
-		return items, ""
-	}
-	items = items[:limit]
-	return items, key(items[limit-1])
 }
 
 // pgconnTag is the command tag an Exec callback gets.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // turnVals are a turn's mutable fields encoded for SQL.
@@ -43,47 +44,15 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 	return v, nil
 }
 
-func validStatus(s string) bool {
-	switch s {
-	case forge.TurnRunning, forge.TurnDone, forge.TurnCancelled, forge.TurnErrored:
-		return true
-	}
-	return false
-}
-
-// storedEvents drops bus-only events (deltas are never stored) and returns
-// the highest seq among the rest.
-func storedEvents(evs []forge.Event) ([]forge.Event, int64) {
-	var maxSeq int64
-	out := evs[:0:0]
-	for _, e := range evs {
-		if !e.Stored() {
-			continue
-		}
-		out = append(out, e)
-		maxSeq = max(maxSeq, e.Seq)
-	}
-	return out, maxSeq
-}
-
 // BeginTurn inserts a turn with its input messages and events and moves the
 // session tip: one batch, one round trip. begin_turn_check locks the
 // session row and raises what BeginTurn refuses before anything is
 // written; the unique index turns_one_running is the backstop.
 func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
-	if bt == nil || bt.Turn == nil || bt.Turn.ID == "" || bt.Turn.SessionID == "" {
-		return forge.Errorf(forge.ErrInvalid, "turn id and session id are required")
+	t, evs, err := storeutil.BeginTurn(bt, s.now)
+	if err != nil {
+		return err
 	}
-	t := *bt.Turn
-	if t.Status == "" {
-		t.Status = forge.TurnRunning
-	}
-	if !validStatus(t.Status) {
-		return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
-	}
-	t.CreatedAt = orNow(t.CreatedAt, s.now)
-	evs, maxSeq := storedEvents(bt.Events)
-	t.LastSeq = max(t.LastSeq, maxSeq)
 	v, err := encodeTurn(&t)
 	if err != nil {
 		return err
@@ -124,7 +93,7 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	if err := s.write(ctx, b); err != nil {
 		return err
 	}
-	bt.Turn.Status, bt.Turn.CreatedAt, bt.Turn.LastSeq = t.Status, t.CreatedAt, t.LastSeq
+	storeutil.Begun(bt, &t)
 	return nil
 }
 
@@ -138,27 +107,12 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 // The terminal write also adds the turn's usage to the session's total, so
 // each ended turn is counted once.
 func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
-	if cb == nil || cb.TurnID == "" || cb.SessionID == "" {
-		return forge.Errorf(forge.ErrInvalid, "batch needs a session id and a turn id")
+	t, evs, maxSeq, err := storeutil.Commit(cb, s.now)
+	if err != nil {
+		return err
 	}
-	evs, maxSeq := storedEvents(cb.Events)
-	var (
-		v   turnVals
-		err error
-		t   forge.Turn
-	)
+	var v turnVals
 	if cb.Turn != nil {
-		t = *cb.Turn
-		if t.ID != "" && t.ID != cb.TurnID {
-			return forge.Errorf(forge.ErrInvalid, "batch turn %s does not match fence %s", t.ID, cb.TurnID)
-		}
-		if !validStatus(t.Status) {
-			return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
-		}
-		if t.Ended() && t.EndedAt == nil {
-			now := s.now()
-			t.EndedAt = &now
-		}
 		if v, err = encodeTurn(&t); err != nil {
 			return err
 		}
@@ -241,10 +195,7 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	if err := s.write(ctx, b); err != nil {
 		return err
 	}
-	if cb.Turn != nil {
-		// The stored last_seq never goes back and covers the batch's events.
-		cb.Turn.LastSeq, cb.Turn.EndedAt = last, t.EndedAt
-	}
+	storeutil.Committed(cb, &t, last)
 	return nil
 }
 
@@ -325,8 +276,8 @@ func (s *Store) GetTurnByID(ctx context.Context, tenant, turnID string) (*forge.
 
 // TurnByIdempotencyKey finds the turn created with key in a live session.
 func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
-	if key == "" {
-		return nil, forge.Errorf(forge.ErrNotFound, "no turn with an empty idempotency key")
+	if err := storeutil.TurnKey(key); err != nil {
+		return nil, err
 	}
 	return s.oneTurn(ctx, tenant, `t.tenant = $1 AND t.session_id = $2 AND t.idempotency_key = $3`,
 		[]any{tenant, sessionID, key}, "no turn with idempotency key %q", key)
@@ -334,7 +285,7 @@ func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key
 
 // ListTurns lists a live session's turns, oldest first.
 func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Turn, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Turn
 	b := batch(tenant)
 	liveSession(b, tenant, sessionID)
@@ -344,7 +295,7 @@ func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts fo
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(t *forge.Turn) string { return t.ID })
+	out, next := storeutil.Page(out, limit, func(t *forge.Turn) string { return t.ID })
 	return out, next, nil
 }
 
@@ -358,11 +309,22 @@ func (s *Store) RunningTurns(ctx context.Context) ([]*forge.Turn, error) {
 	return s.turnsByRef(ctx, `SELECT tenant, id FROM running_turns()`)
 }
 
-// turnsByRef runs refs, a query of a SECURITY DEFINER function returning
-// (tenant, turn id) across tenants, then reads those turns still running
-// tenant by tenant through the ordinary policy: two round trips, one when
-// refs returns nothing.
+// turnsByRef reads the turns refs names (see byRef) that are still
+// running.
 func (s *Store) turnsByRef(ctx context.Context, refs string) ([]*forge.Turn, error) {
+	var out []*forge.Turn
+	err := s.byRef(ctx, refs, func(b *pgx.Batch, tenant string, ids []string) {
+		b.Queue(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = $1 AND t.id = ANY($2) AND t.status = 'running'
+			ORDER BY t.session_id`, tenant, ids).Query(func(rows pgx.Rows) error { return scanTurns(rows, &out) })
+	})
+	return out, err
+}
+
+// byRef runs refs, a query of a SECURITY DEFINER function returning
+// (tenant, id) across tenants, then the reads queue queues for each
+// tenant's ids, tenant by tenant through the ordinary policy: two round
+// trips, one when refs returns nothing.
+func (s *Store) byRef(ctx context.Context, refs string, queue func(b *pgx.Batch, tenant string, ids []string)) error {
 	type ref struct{ tenant, id string }
 	var found []ref
 	b := &pgx.Batch{}
@@ -377,12 +339,11 @@ func (s *Store) turnsByRef(ctx context.Context, refs string) ([]*forge.Turn, err
 		return rows.Err()
 	})
 	if err := s.read(ctx, b); err != nil {
-		return nil, err
+		return err
 	}
 	if len(found) == 0 {
-		return nil, nil
+		return nil
 	}
-	var out []*forge.Turn
 	b = &pgx.Batch{}
 	for i := 0; i < len(found); {
 		tenant := found[i].tenant
@@ -391,13 +352,9 @@ func (s *Store) turnsByRef(ctx context.Context, refs string) ([]*forge.Turn, err
 			ids = append(ids, found[i].id)
 		}
 		b.Queue(setTenant, tenant)
-		b.Queue(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = $1 AND t.id = ANY($2) AND t.status = 'running'
-			ORDER BY t.session_id`, tenant, ids).Query(func(rows pgx.Rows) error { return scanTurns(rows, &out) })
+		queue(b, tenant, ids)
 	}
-	if err := s.read(ctx, b); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.read(ctx, b)
 }
 
 // GetSnapshot returns the snapshot written by the turn's last batch that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // An agent is a row in agents (identity, current version, deletion) plus
@@ -14,14 +15,11 @@ import (
 
 // CreateAgent inserts version 1 of a new agent.
 func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
-	if a == nil || a.Name == "" {
-		return forge.Errorf(forge.ErrInvalid, "agent name is required")
-	}
 	now := s.now()
-	c := *a
-	c.ID = s.ids.New(forge.PrefixAgent)
-	c.Version = 1
-	c.CreatedAt, c.UpdatedAt = now, now
+	c, err := storeutil.NewAgent(a, s.ids, now)
+	if err != nil {
+		return err
+	}
 	body, err := json.Marshal(&c)
 	if err != nil {
 		return fmt.Errorf("sqlite: encode agent: %w", err)
@@ -48,8 +46,8 @@ func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
 
 // UpdateAgent stores a new version of the live agent named a.Name.
 func (s *Store) UpdateAgent(ctx context.Context, a *forge.Agent) error {
-	if a == nil || a.Name == "" {
-		return forge.Errorf(forge.ErrInvalid, "agent name is required")
+	if err := storeutil.CheckAgent(a); err != nil {
+		return err
 	}
 	now := s.now()
 	c := *a
@@ -92,12 +90,10 @@ func scanAgent(sc interface{ Scan(...any) error }, tenant string) (*forge.Agent,
 	if err := sc.Scan(&id, &name, &version, &created, &updated, &body); err != nil {
 		return nil, err
 	}
-	a := &forge.Agent{}
-	if err := json.Unmarshal([]byte(body), a); err != nil {
-		return nil, fmt.Errorf("sqlite: decode agent %s v%d: %w", id, version, err)
+	a, err := storeutil.Agent([]byte(body), id, tenant, name, version, fromNano(created), fromNano(updated))
+	if err != nil {
+		return nil, dbErr(err)
 	}
-	a.ID, a.Tenant, a.Name, a.Version = id, tenant, name, version
-	a.CreatedAt, a.UpdatedAt = fromNano(created), fromNano(updated)
 	return a, nil
 }
 
@@ -135,7 +131,7 @@ func (s *Store) GetAgentVersion(ctx context.Context, tenant, id string, version 
 
 // ListAgents lists live agents by name. The cursor is the last name seen.
 func (s *Store) ListAgents(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Agent, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	rows, err := s.query(ctx, `SELECT `+agentCols+` FROM agents a
 		JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.id AND v.version = a.version
 		WHERE a.tenant = ? AND a.deleted_at IS NULL AND a.name > ?
@@ -155,7 +151,7 @@ func (s *Store) ListAgents(ctx context.Context, tenant string, opts forge.ListOp
 	if err := rows.Err(); err != nil {
 		return nil, "", dbErr(err)
 	}
-	out, next := page(out, limit, func(a *forge.Agent) string { return a.Name })
+	out, next := storeutil.Page(out, limit, func(a *forge.Agent) string { return a.Name })
 	return out, next, nil
 }
 
@@ -173,14 +169,4 @@ func (s *Store) DeleteAgent(ctx context.Context, tenant, name string) error {
 		t.after(func() { s.rc.dropAgent(tenant, name) })
 		return nil
 	})
-}
-
-// page trims a list fetched with limit+1 rows and returns the cursor of the
-// next page, "" when this page is the last.
-func page[T any](items []T, limit int, key func(T) string) ([]T, string) {
-	if len(items) <= limit {
-		return items, ""
-	}
-	items = items[:limit]
-	return items, key(items[limit-1])
 }

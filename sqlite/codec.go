@@ -4,8 +4,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"time"
+
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // Times are stored as Unix nanoseconds: exact, compact and cheap to compare.
@@ -29,31 +30,14 @@ func fromNullNano(n sql.NullInt64) *time.Time {
 	return &t
 }
 
-// orNow returns t, or now() when t is zero.
-func orNow(t time.Time, now func() time.Time) time.Time {
-	if t.IsZero() {
-		return now()
-	}
-	return t
-}
-
 // encJSON encodes v as JSON text; a nil pointer, slice or map is NULL, so
 // nil and empty values survive a round trip.
 func encJSON(v any) (any, error) {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
-		if rv.IsNil() {
-			return nil, nil
-		}
-	case reflect.Invalid:
-		return nil, nil
+	s, null, err := storeutil.JSON(v)
+	if null || err != nil {
+		return nil, dbErr(err)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: encode %T: %w", v, err)
-	}
-	return string(b), nil
+	return s, nil
 }
 
 // decJSON decodes JSON text into dst; NULL leaves dst untouched.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // encodeEvents encodes stored events; they all belong to the write's
@@ -13,13 +14,10 @@ func (s *Store) encodeEvents(sc scope, evs []forge.Event) ([][]any, error) {
 	now := s.now()
 	out := make([][]any, 0, len(evs))
 	for _, e := range evs {
-		if e.Seq <= 0 || e.Type == "" {
-			return nil, forge.Errorf(forge.ErrInvalid, "event needs a positive seq and a type (seq %d, type %q)", e.Seq, e.Type)
+		if err := storeutil.CheckEvent(&e); err != nil {
+			return nil, err
 		}
-		created := e.CreatedAt
-		if created.IsZero() {
-			created = now
-		}
+		created := storeutil.Or(e.CreatedAt, now)
 		out = append(out, []any{sc.tenant, sc.session, e.Seq, e.ID, e.Type, strPtr(e.TurnID), strPtr(e.ThreadID),
 			unixNano(created), rawText(e.Data)})
 	}
@@ -35,11 +33,8 @@ func insertEvents(x *tx, rows [][]any) error { return eventInsert.exec(x, rows) 
 
 // ListEvents returns stored events of a live session in seq order.
 func (s *Store) ListEvents(ctx context.Context, tenant string, q forge.EventQuery) ([]forge.Event, error) {
-	limit := pageLimit(q.Limit, defaultEventLimit)
-	before := q.Before
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
+	limit := storeutil.Limit(q.Limit, storeutil.DefaultEventLimit)
+	before := storeutil.EventsBefore(q.Before)
 	var out []forge.Event
 	err := s.read(ctx, func(x *tx) error {
 		if err := liveSession(x, tenant, q.SessionID); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 const participantCols = `id, session_id, actor, actor_id, trigger, metadata, joined_at, left_at`
@@ -47,8 +48,8 @@ func liveForum(x *tx, tenant, id string) error {
 
 // AddParticipant inserts a stint (and its monologue) with its events.
 func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monologue *forge.Session, events []forge.Event) error {
-	if p == nil || p.ID == "" || p.ForumID == "" || p.ActorID == "" {
-		return forge.Errorf(forge.ErrInvalid, "participant needs an id, a forum and an actor")
+	if err := storeutil.CheckParticipant(p); err != nil {
+		return err
 	}
 	actor, err := json.Marshal(p.Actor)
 	if err != nil {
@@ -63,15 +64,13 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 	if err != nil {
 		return err
 	}
-	p.JoinedAt = orNow(p.JoinedAt, s.now)
+	p.JoinedAt = storeutil.OrNow(p.JoinedAt, s.now)
 	return s.write(ctx, func(x *tx) error {
 		if err := liveForum(x, p.Tenant, p.ForumID); err != nil {
 			return err
 		}
 		if monologue != nil {
-			m := *monologue
-			m.CreatedAt = orNow(m.CreatedAt, s.now)
-			m.UpdatedAt = m.CreatedAt
+			m := storeutil.Monologue(*monologue, s.now)
 			if err := insertSession(x, &m); err != nil {
 				return err
 			}
@@ -138,7 +137,7 @@ func (s *Store) GetParticipant(ctx context.Context, tenant, forumID, participant
 
 // ListParticipants lists a forum's stints, oldest first.
 func (s *Store) ListParticipants(ctx context.Context, tenant, forumID string, all bool, opts forge.ListOptions) ([]*forge.Participant, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Participant
 	err := s.read(ctx, func(x *tx) error {
 		if err := liveForum(x, tenant, forumID); err != nil {
@@ -163,7 +162,7 @@ func (s *Store) ListParticipants(ctx context.Context, tenant, forumID string, al
 	if err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(p *forge.Participant) string { return p.ID })
+	out, next := storeutil.Page(out, limit, func(p *forge.Participant) string { return p.ID })
 	return out, next, nil
 }
 
@@ -198,8 +197,8 @@ func (f scanFunc) Scan(dst ...any) error { return f(dst...) }
 
 // AppendLoose writes turnless messages and their events in one transaction.
 func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
-	if a == nil || a.SessionID == "" {
-		return forge.Errorf(forge.ErrInvalid, "append needs a session")
+	if err := storeutil.CheckLoose(a); err != nil {
+		return err
 	}
 	sc := scope{tenant: a.Tenant, session: a.SessionID}
 	mrows, prows, err := s.encodeMessages(sc, a.Messages, true)
@@ -270,7 +269,7 @@ func (s *Store) MessageByOrigin(ctx context.Context, tenant, sessionID, origin s
 
 // ListLoose lists a session's turnless messages, oldest first.
 func (s *Store) ListLoose(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Message
 	err := s.read(ctx, func(x *tx) error {
 		if err := liveSession(x, tenant, sessionID); err != nil {
@@ -290,7 +289,7 @@ func (s *Store) ListLoose(ctx context.Context, tenant, sessionID string, opts fo
 	if err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(m *forge.Message) string { return m.ID })
+	out, next := storeutil.Page(out, limit, func(m *forge.Message) string { return m.ID })
 	return out, next, nil
 }
 
@@ -318,13 +317,10 @@ func (s *Store) LastLoose(ctx context.Context, tenant, sessionID string, n int) 
 // SwapMonologue creates the new monologue with its seed and moves the
 // stint's pointer to it, if it still points at the old one.
 func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error {
-	if w == nil || w.New == nil || w.OldID == "" {
-		return forge.Errorf(forge.ErrInvalid, "swap needs the old and the new monologue")
+	nm, err := storeutil.SwapMonologue(w, s.now)
+	if err != nil {
+		return err
 	}
-	nm := *w.New
-	nm.Tenant = w.Tenant
-	nm.CreatedAt = orNow(nm.CreatedAt, s.now)
-	nm.UpdatedAt = nm.CreatedAt
 	mrows, prows, err := s.encodeMessages(scope{tenant: w.Tenant, session: nm.ID}, w.Seed, true)
 	if err != nil {
 		return err

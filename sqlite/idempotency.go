@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 const idempotencyColumns = `key, scope, request_hash, status, body, created_at, expires_at`
@@ -13,10 +14,10 @@ const idempotencyColumns = `key, scope, request_hash, status, body, created_at, 
 // key still live at r.CreatedAt, and returns the stored record either way:
 // of two racing requests with one key, both see the first one's record.
 func (s *Store) PutIdempotency(ctx context.Context, tenant string, r *forge.IdempotencyRecord) (*forge.IdempotencyRecord, error) {
-	if r == nil || r.Key == "" {
-		return nil, forge.Errorf(forge.ErrInvalid, "idempotency key is required")
+	if err := storeutil.CheckIdempotency(r); err != nil {
+		return nil, err
 	}
-	created := orNow(r.CreatedAt, s.now)
+	created := storeutil.OrNow(r.CreatedAt, s.now)
 	var out *forge.IdempotencyRecord
 	err := s.write(ctx, func(x *tx) error {
 		if _, err := x.exec(`INSERT INTO idempotency (tenant, scope, key, request_hash, status, body, created_at, expires_at)
@@ -39,8 +40,8 @@ func (s *Store) PutIdempotency(ctx context.Context, tenant string, r *forge.Idem
 // CompleteIdempotency records the answer of a record that has none yet and
 // returns the stored record.
 func (s *Store) CompleteIdempotency(ctx context.Context, tenant, scope, key string, status int, body []byte) (*forge.IdempotencyRecord, error) {
-	if status == 0 {
-		return nil, forge.Errorf(forge.ErrInvalid, "an idempotent answer needs a status")
+	if err := storeutil.CheckCompletion(status); err != nil {
+		return nil, err
 	}
 	var out *forge.IdempotencyRecord
 	err := s.write(ctx, func(x *tx) error {

@@ -5,23 +5,20 @@ import (
 	"database/sql"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 var _ forge.KeyStore = (*Store)(nil)
 
 // CreateKey makes a key for tenant; only its hash is stored.
 func (s *Store) CreateKey(ctx context.Context, tenant, name string) (*forge.APIKey, string, error) {
-	if err := forge.ValidateNewKey(tenant, name); err != nil {
-		return nil, "", err
-	}
-	secret, err := forge.NewAPIKeySecret()
+	k, secret, hash, err := storeutil.NewKey(s.ids, s.now(), tenant, name)
 	if err != nil {
 		return nil, "", err
 	}
-	k := &forge.APIKey{ID: s.ids.New(forge.PrefixKey), Tenant: tenant, Name: name, CreatedAt: s.now()}
 	err = s.write(ctx, func(x *tx) error {
 		_, err := x.exec(`INSERT INTO api_keys (tenant, id, name, key_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
-			k.Tenant, k.ID, k.Name, forge.HashAPIKey(secret), unixNano(k.CreatedAt))
+			k.Tenant, k.ID, k.Name, hash, unixNano(k.CreatedAt))
 		return dbErr(err)
 	})
 	if err != nil {
@@ -48,7 +45,7 @@ func scanKey(sc interface{ Scan(...any) error }) (*forge.APIKey, error) {
 // ListKeys lists tenant's keys (every tenant's for forge.AllTenants),
 // oldest first; the cursor is the last id.
 func (s *Store) ListKeys(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.APIKey, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	rows, err := s.query(ctx, `SELECT `+keyCols+` FROM api_keys WHERE (?1 = '*' OR tenant = ?1) AND id > ?2
 		ORDER BY id LIMIT ?3`, tenant, opts.Cursor, limit+1)
 	if err != nil {
@@ -66,7 +63,7 @@ func (s *Store) ListKeys(ctx context.Context, tenant string, opts forge.ListOpti
 	if err := rows.Err(); err != nil {
 		return nil, "", dbErr(err)
 	}
-	out, next := page(out, limit, func(k *forge.APIKey) string { return k.ID })
+	out, next := storeutil.Page(out, limit, func(k *forge.APIKey) string { return k.ID })
 	return out, next, nil
 }
 

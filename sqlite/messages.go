@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // scope is the tenant, session and turn every row of one write belongs to;
@@ -20,8 +21,8 @@ type scope struct {
 func (s *Store) encodeMessages(sc scope, msgs []*forge.Message, withParts bool) (mrows, prows [][]any, err error) {
 	now := s.now()
 	for _, m := range msgs {
-		if m == nil || m.ID == "" {
-			return nil, nil, forge.Errorf(forge.ErrInvalid, "message id is required")
+		if err := storeutil.CheckMessage(m); err != nil {
+			return nil, nil, err
 		}
 		usage, err := encJSON(m.Usage)
 		if err != nil {
@@ -31,10 +32,7 @@ func (s *Store) encodeMessages(sc scope, msgs []*forge.Message, withParts bool) 
 		if m.Summary {
 			summary = 1
 		}
-		created := m.CreatedAt
-		if created.IsZero() {
-			created = now
-		}
+		created := storeutil.Or(m.CreatedAt, now)
 		forum, err := encJSON(m.Forum)
 		if err != nil {
 			return nil, nil, err
@@ -57,24 +55,11 @@ func (s *Store) encodeParts(sc scope, messageID string, parts []*forge.Part) ([]
 	now := s.now()
 	out := make([][]any, 0, len(parts))
 	for _, p := range parts {
-		if p == nil || p.ID == "" {
-			return nil, forge.Errorf(forge.ErrInvalid, "part id is required")
+		mid, err := storeutil.PartMessage(p, messageID)
+		if err != nil {
+			return nil, err
 		}
-		mid := p.MessageID
-		if messageID != "" {
-			mid = messageID
-		}
-		if mid == "" {
-			return nil, forge.Errorf(forge.ErrInvalid, "part %s has no message id", p.ID)
-		}
-		created := p.CreatedAt
-		if created.IsZero() {
-			created = now
-		}
-		updated := p.UpdatedAt
-		if updated.IsZero() {
-			updated = now
-		}
+		created, updated := storeutil.Or(p.CreatedAt, now), storeutil.Or(p.UpdatedAt, now)
 		out = append(out, []any{sc.tenant, p.ID, mid, sc.session, sc.turn, p.Type, p.Text, p.State, p.CallID,
 			p.Tool, rawText(p.Arguments), strPtr(p.Output), strPtr(p.Error), rawText(p.Data), rawText(p.Provider),
 			unixNano(created), unixNano(updated)})
@@ -243,7 +228,7 @@ func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
 // chain of turns ending at q.TipTurnID: a fork's sibling branches are not
 // on the chain. The cursor is the last message id.
 func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
-	limit := pageLimit(q.Limit, defaultLimit)
+	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
 	var out []*forge.Message
 	err := s.read(ctx, func(x *tx) error {
 		if err := liveSession(x, tenant, q.SessionID); err != nil {
@@ -293,7 +278,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 	if err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(m *forge.Message) string { return m.ID })
+	out, next := storeutil.Page(out, limit, func(m *forge.Message) string { return m.ID })
 	return out, next, nil
 }
 
@@ -371,17 +356,12 @@ func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.Mes
 				tenant, q.SessionID, q.TipTurnID).Scan(&one)
 			return notFound(err, "turn %s not found", q.TipTurnID)
 		}
-		var cd forge.CompactionData
+		var raw []byte
 		if data.Valid {
-			if err := json.Unmarshal([]byte(data.String), &cd); err != nil {
-				return fmt.Errorf("compaction part of %s: %w", request.String, err)
-			}
+			raw = []byte(data.String)
 		}
-		if cd.TailStartID == "" {
-			cd.TailStartID = request.String // no tail: the view starts at the request
-		}
-		out = &forge.CompactionBoundary{RequestID: request.String, SummaryID: summary.String, TailStartID: cd.TailStartID}
-		return nil
+		out, err = storeutil.Boundary(request.String, summary.String, raw)
+		return err
 	})
 	return out, err
 }

@@ -5,27 +5,18 @@ import (
 	"database/sql"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // CreateSession inserts s. The caller normally sets ID and timestamps; an
 // empty ID or zero time is filled in (and written back to s). s.Usage is
 // stored as the starting total (normally zero).
 func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
-	if ses == nil {
-		return forge.Errorf(forge.ErrInvalid, "session is required")
+	c, err := storeutil.NewSession(ses, s.ids, s.now)
+	if err != nil {
+		return err
 	}
-	c := *ses
-	if c.ID == "" {
-		c.ID = s.ids.New(forge.PrefixSession)
-	}
-	if c.Kind == "" {
-		c.Kind = forge.KindDirect
-	}
-	c.CreatedAt = orNow(c.CreatedAt, s.now)
-	if c.UpdatedAt.IsZero() {
-		c.UpdatedAt = c.CreatedAt
-	}
-	err := s.write(ctx, func(t *tx) error { return insertSession(t, &c) })
+	err = s.write(ctx, func(t *tx) error { return insertSession(t, &c) })
 	if err != nil {
 		return err
 	}
@@ -119,7 +110,7 @@ func putSessionAfter(x *tx, s *Store, tenant, id string, vals []any) {
 
 // ListSessions lists live sessions, oldest first. The cursor is the last id.
 func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Session, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	rows, err := s.query(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE tenant = ? AND id > ? AND deleted_at IS NULL ORDER BY id LIMIT ?`, tenant, opts.Cursor, limit+1)
 	if err != nil {
@@ -137,7 +128,7 @@ func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.List
 	if err := rows.Err(); err != nil {
 		return nil, "", dbErr(err)
 	}
-	out, next := page(out, limit, func(s *forge.Session) string { return s.ID })
+	out, next := storeutil.Page(out, limit, func(s *forge.Session) string { return s.ID })
 	return out, next, nil
 }
 
@@ -162,8 +153,8 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 // a soft-deleted session, so that recovery can still write the closing
 // events of a turn that was running when its session was deleted.
 func (s *Store) ReserveSeqs(ctx context.Context, tenant, sessionID string, n int64) (int64, error) {
-	if n < 0 {
-		return 0, forge.Errorf(forge.ErrInvalid, "cannot reserve %d seqs", n)
+	if err := storeutil.CheckReserve(n); err != nil {
+		return 0, err
 	}
 	var bound int64
 	err := s.write(ctx, func(t *tx) error {

@@ -19,10 +19,10 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 	"modernc.org/sqlite"
 )
 
@@ -39,8 +39,8 @@ type Store struct {
 	r    *pool         // readers
 	ids  forge.IDGen
 	now  func() time.Time
-	// onWrite, when set, is told how long each write took (ObserveWrites).
-	onWrite atomic.Pointer[func(time.Duration, error)]
+	// writes times each write for ObserveWrites.
+	writes storeutil.WriteTimer
 
 	// Checkpointer settings (tests change them).
 	checkpointInterval time.Duration
@@ -54,13 +54,6 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 }
-
-// Page sizes (API.md: default 100, events 1000, maximum 10000).
-const (
-	defaultLimit      = 100
-	defaultEventLimit = 1000
-	maxLimit          = 10000
-)
 
 // Open opens (creating if needed) the database at path, takes exclusive
 // ownership of it and applies pending migrations. It fails with an error
@@ -446,11 +439,4 @@ func dbErr(err error) error {
 		return nil
 	}
 	return fmt.Errorf("sqlite: %w", err)
-}
-
-func pageLimit(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return min(n, maxLimit)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // turnVals are a turn's mutable fields encoded for SQL, computed before the
@@ -46,45 +47,13 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 	return v, nil
 }
 
-func validStatus(s string) bool {
-	switch s {
-	case forge.TurnRunning, forge.TurnDone, forge.TurnCancelled, forge.TurnErrored:
-		return true
-	}
-	return false
-}
-
-// storedEvents drops bus-only events (deltas are never stored) and returns
-// the highest seq among the rest.
-func storedEvents(evs []forge.Event) ([]forge.Event, int64) {
-	var maxSeq int64
-	out := evs[:0:0]
-	for _, e := range evs {
-		if !e.Stored() {
-			continue
-		}
-		out = append(out, e)
-		maxSeq = max(maxSeq, e.Seq)
-	}
-	return out, maxSeq
-}
-
 // BeginTurn inserts a turn with its input messages and events and moves the
 // session tip, in one transaction.
 func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
-	if b == nil || b.Turn == nil || b.Turn.ID == "" || b.Turn.SessionID == "" {
-		return forge.Errorf(forge.ErrInvalid, "turn id and session id are required")
+	t, evs, err := storeutil.BeginTurn(b, s.now)
+	if err != nil {
+		return err
 	}
-	t := *b.Turn
-	if t.Status == "" {
-		t.Status = forge.TurnRunning
-	}
-	if !validStatus(t.Status) {
-		return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
-	}
-	t.CreatedAt = orNow(t.CreatedAt, s.now)
-	evs, maxSeq := storedEvents(b.Events)
-	t.LastSeq = max(t.LastSeq, maxSeq)
 	v, err := encodeTurn(&t)
 	if err != nil {
 		return err
@@ -153,7 +122,7 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 	if err != nil {
 		return err
 	}
-	b.Turn.Status, b.Turn.CreatedAt, b.Turn.LastSeq = t.Status, t.CreatedAt, t.LastSeq
+	storeutil.Begun(b, &t)
 	return nil
 }
 
@@ -181,27 +150,12 @@ func turnInsertErr(err error, t *forge.Turn) error {
 // The terminal write also adds the turn's usage to the session's total, so
 // each ended turn is counted once.
 func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
-	if b == nil || b.TurnID == "" || b.SessionID == "" {
-		return forge.Errorf(forge.ErrInvalid, "batch needs a session id and a turn id")
+	t, evs, maxSeq, err := storeutil.Commit(b, s.now)
+	if err != nil {
+		return err
 	}
-	evs, maxSeq := storedEvents(b.Events)
-	var (
-		v   turnVals
-		err error
-		t   forge.Turn
-	)
+	var v turnVals
 	if b.Turn != nil {
-		t = *b.Turn
-		if t.ID != "" && t.ID != b.TurnID {
-			return forge.Errorf(forge.ErrInvalid, "batch turn %s does not match fence %s", t.ID, b.TurnID)
-		}
-		if !validStatus(t.Status) {
-			return forge.Errorf(forge.ErrInvalid, "bad turn status %q", t.Status)
-		}
-		if t.Ended() && t.EndedAt == nil {
-			now := s.now()
-			t.EndedAt = &now
-		}
 		if v, err = encodeTurn(&t); err != nil {
 			return err
 		}
@@ -284,10 +238,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	if err != nil {
 		return err
 	}
-	if b.Turn != nil {
-		// The stored last_seq never goes back and covers the batch's events.
-		b.Turn.LastSeq, b.Turn.EndedAt = last, t.EndedAt
-	}
+	storeutil.Committed(b, &t, last)
 	return nil
 }
 
@@ -411,8 +362,8 @@ func (s *Store) GetTurnByID(ctx context.Context, tenant, turnID string) (*forge.
 
 // TurnByIdempotencyKey finds the turn created with key in a live session.
 func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key string) (*forge.Turn, error) {
-	if key == "" {
-		return nil, forge.Errorf(forge.ErrNotFound, "no turn with an empty idempotency key")
+	if err := storeutil.TurnKey(key); err != nil {
+		return nil, err
 	}
 	t, err := scanTurn(s.queryRow(ctx, `SELECT `+turnCols+` FROM turns t
 		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.deleted_at IS NULL
@@ -425,7 +376,7 @@ func (s *Store) TurnByIdempotencyKey(ctx context.Context, tenant, sessionID, key
 
 // ListTurns lists a live session's turns, oldest first.
 func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Turn, string, error) {
-	limit := pageLimit(opts.Limit, defaultLimit)
+	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
 	var out []*forge.Turn
 	err := s.read(ctx, func(x *tx) error {
 		if err := liveSession(x, tenant, sessionID); err != nil {
@@ -442,7 +393,7 @@ func (s *Store) ListTurns(ctx context.Context, tenant, sessionID string, opts fo
 	if err != nil {
 		return nil, "", err
 	}
-	out, next := page(out, limit, func(t *forge.Turn) string { return t.ID })
+	out, next := storeutil.Page(out, limit, func(t *forge.Turn) string { return t.ID })
 	return out, next, nil
 }
 

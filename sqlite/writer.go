@@ -147,26 +147,13 @@ func (w *writer) close() error { return w.conn.Close() }
 // statement could roll back the whole group. ctx only abandons a call
 // still waiting its turn.
 func (s *Store) write(ctx context.Context, fn func(t *tx) error) error {
-	observe := s.onWrite.Load()
-	if observe == nil {
-		return s.writeNow(ctx, fn)
-	}
-	start := time.Now()
-	err := s.writeNow(ctx, fn)
-	(*observe)(time.Since(start), err)
-	return err
+	return s.writes.Time(func() error { return s.writeNow(ctx, fn) })
 }
 
 // ObserveWrites makes every write call f with how long it took, from the
 // call to its answer (waiting for the writer included), and its error.
 // nil stops it. f runs on the caller's goroutine and must return quickly.
-func (s *Store) ObserveWrites(f func(d time.Duration, err error)) {
-	if f == nil {
-		s.onWrite.Store(nil)
-		return
-	}
-	s.onWrite.Store(&f)
-}
+func (s *Store) ObserveWrites(f func(d time.Duration, err error)) { s.writes.Set(f) }
 
 func (s *Store) writeNow(ctx context.Context, fn func(t *tx) error) error {
 	if err := ctx.Err(); err != nil {
