@@ -266,6 +266,9 @@ func TestOpenRefusesRolesThatBypassRowSecurity(t *testing.T) {
 // of the runtime role, Forge uses it as is, on a migrated database.
 func TestOpenAsRuntimeLoginRole(t *testing.T) {
 	t.Parallel()
+	// Roles are the cluster's: another database makes them (the test may
+	// run first), so that this one is not migrated yet.
+	open(t, pgtest.NewDatabase(t), testOpts).Close(ctx)
 	admin := pgtest.NewDatabase(t)
 	role := loginRole(t, admin, "IN ROLE forge_runtime")
 	url := pgtest.WithUser(t, admin, role)
