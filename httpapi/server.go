@@ -18,6 +18,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/web"
 )
 
@@ -105,7 +106,7 @@ func New(cfg Config) *Server {
 		clock:     cfg.Clock,
 		ids:       cfg.IDs,
 		keepAlive: cfg.KeepAlive,
-		writeWait: sseWriteWait,
+		writeWait: sse.WriteWait,
 		models:    cfg.Models,
 		protocols: cfg.Protocols,
 		forumSvc:  cfg.Forums,

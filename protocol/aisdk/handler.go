@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
 )
 
@@ -229,7 +230,7 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request, tenant, agent str
 	if p.messageID == "" {
 		p.messageID = turn.ID
 	}
-	h.stream(ctx, w, tenant, ses, p.messageID, nil, turn.ID, events)
+	h.stream(ctx, cancel, w, tenant, ses, p.messageID, nil, turn.ID, events)
 	return nil
 }
 
@@ -269,7 +270,7 @@ func (h *handler) resume(w http.ResponseWriter, r *http.Request, tenant, agent s
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	h.stream(ctx, w, tenant, ses, messageID, earlier, tip.ID, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, tip.ID))
+	h.stream(ctx, cancel, w, tenant, ses, messageID, earlier, tip.ID, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, tip.ID))
 	return nil
 }
 
@@ -295,13 +296,12 @@ func (h *handler) stop(w http.ResponseWriter, r *http.Request, tenant, agent str
 }
 
 // stream writes one assistant UI message: the earlier turns of its
-// exchange from the store, then the current turn's events.
-func (h *handler) stream(ctx context.Context, w http.ResponseWriter, tenant string, ses *forge.Session, messageID string, earlier []*forge.Turn, turnID string, events iter.Seq2[forge.Event, error]) {
-	sse := protocol.NewSSE(w)
-	defer sse.End()
-	if sse.Start("x-vercel-ai-ui-message-stream", "v1", "Forge-Turn-Id", turnID) != nil {
-		return
-	}
+// exchange from the store, then the current turn's events (read with ctx,
+// which cancel ends).
+func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, tenant string, ses *forge.Session, messageID string, earlier []*forge.Turn, turnID string, events iter.Seq2[forge.Event, error]) {
+	w.Header().Set("x-vercel-ai-ui-message-stream", "v1")
+	w.Header().Set("Forge-Turn-Id", turnID)
+	sw := sse.NewWriter(w, sse.WriteWait)
 	var encErr error
 	enc := &encoder{messageID: messageID, write: func(c chunk) {
 		b, err := json.Marshal(c)
@@ -309,7 +309,7 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, tenant stri
 			encErr = err
 			return
 		}
-		sse.Frame("", "", b)
+		sw.Event(0, "", b)
 	}}
 	all := func(yield func(forge.Event, error) bool) {
 		for _, t := range earlier {
@@ -327,7 +327,7 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, tenant stri
 	}
 	var proj *protocol.Projector
 	turns := 0
-	protocol.Pump(ctx, sse, h.env.KeepAlive, all, func(ev forge.Event, err error) bool {
+	sse.Pump(ctx, cancel, sw, h.env.KeepAlive, all, func(ev forge.Event, err error) bool {
 		if err == nil && ev.Type == forge.EventTurnCreated {
 			proj = protocol.NewProjector(ses.MainThreadID)
 			enc.last = turns == len(earlier)
@@ -343,12 +343,12 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, tenant stri
 			_, _, msg := h.env.Classify(err)
 			h.env.Log.Warn("chat stream ended by an error", "turn", turnID, "err", err)
 			b, _ := json.Marshal(chunk{Type: "error", ErrorText: msg})
-			sse.Frame("", "", b)
-			sse.Frame("", "", []byte("[DONE]"))
+			sw.Event(0, "", b)
+			sw.Event(0, "", []byte("[DONE]"))
 			return true
 		}
 		if enc.last && proj != nil && proj.Done() {
-			sse.Frame("", "", []byte("[DONE]"))
+			sw.Event(0, "", []byte("[DONE]"))
 			return true
 		}
 		return false

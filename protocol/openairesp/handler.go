@@ -15,6 +15,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
 )
 
@@ -202,7 +203,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if !proj.Done() {
 		return r.Context().Err()
 	}
-	_ = rc.SetWriteDeadline(time.Now().Add(protocol.WriteWait))
+	_ = rc.SetWriteDeadline(time.Now().Add(sse.WriteWait))
 	writeJSON(w, http.StatusOK, &enc.resp)
 	return nil
 }
@@ -286,21 +287,18 @@ func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant st
 		return startError(err)
 	}
 	h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
-	h.stream(ctx, w, ses, turn, rec, events, -1)
+	h.stream(ctx, cancel, w, ses, turn, rec, events, -1)
 	return nil
 }
 
-// stream writes a turn's events as a Responses stream, skipping events
-// numbered at or below after.
-func (h *handler) stream(ctx context.Context, w http.ResponseWriter, ses *forge.Session, turn *forge.Turn, rec record, events iter.Seq2[forge.Event, error], after int64) {
-	sse := protocol.NewSSE(w)
-	defer sse.End()
-	if sse.Start("Forge-Turn-Id", turn.ID) != nil {
-		return
-	}
+// stream writes a turn's events (read with ctx, which cancel ends) as a
+// Responses stream, skipping events numbered at or below after.
+func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, ses *forge.Session, turn *forge.Turn, rec record, events iter.Seq2[forge.Event, error], after int64) {
+	w.Header().Set("Forge-Turn-Id", turn.ID)
+	sw := sse.NewWriter(w, sse.WriteWait)
 	proj := protocol.NewProjector(ses.MainThreadID)
-	enc := newEncoder(base(turn, ses, rec), after, func(typ string, data []byte) { sse.Frame(typ, "", data) })
-	protocol.Pump(ctx, sse, h.env.KeepAlive, events, func(ev forge.Event, err error) bool {
+	enc := newEncoder(base(turn, ses, rec), after, func(typ string, data []byte) { sw.Event(0, typ, data) })
+	sse.Pump(ctx, cancel, sw, h.env.KeepAlive, events, func(ev forge.Event, err error) bool {
 		if err == nil {
 			err = proj.Apply(ev, enc.step)
 		}
@@ -311,7 +309,7 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, ses *forge.
 			_, code, msg := h.env.Classify(err)
 			h.env.Log.Warn("response stream ended by an error", "turn", turn.ID, "err", err)
 			data, _ := json.Marshal(streamEvent{Type: "error", SequenceNumber: enc.seq + 1, Code: code, Message: msg})
-			sse.Frame("error", "", data)
+			sw.Event(0, "error", data)
 			return true
 		}
 		return proj.Done()
@@ -403,7 +401,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, tenant string, arg
 	if stream {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		h.stream(ctx, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after)
+		h.stream(ctx, cancel, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after)
 		return nil
 	}
 	resp, err := h.build(r.Context(), tenant, ses, t, rec)

@@ -1,0 +1,191 @@
+// Package sse writes Server-Sent Events streams: the frames, batched per
+// burst, and the pump that feeds them from an iterator with keep-alive
+// pings. Forge's own event stream (httpapi) and the protocols it speaks
+// (protocol/...) each frame their events; this is the part they share.
+package sse
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// WriteWait bounds one write to a client: a client that reads nothing
+	// for this long is cut off.
+	WriteWait = 30 * time.Second
+	// buffer is how many items may wait between the iterator and the
+	// connection; a full buffer makes the iterator wait (its producer
+	// decides when a subscriber is too slow).
+	buffer = 128
+	// chunk is the size at which a burst is written out before it ends.
+	chunk = 32 << 10
+	// defaultKeepAlive is the ping interval when none is given.
+	defaultKeepAlive = 15 * time.Second
+)
+
+// Writer writes Server-Sent Events frames to one response, batching the
+// frames of a burst into one write and one flush. Each write sets its own
+// deadline, which also lifts a server's WriteTimeout for the stream's life.
+type Writer struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	buf  []byte
+	wait time.Duration
+}
+
+// NewWriter returns a writer on w whose writes may each take wait.
+func NewWriter(w http.ResponseWriter, wait time.Duration) *Writer {
+	return &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 4096), wait: wait}
+}
+
+// Start writes the stream's status and headers (with those the caller set
+// on the response) and flushes them, so the client knows the stream is
+// open before the first event.
+func (s *Writer) Start() error {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
+	s.w.WriteHeader(http.StatusOK)
+	return s.Flush()
+}
+
+// Event appends one frame: an id: line when id > 0, an event: line when
+// event is set, then data, which must hold no newline (JSON from
+// encoding/json holds none).
+func (s *Writer) Event(id int64, event string, data []byte) {
+	if id > 0 {
+		s.buf = append(s.buf, "id: "...)
+		s.buf = strconv.AppendInt(s.buf, id, 10)
+		s.buf = append(s.buf, '\n')
+	}
+	if event != "" {
+		s.buf = append(s.buf, "event: "...)
+		s.buf = append(s.buf, oneLine(event)...)
+		s.buf = append(s.buf, '\n')
+	}
+	s.buf = append(s.buf, "data: "...)
+	s.buf = append(s.buf, data...)
+	s.buf = append(s.buf, "\n\n"...)
+}
+
+// Comment appends a comment line, which clients ignore (a keep-alive).
+func (s *Writer) Comment(text string) {
+	s.buf = append(s.buf, ": "...)
+	s.buf = append(s.buf, oneLine(text)...)
+	s.buf = append(s.buf, "\n\n"...)
+}
+
+// Buffered is how many bytes wait to be written.
+func (s *Writer) Buffered() int { return len(s.buf) }
+
+// Flush writes what is buffered and pushes it to the client.
+func (s *Writer) Flush() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.wait))
+	if len(s.buf) > 0 {
+		_, err := s.w.Write(s.buf)
+		s.buf = s.buf[:0]
+		if err != nil {
+			return err
+		}
+	}
+	return s.rc.Flush()
+}
+
+// End clears the write deadline the stream set (net/http clears it after
+// the handler too; this keeps that explicit).
+func (s *Writer) End() { _ = s.rc.SetWriteDeadline(time.Time{}) }
+
+func oneLine(s string) string {
+	if strings.ContainsAny(s, "\r\n") {
+		return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	}
+	return s
+}
+
+type item[T any] struct {
+	v   T
+	err error
+}
+
+// Pump streams items as SSE on w. ctx is the items' context and cancel
+// ends it: Pump reads the items on a goroutine of its own, starts w, and
+// hands each item to handle, which appends its frames to w. It writes and
+// flushes once no further item is immediately ready (or a burst has
+// filled 32 KiB), pings an idle client every keepAlive (15 s when not
+// positive), and returns when handle reports the end, an error came
+// (handed to handle, except context.Canceled), the items end, a write
+// fails or ctx is done. Before returning it cancels ctx, waits for its
+// goroutine and clears w's deadline.
+func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keepAlive time.Duration, items iter.Seq2[T, error], handle func(v T, err error) (end bool)) {
+	ch := make(chan item[T], buffer)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		for v, err := range items {
+			select {
+			case ch <- item[T]{v, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	defer w.End()
+	if w.Start() != nil {
+		return
+	}
+	if keepAlive <= 0 {
+		keepAlive = defaultKeepAlive
+	}
+	ping := time.NewTicker(keepAlive)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ping.C:
+			w.Comment("ping")
+			if w.Flush() != nil {
+				return
+			}
+		case it, ok := <-ch:
+			end := false
+			for {
+				switch {
+				case !ok, errors.Is(it.err, context.Canceled):
+					end = true // the items ended, or were cancelled
+				default:
+					end = handle(it.v, it.err) || it.err != nil
+				}
+				if end || w.Buffered() >= chunk {
+					break
+				}
+				// Take whatever else is ready before flushing.
+				select {
+				case it, ok = <-ch:
+					continue
+				default:
+				}
+				break
+			}
+			if w.Flush() != nil || end {
+				return
+			}
+			ping.Reset(keepAlive)
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package sse_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/forge-runtime/forge/internal/sse"
+)
+
+// recorder is a ResponseWriter (with Flush) safe to read while a pump
+// writes to it.
+type recorder struct {
+	mu      sync.Mutex
+	header  http.Header
+	status  int
+	body    strings.Builder
+	flushes int
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status = status
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.body.Write(p)
+}
+
+func (r *recorder) Flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushes++
+}
+
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.body.String()
+}
+
+func TestFrames(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	rec.Header().Set("Forge-Turn-Id", "turn_1")
+	rec.Header().Set("Content-Length", "9")
+	w := sse.NewWriter(rec, time.Second)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Event(7, "turn.done", []byte(`{"seq":7}`))
+	w.Event(0, "forum.typing", []byte(`{}`))
+	w.Event(0, "", []byte("[DONE]"))
+	w.Event(0, "bad\r\ntype", []byte("x"))
+	w.Comment("ping\nnow")
+	if w.Buffered() == 0 {
+		t.Fatal("nothing buffered before Flush")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "id: 7\nevent: turn.done\ndata: {\"seq\":7}\n\n" +
+		"event: forum.typing\ndata: {}\n\n" +
+		"data: [DONE]\n\n" +
+		"event: bad  type\ndata: x\n\n" +
+		": ping now\n\n"
+	if got := rec.String(); got != want {
+		t.Fatalf("stream:\n%q\nwant\n%q", got, want)
+	}
+	h := rec.Header()
+	if rec.status != http.StatusOK || h.Get("Content-Type") != "text/event-stream" || h.Get("Cache-Control") != "no-cache" ||
+		h.Get("Forge-Turn-Id") != "turn_1" || h.Get("Content-Length") != "" {
+		t.Fatalf("status %d, headers %v", rec.status, h)
+	}
+}
+
+// blocking yields vals, then waits for ctx like a live tail with nothing
+// more to say.
+func blocking(ctx context.Context, vals ...string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for _, v := range vals {
+			if !yield(v, nil) {
+				return
+			}
+		}
+		<-ctx.Done()
+	}
+}
+
+// TestPumpEndsWhenHandleDoes: once handle ends the stream, Pump cancels the
+// items' context, so a live tail waiting for more does not keep it (in a
+// bubble, a Pump that waited would be a deadlock).
+func TestPumpEndsWhenHandleDoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		rec := newRecorder()
+		var got []string
+		sse.Pump(ctx, cancel, sse.NewWriter(rec, time.Second), time.Hour, blocking(ctx, "a", "b", "c"), func(v string, err error) bool {
+			got = append(got, v)
+			return v == "b"
+		})
+		if strings.Join(got, ",") != "a,b" || ctx.Err() == nil {
+			t.Fatalf("handled %v; ctx %v", got, ctx.Err())
+		}
+	})
+}
+
+// TestPumpPingsAnIdleClient: every keepAlive without an item, a comment.
+func TestPumpPingsAnIdleClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		rec := newRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sse.Pump(ctx, cancel, sse.NewWriter(rec, time.Second), 10*time.Second, blocking(ctx), func(string, error) bool { return false })
+		}()
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		if got := rec.String(); got != ": ping\n\n: ping\n\n" {
+			t.Fatalf("after 25 s idle: %q", got)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestPumpErrors: an error is handed to handle and ends the stream; a
+// cancellation ends it without a word.
+func TestPumpErrors(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		err    error
+		handed bool
+	}{{boom, true}, {context.Canceled, false}, {errors.Join(context.Canceled, boom), false}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		items := func(yield func(string, error) bool) {
+			if yield("a", nil) {
+				yield("", c.err)
+			}
+		}
+		var got []error
+		sse.Pump(ctx, cancel, sse.NewWriter(newRecorder(), time.Second), time.Hour, items, func(v string, err error) bool {
+			got = append(got, err)
+			return false
+		})
+		if len(got) < 1 || got[0] != nil || (len(got) == 2) != c.handed || (c.handed && got[1] != c.err) {
+			t.Errorf("%v: handed %v", c.err, got)
+		}
+	}
+}
+
+// TestPumpWritesEveryItem: items that end by themselves all reach the
+// client, in order, and Pump returns.
+func TestPumpWritesEveryItem(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	rec := newRecorder()
+	w := sse.NewWriter(rec, time.Second)
+	var want strings.Builder
+	items := func(yield func(int64, error) bool) {
+		for i := int64(1); i <= 2000; i++ {
+			if !yield(i, nil) {
+				return
+			}
+		}
+	}
+	big := []byte(strings.Repeat("x", 100))
+	sse.Pump(ctx, cancel, w, time.Hour, items, func(i int64, err error) bool {
+		w.Event(i, "e", big)
+		return false
+	})
+	for i := 1; i <= 2000; i++ {
+		want.WriteString("id: " + strconv.Itoa(i) + "\nevent: e\ndata: " + string(big) + "\n\n")
+	}
+	if got := rec.String(); got != want.String() {
+		t.Fatalf("the stream lost or reordered frames (%d bytes, want %d)", len(got), want.Len())
+	}
+}
