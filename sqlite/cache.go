@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -27,9 +28,11 @@ import (
 //     is served only while its session is cached, that is live.
 //
 // It is written through. A write that changes a cached kind of row puts
-// the row as stored (RETURNING) or drops it, once its transaction has
-// committed and before the write returns (see tx.after), so that a caller
-// never reads from the cache a row older than one its own writes made.
+// the row as stored (RETURNING), applies its change to the cached row (a
+// session's tip and usage: what the UPDATE did, on a copy) or drops it,
+// once its transaction has committed and before the write returns (see
+// tx.after), so that a caller never reads from the cache a row older than
+// one its own writes made.
 // A read that misses fills the cache only if nothing was put or dropped
 // since the read began (epoch): otherwise it could put back a row older
 // than the write it raced. The Store owns its database file (the flock in
@@ -147,6 +150,28 @@ func (c *rowCache) putSession(tenant, id string, vals []any) {
 	defer c.mu.Unlock()
 	c.epoch++
 	putBounded(c.sessions, cacheKey{tenant, id}, vals, maxCachedSessions)
+}
+
+// updateSession applies a committed write's change to the cached row of a
+// session, if cached: f gets a copy of the row (readers may hold the
+// cached one) and returns false when it cannot apply the change, which
+// drops the row. Changes are applied in commit order (tx.after), each to
+// the row every earlier commit left, so the result is the row as stored.
+func (c *rowCache) updateSession(tenant, id string, f func(vals []any) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	k := cacheKey{tenant, id}
+	old, ok := c.sessions[k]
+	if !ok {
+		return
+	}
+	vals := slices.Clone(old)
+	if !f(vals) {
+		delete(c.sessions, k)
+		return
+	}
+	c.sessions[k] = vals
 }
 
 // putTurn stores an ended turn's row a committed write returned.

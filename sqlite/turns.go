@@ -110,13 +110,19 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		if err := insertEvents(x, erows); err != nil {
 			return err
 		}
-		vals, err := returning(x.queryRow(`UPDATE sessions SET tip_turn_id = ?, updated_at = ? WHERE tenant = ? AND id = ?
-			RETURNING `+sessionCols+`, deleted_at`,
-			t.ID, unixNano(s.now()), t.Tenant, t.SessionID))
-		if err != nil {
+		// The session is live (checked above, in this transaction): its
+		// cached row, if any, takes the same change.
+		updated := unixNano(s.now())
+		if _, err := x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
+			t.ID, updated, t.Tenant, t.SessionID); err != nil {
 			return dbErr(err)
 		}
-		putSessionAfter(x, s, t.Tenant, t.SessionID, vals)
+		x.after(func() {
+			s.rc.updateSession(t.Tenant, t.SessionID, func(vals []any) bool {
+				vals[sessionTipCol], vals[sessionUpdatedCol] = t.ID, updated
+				return true
+			})
+		})
 		return nil
 	})
 	if err != nil {
@@ -242,25 +248,48 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	return nil
 }
 
-// addSessionUsage adds u to the session's usage total.
+// addSessionUsage adds u to the session's usage total. The cached row of
+// the session, if any, takes the same sums (without a RETURNING clause,
+// which costs a single-row UPDATE several times its own work).
 func addSessionUsage(x *tx, s *Store, tenant, sessionID string, u forge.Usage) error {
 	if u == (forge.Usage{}) {
 		return nil
 	}
-	vals, err := returning(x.queryRow(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + ?,
+	res, err := x.exec(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + ?,
 		usage_output_tokens = usage_output_tokens + ?, usage_reasoning_tokens = usage_reasoning_tokens + ?,
 		usage_cache_read_tokens = usage_cache_read_tokens + ?, usage_cache_write_tokens = usage_cache_write_tokens + ?,
-		usage_cost = usage_cost + ? WHERE tenant = ? AND id = ? RETURNING `+sessionCols+`, deleted_at`,
+		usage_cost = usage_cost + ? WHERE tenant = ? AND id = ?`,
 		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
-		tenant, sessionID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil // no such session: nothing to add to, as before
-	}
+		tenant, sessionID)
 	if err != nil {
 		return dbErr(err)
 	}
-	putSessionAfter(x, s, tenant, sessionID, vals)
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return dbErr(err) // no such session: nothing to add to, as before
+	}
+	x.after(func() {
+		s.rc.updateSession(tenant, sessionID, func(vals []any) bool { return addUsage(vals[sessionUsageCol:], u) })
+	})
 	return nil
+}
+
+// addUsage adds u to the usage columns of a cached session row (usageCols,
+// as the driver returns them), as SQLite's sums do; false if a value is
+// not of the type the columns hold.
+func addUsage(vals []any, u forge.Usage) bool {
+	for i, d := range []int64{u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens} {
+		n, ok := vals[i].(int64)
+		if !ok {
+			return false
+		}
+		vals[i] = n + d
+	}
+	c, ok := vals[5].(float64)
+	if !ok {
+		return false
+	}
+	vals[5] = c + u.Cost
+	return true
 }
 
 // fenceErr explains why the fencing UPDATE matched no row.
