@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/forge-runtime/forge"
 )
 
 // The row cache.
@@ -21,7 +23,8 @@ import (
 // cache keeps those rows in memory, as the driver returned them, and they
 // are scanned exactly as a read from the database would be:
 //
-//   - live sessions and live agents (by name), filled by the reads that
+//   - live sessions and live agents (by name, decoded: a turn's lookup
+//     then costs a copy, not a JSON decoding), filled by the reads that
 //     miss;
 //   - ended turns, whose rows never change again, put by the terminal
 //     write itself (RETURNING) and by reads that find one; a cached turn
@@ -57,14 +60,14 @@ type rowCache struct {
 	epoch    uint64     // counts puts and drops
 	sessions map[cacheKey][]any
 	turns    map[cacheKey]cachedTurn
-	agents   map[cacheKey][]any // by name
+	agents   map[cacheKey]*forge.Agent // by name, decoded; handed out as clones
 }
 
 func newRowCache() *rowCache {
 	return &rowCache{
 		sessions: map[cacheKey][]any{},
 		turns:    map[cacheKey]cachedTurn{},
-		agents:   map[cacheKey][]any{},
+		agents:   map[cacheKey]*forge.Agent{},
 	}
 }
 
@@ -110,11 +113,15 @@ func (c *rowCache) turnByID(tenant, id string) ([]any, bool) {
 	return t.vals, true
 }
 
-func (c *rowCache) agent(tenant, name string) ([]any, bool) {
+// agent returns a copy of the live agent named name.
+func (c *rowCache) agent(tenant, name string) (*forge.Agent, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.agents[cacheKey{tenant, name}]
-	return v, ok
+	a, ok := c.agents[cacheKey{tenant, name}]
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	return a.Clone(), true
 }
 
 // fillSession caches a live session read at epoch.
@@ -135,12 +142,13 @@ func (c *rowCache) fillTurn(epoch uint64, tenant, session, id string, vals []any
 	}
 }
 
-// fillAgent caches the live agent named name, read at epoch.
-func (c *rowCache) fillAgent(epoch uint64, tenant, name string, vals []any) {
+// fillAgent caches a copy of the live agent named name, read at epoch.
+func (c *rowCache) fillAgent(epoch uint64, tenant, name string, a *forge.Agent) {
+	a = a.Clone() // the caller may change its own
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.epoch == epoch {
-		putBounded(c.agents, cacheKey{tenant, name}, vals, maxCachedAgents)
+		putBounded(c.agents, cacheKey{tenant, name}, a, maxCachedAgents)
 	}
 }
 

@@ -286,7 +286,7 @@ func TestRowCacheFillLosesToWrites(t *testing.T) {
 	}
 	e = c.begin()
 	c.dropAgent("t", "a")
-	c.fillAgent(e, "t", "a", old)
+	c.fillAgent(e, "t", "a", &forge.Agent{Name: "a"})
 	if _, ok := c.agent("t", "a"); ok {
 		t.Error("a dropped agent came back")
 	}
@@ -448,5 +448,32 @@ func TestAddUsageRefusesOtherTypes(t *testing.T) {
 	}
 	if addUsage([]any{"1", int64(2), int64(3), int64(4), int64(5), 0.5}, forge.Usage{Cost: 1}) {
 		t.Fatal("addUsage accepted a text token count")
+	}
+}
+
+// TestRowCacheAgentsAreCopies: the cache keeps agents decoded and hands
+// out copies: a caller changing the agent it got changes nobody else's.
+func TestRowCacheAgentsAreCopies(t *testing.T) {
+	t.Parallel()
+	s := openT(t)
+	ctx := context.Background()
+	a := &forge.Agent{Tenant: "acme", Name: "a", Model: "scripted/echo", Tools: []forge.ToolSpec{{Name: "t", InputSchema: []byte(`{"type":"object"}`)}},
+		Approval: map[string]string{"t": "always"}, Subagents: []string{"b"}}
+	if err := s.CreateAgent(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.GetAgent(ctx, "acme", "a") // fills the cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Instructions = "changed"
+	first.Tools[0].InputSchema[2] = 'X'
+	first.Approval["t"] = "never"
+	first.Subagents[0] = "z"
+	for range 2 {
+		got, err := s.GetAgent(ctx, "acme", "a")
+		d, derr := directAgent(t, s, "acme", "a")
+		same(t, "agent", got, err, d, derr)
+		got.Subagents[0] = "y"
 	}
 }
