@@ -195,10 +195,10 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 			var vals []any
 			vals, err = returning(x.queryRow(`UPDATE turns SET status = ?, output = ?, required_actions = ?, error = ?,
 				cancel_reason = ?, usage = ?, iterations = ?, last_seq = max(last_seq, ?, ?), ended_at = ?,
-				cancel_message = ?
+				cancel_message = ?, snapshot = coalesce(?, snapshot)
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING `+turnColsBare,
 				t.Status, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq, maxSeq,
-				v.ended, v.cancelMsg, b.Tenant, b.SessionID, b.TurnID))
+				v.ended, v.cancelMsg, snap, b.Tenant, b.SessionID, b.TurnID))
 			if err == nil {
 				err = valuesRow(vals[turnLastSeqCol : turnLastSeqCol+1]).Scan(&last)
 			}
@@ -206,9 +206,9 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 				x.after(func() { s.rc.putTurn(b.Tenant, b.SessionID, b.TurnID, vals) })
 			}
 		} else {
-			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?)
+			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?), snapshot = coalesce(?, snapshot)
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
-				maxSeq, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
+				maxSeq, snap, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return fenceErr(x, b)
@@ -230,16 +230,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		if err := upsertParts(x, parts); err != nil {
 			return err
 		}
-		if err := insertEvents(x, erows); err != nil {
-			return err
-		}
-		if snap != nil {
-			_, err := x.exec(`INSERT INTO snapshots (tenant, turn_id, session_id, body) VALUES (?, ?, ?, ?)
-				ON CONFLICT (tenant, turn_id) DO UPDATE SET body = excluded.body`,
-				b.Tenant, b.TurnID, b.SessionID, snap)
-			return dbErr(err)
-		}
-		return nil
+		return insertEvents(x, erows)
 	})
 	if err != nil {
 		return err
@@ -454,7 +445,8 @@ func scanTurns(rows *sql.Rows) ([]*forge.Turn, error) {
 // carried one.
 func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.Snapshot, error) {
 	var body string
-	err := s.queryRow(ctx, `SELECT body FROM snapshots WHERE tenant = ? AND turn_id = ?`, tenant, turnID).Scan(&body)
+	err := s.queryRow(ctx, `SELECT snapshot FROM turns WHERE tenant = ? AND id = ? AND snapshot IS NOT NULL`,
+		tenant, turnID).Scan(&body)
 	if err != nil {
 		return nil, notFound(err, "no snapshot for turn %s", turnID)
 	}

@@ -485,6 +485,23 @@ var commitTests = []test{
 		f.ok(err, "GetSnapshot")
 		f.sameJSON(got, snap, "snapshot")
 	}},
+	{name: "SnapshotOfTheLastBatchThatCarriedOne", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t := f.start(ses, nil, "hi").turn
+		for _, n := range []int64{1, 2} {
+			f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+				Snapshot: &forge.Snapshot{TurnID: t.ID, ContextTokens: n}}), "checkpoint with a snapshot")
+			got, err := f.s.GetSnapshot(f.ctx, tenantA, t.ID)
+			f.ok(err, "GetSnapshot")
+			f.sameJSON(got, &forge.Snapshot{TurnID: t.ID, ContextTokens: n}, "snapshot of the checkpoint")
+		}
+		// A batch without one (here the terminal write) keeps the last.
+		t.Status, t.EndedAt = forge.TurnDone, ptr(f.now())
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID, Turn: t}), "terminal Commit")
+		got, err := f.s.GetSnapshot(f.ctx, tenantA, t.ID)
+		f.ok(err, "GetSnapshot after the end")
+		f.sameJSON(got, &forge.Snapshot{TurnID: t.ID, ContextTokens: 2}, "snapshot after a batch without one")
+	}},
 }
 
 var turnTests = []test{
