@@ -68,41 +68,53 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		return err
 	}
 	err = s.write(ctx, func(x *tx) error {
-		// One statement checks the session, the previous turn and the
-		// idempotency key (a NULL ?3 or ?4 matches no turn).
-		var (
-			tip           sql.NullString
-			prevOK, keyed bool
-		)
-		err := x.queryRow(`SELECT tip_turn_id,
-				EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND id = ?3),
-				EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND idempotency_key = ?4)
-			FROM sessions WHERE tenant = ?1 AND id = ?2 AND deleted_at IS NULL`,
-			t.Tenant, t.SessionID, strPtr(t.PreviousTurnID), nullStr(t.IdempotencyKey)).Scan(&tip, &prevOK, &keyed)
-		if err != nil {
-			return notFound(err, "session %s not found", t.SessionID)
-		}
-		if t.PreviousTurnID != nil && !prevOK {
-			// A chain never leaves its session: ListMessages walks it.
-			return forge.Errorf(forge.ErrNotFound, "previous turn %s not found in session %s", *t.PreviousTurnID, t.SessionID)
-		}
-		if keyed {
-			return forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
-		}
-		// The partial unique index turns_one_running is what refuses a
-		// second running turn; checking it before ExpectTip makes a running
-		// turn win over a moved tip (the running turn is what moved it).
-		_, err = x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
+		// The checks ride on the writes: the unique indexes of turns refuse
+		// a second running turn, a used idempotency key or turn id; the
+		// session's UPDATE matches only a live session at the expected
+		// tip; a previous turn that is that tip is a turn of the session.
+		// Only when a write fails, or the previous turn is not the
+		// expected tip, does a read (beginCheck) find out which error it
+		// is, in the order they rank: session, previous turn, key, then
+		// the running turn (which wins over a moved tip: it is what moved
+		// it) and the tip.
+		_, err := x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
 			idempotency_key, created_at, ended_at, cancel_message, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
 			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger)
 		if err != nil {
+			if _, cerr := beginCheck(x, &t, false); cerr != nil {
+				return cerr
+			}
 			return turnInsertErr(err, &t)
 		}
-		if b.ExpectTip != nil && tip.String != *b.ExpectTip {
-			return forge.Errorf(forge.ErrConflict, "session %s tip moved to %q", t.SessionID, tip.String)
+		updated := unixNano(s.now())
+		var res sql.Result
+		if b.ExpectTip == nil {
+			res, err = x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ?
+				WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, t.ID, updated, t.Tenant, t.SessionID)
+		} else {
+			res, err = x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ?
+				WHERE tenant = ? AND id = ? AND deleted_at IS NULL AND coalesce(tip_turn_id, '') = ?`,
+				t.ID, updated, t.Tenant, t.SessionID, *b.ExpectTip)
+		}
+		if err != nil {
+			return dbErr(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return dbErr(err)
+		} else if n == 0 {
+			tip, cerr := beginCheck(x, &t, true)
+			if cerr != nil {
+				return cerr
+			}
+			return forge.Errorf(forge.ErrConflict, "session %s tip moved to %q", t.SessionID, tip)
+		}
+		if t.PreviousTurnID != nil && (b.ExpectTip == nil || *b.ExpectTip != *t.PreviousTurnID) {
+			if _, cerr := beginCheck(x, &t, true); cerr != nil {
+				return cerr
+			}
 		}
 		if err := insertMessages(x, msgs, parts); err != nil {
 			return err
@@ -110,13 +122,7 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		if err := insertEvents(x, erows); err != nil {
 			return err
 		}
-		// The session is live (checked above, in this transaction): its
-		// cached row, if any, takes the same change.
-		updated := unixNano(s.now())
-		if _, err := x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
-			t.ID, updated, t.Tenant, t.SessionID); err != nil {
-			return dbErr(err)
-		}
+		// The session's cached row, if any, takes the same change.
 		x.after(func() {
 			s.rc.updateSession(t.Tenant, t.SessionID, func(vals []any) bool {
 				vals[sessionTipCol], vals[sessionUpdatedCol] = t.ID, updated
@@ -130,6 +136,40 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 	}
 	storeutil.Begun(b, &t)
 	return nil
+}
+
+// beginCheck reads, inside BeginTurn's transaction, what may refuse the
+// turn t before its own writes do: a session that is not there (or
+// deleted), a previous turn that is not one of its turns, an idempotency
+// key already used (a NULL ?3 or ?4 matches no turn) by another turn than
+// t, once inserted. It returns the session's tip and the first of these
+// errors.
+func beginCheck(x *tx, t *forge.Turn, inserted bool) (tip string, err error) {
+	var (
+		tipCol        sql.NullString
+		prevOK, keyed bool
+		self          any // nil: t is not in the table
+	)
+	if inserted {
+		self = t.ID
+	}
+	err = x.queryRow(`SELECT tip_turn_id,
+			EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND id = ?3),
+			EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND idempotency_key = ?4
+				AND (?5 IS NULL OR id <> ?5))
+		FROM sessions WHERE tenant = ?1 AND id = ?2 AND deleted_at IS NULL`,
+		t.Tenant, t.SessionID, strPtr(t.PreviousTurnID), nullStr(t.IdempotencyKey), self).Scan(&tipCol, &prevOK, &keyed)
+	if err != nil {
+		return "", notFound(err, "session %s not found", t.SessionID)
+	}
+	if t.PreviousTurnID != nil && !prevOK {
+		// A chain never leaves its session: ListMessages walks it.
+		return "", forge.Errorf(forge.ErrNotFound, "previous turn %s not found in session %s", *t.PreviousTurnID, t.SessionID)
+	}
+	if keyed {
+		return "", forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
+	}
+	return tipCol.String, nil
 }
 
 // turnInsertErr maps the unique indexes of turns to their errors.
