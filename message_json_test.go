@@ -73,6 +73,61 @@ func randMessage(r *rand.Rand) *Message {
 	return m
 }
 
+func randTurn(r *rand.Rand) *Turn {
+	str := func() *string {
+		if r.IntN(2) == 0 {
+			return nil
+		}
+		s := pick(r, jsonStrings)
+		return &s
+	}
+	t := &Turn{ID: pick(r, jsonStrings), Tenant: "t", SessionID: pick(r, jsonStrings), PreviousTurnID: str(),
+		AgentID: pick(r, jsonStrings), AgentVersion: r.IntN(1000) - 10, Status: pick(r, jsonStrings),
+		CancelReason: str(), CancelMessage: str(), Iterations: r.IntN(5), LastSeq: r.Int64N(1 << 40),
+		IdempotencyKey: "k", CreatedAt: pick(r, jsonTimes),
+		Usage: Usage{InputTokens: r.Int64N(1e6), Cost: pick(r, []float64{0, 0.5, 1e-9, 3e21})}}
+	switch r.IntN(3) {
+	case 0:
+	case 1:
+		t.Input = []Input{}
+	default:
+		for range 1 + r.IntN(3) {
+			in := Input{Type: pick(r, jsonStrings), Text: pick(r, jsonStrings), CallID: pick(r, jsonStrings),
+				Reason: pick(r, jsonStrings), Output: str(), IsError: r.IntN(2) == 0, Token: pick(r, jsonStrings)}
+			if r.IntN(2) == 0 {
+				a := r.IntN(2) == 0
+				in.Approved = &a
+			}
+			t.Input = append(t.Input, in)
+		}
+	}
+	if r.IntN(2) == 0 {
+		t.Output = &TurnOutput{MessageID: pick(r, jsonStrings), Text: pick(r, jsonStrings)}
+	}
+	switch r.IntN(3) {
+	case 0:
+	case 1:
+		t.RequiredActions = []RequiredAction{}
+	default:
+		for range 1 + r.IntN(2) {
+			t.RequiredActions = append(t.RequiredActions, RequiredAction{Type: pick(r, jsonStrings), CallID: pick(r, jsonStrings),
+				ThreadID: pick(r, jsonStrings), Tool: pick(r, jsonStrings), Arguments: pick(r, jsonRaws),
+				Server: pick(r, jsonStrings), AuthURL: pick(r, jsonStrings)})
+		}
+	}
+	if r.IntN(2) == 0 {
+		t.Error = &TurnError{Code: pick(r, jsonStrings), Message: pick(r, jsonStrings)}
+	}
+	if r.IntN(3) == 0 {
+		t.Trigger = &TurnTrigger{CopyID: pick(r, jsonStrings), SourceMessageID: pick(r, jsonStrings), Retry: r.IntN(2) == 0}
+	}
+	if r.IntN(2) == 0 {
+		e := pick(r, jsonTimes)
+		t.EndedAt = &e
+	}
+	return t
+}
+
 // checkAppendJSON: where json.Marshal succeeds, AppendJSON writes the same
 // bytes or declines; where Marshal fails, AppendJSON declines.
 func checkAppendJSON(t *testing.T, v any, appendJSON func([]byte) ([]byte, bool)) (declined bool) {
@@ -101,11 +156,15 @@ func TestMessageAppendJSON(t *testing.T) {
 		if checkAppendJSON(t, m, m.AppendJSON) {
 			declined++
 		}
+		tu := randTurn(r)
+		if checkAppendJSON(t, tu, tu.AppendJSON) {
+			declined++
+		}
 	}
 	// Only the awkward times (an offset with seconds) are declined while
 	// Marshal would have written them.
-	if declined > n/2 {
-		t.Errorf("AppendJSON declined %d of %d values Marshal encodes", declined, 2*n)
+	if declined > n {
+		t.Errorf("AppendJSON declined %d of %d values Marshal encodes", declined, 3*n)
 	}
 	// A typical part and message are written, not declined.
 	now := time.Now()
@@ -113,10 +172,14 @@ func TestMessageAppendJSON(t *testing.T) {
 		Data: json.RawMessage(`{"iteration":1}`)}
 	m := &Message{ID: "msg_1", SessionID: "ses_1", TurnID: "turn_1", ThreadID: "thr_1", Role: RoleAssistant,
 		Model: "scripted/echo", Usage: &Usage{InputTokens: 1, Cost: 0.5}, CreatedAt: now, Parts: []*Part{p}}
+	tu := &Turn{ID: "turn_1", SessionID: "ses_1", AgentID: "ag_1", AgentVersion: 1, Status: TurnDone,
+		Input: []Input{{Type: InputMessage, Text: "hi"}}, Output: &TurnOutput{MessageID: "msg_1", Text: "echo: hi"},
+		RequiredActions: []RequiredAction{}, Usage: Usage{InputTokens: 250, OutputTokens: 2}, Iterations: 1, LastSeq: 1100,
+		CreatedAt: now, EndedAt: &now}
 	for _, c := range []struct {
 		v any
 		f func([]byte) ([]byte, bool)
-	}{{p, p.AppendJSON}, {m, m.AppendJSON}} {
+	}{{p, p.AppendJSON}, {m, m.AppendJSON}, {tu, tu.AppendJSON}} {
 		if checkAppendJSON(t, c.v, c.f) {
 			t.Errorf("a typical %T was declined", c.v)
 		}

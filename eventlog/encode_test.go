@@ -21,7 +21,9 @@ func TestEncodeDataIsMarshal(t *testing.T) {
 		Usage: &forge.Usage{InputTokens: 3, Cost: 1e-7}, CreatedAt: now, Parts: []*forge.Part{&p, nil}}
 	lmt := p
 	lmt.CreatedAt = time.Date(1890, 1, 1, 0, 0, 0, 0, time.FixedZone("LMT", 3208)) // declined: Marshal writes it
-	for _, v := range []any{&p, p, &m, m, (*forge.Part)(nil), (*forge.Message)(nil), &lmt, forge.DeltaData{Delta: "x"},
+	tu := forge.Turn{ID: "turn_1", SessionID: "ses_1", Status: forge.TurnDone, Input: []forge.Input{{Type: forge.InputMessage, Text: "hi"}},
+		RequiredActions: []forge.RequiredAction{}, CreatedAt: now, EndedAt: &now}
+	for _, v := range []any{&p, p, &m, m, &tu, tu, (*forge.Turn)(nil), (*forge.Part)(nil), (*forge.Message)(nil), &lmt, forge.DeltaData{Delta: "x"},
 		map[string]any{"a": 1}, nil} {
 		want, werr := json.Marshal(v)
 		got, err := encodeData(v)

@@ -588,7 +588,7 @@ func (l *Log) PublishEphemeral(ctx context.Context, sessionID string, d Draft) e
 }
 
 // encodeData is json.Marshal of an event's data, written directly for the
-// parts and messages of every turn (forge.Part.AppendJSON).
+// turns, parts and messages of every turn (forge.Part.AppendJSON).
 func encodeData(v any) ([]byte, error) {
 	var b []byte
 	ok := false
@@ -600,6 +600,10 @@ func encodeData(v any) ([]byte, error) {
 	case *forge.Message:
 		b, ok = d.AppendJSON(make([]byte, 0, 512))
 	case forge.Message:
+		b, ok = d.AppendJSON(make([]byte, 0, 512))
+	case *forge.Turn:
+		b, ok = d.AppendJSON(make([]byte, 0, 512))
+	case forge.Turn:
 		b, ok = d.AppendJSON(make([]byte, 0, 512))
 	}
 	if ok {
