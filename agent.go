@@ -3,8 +3,10 @@ package forge
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -315,4 +317,44 @@ func redactMap(m map[string]string) map[string]string {
 		out[k] = "[redacted]"
 	}
 	return out
+}
+
+// Clone returns a deep copy of a: nothing reachable from it is shared
+// with a (the stores keep decoded agents and hand out clones).
+func (a *Agent) Clone() *Agent {
+	c := *a
+	c.ModelParams.MaxTokens = clonePtr(a.ModelParams.MaxTokens)
+	c.ModelParams.Temperature = clonePtr(a.ModelParams.Temperature)
+	c.ModelParams.Script = bytes.Clone(a.ModelParams.Script)
+	if a.Tools != nil {
+		c.Tools = make([]ToolSpec, len(a.Tools))
+		for i, t := range a.Tools {
+			t.InputSchema = bytes.Clone(t.InputSchema)
+			c.Tools[i] = t
+		}
+	}
+	c.Approval = maps.Clone(a.Approval)
+	if a.MCPServers != nil {
+		c.MCPServers = make([]MCPServer, len(a.MCPServers))
+		for i, s := range a.MCPServers {
+			s.Command = slices.Clone(s.Command)
+			s.Env = maps.Clone(s.Env)
+			s.Headers = maps.Clone(s.Headers)
+			c.MCPServers[i] = s
+		}
+	}
+	c.Subagents = slices.Clone(a.Subagents)
+	c.Compaction.Enabled = clonePtr(a.Compaction.Enabled)
+	c.Compaction.ContextWindow = clonePtr(a.Compaction.ContextWindow)
+	c.Compaction.Threshold = clonePtr(a.Compaction.Threshold)
+	c.Compaction.PruneToolOutputs = clonePtr(a.Compaction.PruneToolOutputs)
+	return &c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

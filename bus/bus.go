@@ -180,12 +180,21 @@ func (b *Bus) Publish(_ context.Context, ev forge.Event) error {
 	}
 	t.last = ev.Seq
 	if ev.Type == forge.EventModelMessage {
-		var p forge.Part
-		if err := json.Unmarshal(ev.Data, &p); err == nil {
-			if p.State == forge.StateStreaming {
-				t.open[p.ID] = &openPart{start: ev, row: p}
+		// The part's id and state say what to do; the whole part is
+		// decoded only when it starts streaming (most parts arrive
+		// complete).
+		var head struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal(ev.Data, &head); err == nil {
+			if head.State == forge.StateStreaming {
+				var p forge.Part
+				if err := json.Unmarshal(ev.Data, &p); err == nil {
+					t.open[p.ID] = &openPart{start: ev, row: p}
+				}
 			} else {
-				delete(t.open, p.ID)
+				delete(t.open, head.ID)
 			}
 		}
 	}

@@ -76,6 +76,7 @@ answers; 503 from the moment SIGTERM starts the drain), GET /metrics
 (Prometheus; --metrics=false turns it off). OTEL_EXPORTER_OTLP_ENDPOINT
 turns on OpenTelemetry traces over OTLP/HTTP (the other OTEL_* variables
 apply). --log-format json writes one JSON object per line on stderr.
+The GC runs with GOGC=400 unless GOGC is set (GOMEMLIMIT applies as usual).
 
 Several replicas: run identical servers behind a load balancer with
 --db postgres://... --redis redis://host:6379/0 (pool settings such as
@@ -85,6 +86,7 @@ GET /readyz checks the database and Redis; on SIGTERM it fails at once,
 running turns get --shutdown-grace to finish, then end cancelled. See
 docs/distributed.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tuneServeGC()
 			return serve(cmd.Context(), o)
 		},
 	}

@@ -175,6 +175,7 @@ type Engine struct {
 	sandboxTools map[string]bool
 
 	wg        sync.WaitGroup
+	workers   *workers // the executions' goroutines
 	histories historyCache
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
@@ -250,6 +251,7 @@ func New(cfg Config) *Engine {
 		obs:          cfg.Observer,
 		sandboxTools: map[string]bool{},
 		gaveUp:       make(chan struct{}),
+		workers:      newWorkers(),
 		running:      map[string]*execution{},
 		monologues:   cfg.Monologues,
 	}
@@ -335,6 +337,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		<-e.keeperDone
 	}
 	e.wg.Wait()
+	e.workers.stop()
 	return nil
 }
 

@@ -199,7 +199,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	created := *turn
 	x.observeTurnStart(ctx, agent)
 	e.wg.Add(1)
-	go e.execute(x)
+	e.workers.run(func() { e.execute(x) })
 	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease()}, drafts...)
 	if err == nil {
 		created.LastSeq = turn.LastSeq

@@ -280,7 +280,7 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 	if d.OnSeq != nil {
 		d.OnSeq(seq)
 	}
-	raw, err := json.Marshal(d.Data)
+	raw, err := encodeData(d.Data)
 	if err != nil {
 		return forge.Event{}, fmt.Errorf("encode %s event: %w", d.Type, err)
 	}
@@ -585,4 +585,29 @@ func (l *Log) PublishEphemeral(ctx context.Context, sessionID string, d Draft) e
 		return err
 	}
 	return l.bus.PublishEphemeral(ctx, ev)
+}
+
+// encodeData is json.Marshal of an event's data, written directly for the
+// turns, parts and messages of every turn (forge.Part.AppendJSON).
+func encodeData(v any) ([]byte, error) {
+	var b []byte
+	ok := false
+	switch d := v.(type) {
+	case *forge.Part:
+		b, ok = d.AppendJSON(make([]byte, 0, 256))
+	case forge.Part:
+		b, ok = d.AppendJSON(make([]byte, 0, 256))
+	case *forge.Message:
+		b, ok = d.AppendJSON(make([]byte, 0, 512))
+	case forge.Message:
+		b, ok = d.AppendJSON(make([]byte, 0, 512))
+	case *forge.Turn:
+		b, ok = d.AppendJSON(make([]byte, 0, 512))
+	case forge.Turn:
+		b, ok = d.AppendJSON(make([]byte, 0, 512))
+	}
+	if ok {
+		return b, nil
+	}
+	return json.Marshal(v)
 }

@@ -91,15 +91,19 @@ func lookupBuiltin(kind, id string) (builtinModel, bool) {
 	if table == nil {
 		return builtinModel{}, false
 	}
-	for _, cand := range []string{id, snapshotSuffix.ReplaceAllString(id, "")} {
+	find := func(cand string) (builtinModel, bool) {
 		if a, ok := builtinAliases[kind][cand]; ok {
 			cand = a
 		}
-		if m, ok := table[cand]; ok {
-			return m, true
-		}
+		m, ok := table[cand]
+		return m, ok
 	}
-	return builtinModel{}, false
+	if m, ok := find(id); ok {
+		return m, true
+	}
+	// The suffix is stripped only when the id itself is not in the table:
+	// the regexp costs more than the rest of a turn's model lookup.
+	return find(snapshotSuffix.ReplaceAllString(id, ""))
 }
 
 // builtinIDs lists the table's ids for kind.

@@ -100,8 +100,8 @@ func scanAgent(sc interface{ Scan(...any) error }, tenant string) (*forge.Agent,
 // GetAgent returns the current version of a live agent (from the row
 // cache when it holds it).
 func (s *Store) GetAgent(ctx context.Context, tenant, name string) (*forge.Agent, error) {
-	if vals, ok := s.rc.agent(tenant, name); ok {
-		return scanAgent(valuesRow(vals), tenant)
+	if a, ok := s.rc.agent(tenant, name); ok {
+		return a, nil
 	}
 	epoch := s.rc.begin()
 	vals, err := s.queryValues(ctx, colCount(agentCols), `SELECT `+agentCols+` FROM agents a
@@ -114,7 +114,7 @@ func (s *Store) GetAgent(ctx context.Context, tenant, name string) (*forge.Agent
 	if err != nil {
 		return nil, err
 	}
-	s.rc.fillAgent(epoch, tenant, name, vals)
+	s.rc.fillAgent(epoch, tenant, name, a)
 	return a, nil
 }
 

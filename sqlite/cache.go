@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/forge-runtime/forge"
 )
 
 // The row cache.
@@ -20,16 +23,19 @@ import (
 // cache keeps those rows in memory, as the driver returned them, and they
 // are scanned exactly as a read from the database would be:
 //
-//   - live sessions and live agents (by name), filled by the reads that
+//   - live sessions and live agents (by name, decoded: a turn's lookup
+//     then costs a copy, not a JSON decoding), filled by the reads that
 //     miss;
 //   - ended turns, whose rows never change again, put by the terminal
 //     write itself (RETURNING) and by reads that find one; a cached turn
 //     is served only while its session is cached, that is live.
 //
 // It is written through. A write that changes a cached kind of row puts
-// the row as stored (RETURNING) or drops it, once its transaction has
-// committed and before the write returns (see tx.after), so that a caller
-// never reads from the cache a row older than one its own writes made.
+// the row as stored (RETURNING), applies its change to the cached row (a
+// session's tip and usage: what the UPDATE did, on a copy) or drops it,
+// once its transaction has committed and before the write returns (see
+// tx.after), so that a caller never reads from the cache a row older than
+// one its own writes made.
 // A read that misses fills the cache only if nothing was put or dropped
 // since the read began (epoch): otherwise it could put back a row older
 // than the write it raced. The Store owns its database file (the flock in
@@ -54,14 +60,14 @@ type rowCache struct {
 	epoch    uint64     // counts puts and drops
 	sessions map[cacheKey][]any
 	turns    map[cacheKey]cachedTurn
-	agents   map[cacheKey][]any // by name
+	agents   map[cacheKey]*forge.Agent // by name, decoded; handed out as clones
 }
 
 func newRowCache() *rowCache {
 	return &rowCache{
 		sessions: map[cacheKey][]any{},
 		turns:    map[cacheKey]cachedTurn{},
-		agents:   map[cacheKey][]any{},
+		agents:   map[cacheKey]*forge.Agent{},
 	}
 }
 
@@ -107,11 +113,15 @@ func (c *rowCache) turnByID(tenant, id string) ([]any, bool) {
 	return t.vals, true
 }
 
-func (c *rowCache) agent(tenant, name string) ([]any, bool) {
+// agent returns a copy of the live agent named name.
+func (c *rowCache) agent(tenant, name string) (*forge.Agent, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.agents[cacheKey{tenant, name}]
-	return v, ok
+	a, ok := c.agents[cacheKey{tenant, name}]
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	return a.Clone(), true
 }
 
 // fillSession caches a live session read at epoch.
@@ -132,12 +142,13 @@ func (c *rowCache) fillTurn(epoch uint64, tenant, session, id string, vals []any
 	}
 }
 
-// fillAgent caches the live agent named name, read at epoch.
-func (c *rowCache) fillAgent(epoch uint64, tenant, name string, vals []any) {
+// fillAgent caches a copy of the live agent named name, read at epoch.
+func (c *rowCache) fillAgent(epoch uint64, tenant, name string, a *forge.Agent) {
+	a = a.Clone() // the caller may change its own
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.epoch == epoch {
-		putBounded(c.agents, cacheKey{tenant, name}, vals, maxCachedAgents)
+		putBounded(c.agents, cacheKey{tenant, name}, a, maxCachedAgents)
 	}
 }
 
@@ -147,6 +158,28 @@ func (c *rowCache) putSession(tenant, id string, vals []any) {
 	defer c.mu.Unlock()
 	c.epoch++
 	putBounded(c.sessions, cacheKey{tenant, id}, vals, maxCachedSessions)
+}
+
+// updateSession applies a committed write's change to the cached row of a
+// session, if cached: f gets a copy of the row (readers may hold the
+// cached one) and returns false when it cannot apply the change, which
+// drops the row. Changes are applied in commit order (tx.after), each to
+// the row every earlier commit left, so the result is the row as stored.
+func (c *rowCache) updateSession(tenant, id string, f func(vals []any) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	k := cacheKey{tenant, id}
+	old, ok := c.sessions[k]
+	if !ok {
+		return
+	}
+	vals := slices.Clone(old)
+	if !f(vals) {
+		delete(c.sessions, k)
+		return
+	}
+	c.sessions[k] = vals
 }
 
 // putTurn stores an ended turn's row a committed write returned.

@@ -194,6 +194,11 @@ func TestRowCacheServesTheTurnPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := running(t, s)
+	// The turn's own lookup of its session caches it; the writes then keep
+	// the cached row up to date.
+	if _, err := s.GetSession(ctx, "acme", f.ses.ID); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.endWith(2, forge.Usage{OutputTokens: 1})(); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +286,7 @@ func TestRowCacheFillLosesToWrites(t *testing.T) {
 	}
 	e = c.begin()
 	c.dropAgent("t", "a")
-	c.fillAgent(e, "t", "a", old)
+	c.fillAgent(e, "t", "a", &forge.Agent{Name: "a"})
 	if _, ok := c.agent("t", "a"); ok {
 		t.Error("a dropped agent came back")
 	}
@@ -380,5 +385,95 @@ func TestRowCacheUnderConcurrency(t *testing.T) {
 			t.Errorf("session %d usage %+v, want %d input tokens", i, ses.Usage, want)
 		}
 		checkTurn(t, s, "acme", id, *ses.TipTurnID)
+	}
+}
+
+// TestRowCacheSessionChangesInOneGroup: the session writes of a turn (its
+// end adds usage, the next turn's creation moves the tip) change the cached
+// row without reading it back; in one group commit, each applies to what
+// the earlier ones left, and a failed call of the group changes nothing.
+func TestRowCacheSessionChangesInOneGroup(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := openT(t)
+		ctx := context.Background()
+		f := running(t, s)
+		checkSession(t, s, "acme", f.ses.ID) // cached
+		next := &forge.Turn{ID: s.ids.New(forge.PrefixTurn), Tenant: "acme", SessionID: f.ses.ID, AgentID: "ag_1",
+			AgentVersion: 1, PreviousTurnID: &f.turn.ID}
+		begin := func() error {
+			ev := forge.Event{Seq: 3, ID: next.ID, Type: forge.EventTurnCreated, TurnID: &next.ID, Data: []byte(`{}`)}
+			return s.BeginTurn(ctx, &forge.BeginTurn{Turn: next, Events: []forge.Event{ev}})
+		}
+		unknown := &turnFixture{s: s, ses: f.ses, turn: &forge.Turn{ID: "turn_unknown", Tenant: "acme", SessionID: f.ses.ID}}
+		c1, c2 := 0.1, 0.2 // summed as float64s, as SQLite does
+		errs := queueOrdered(t, s, []func() error{
+			f.endWith(2, forge.Usage{InputTokens: 7, OutputTokens: 3, CacheReadTokens: 2, Cost: c1}),
+			unknown.endWith(4, forge.Usage{InputTokens: 1000, Cost: 9}), // fails: no such turn
+			begin,
+		})
+		if errs[0] != nil || errs[1] == nil || errs[2] != nil {
+			t.Fatalf("errors %v; want only the second call's", errs)
+		}
+		ses := checkSession(t, s, "acme", f.ses.ID)
+		if ses == nil || ses.TipTurnID == nil || *ses.TipTurnID != next.ID || ses.Usage.InputTokens != 7 ||
+			ses.Usage.CacheReadTokens != 2 || ses.Usage.Cost != c1 {
+			t.Fatalf("session after the group: %+v", ses)
+		}
+		if vals, ok := s.rc.session("acme", f.ses.ID); !ok || vals[sessionTipCol] != next.ID {
+			t.Fatalf("the session's row left the cache (%v): its changes should have been applied", vals)
+		}
+		// And once more, each alone.
+		if err := (&turnFixture{s: s, ses: f.ses, turn: next}).endWith(4, forge.Usage{InputTokens: 1, Cost: c2})(); err != nil {
+			t.Fatal(err)
+		}
+		if ses := checkSession(t, s, "acme", f.ses.ID); ses.Usage.InputTokens != 8 || ses.Usage.Cost != c1+c2 {
+			t.Fatalf("session usage after another turn: %+v", ses.Usage)
+		}
+	})
+}
+
+// TestAddUsageRefusesOtherTypes: a cached usage value of another type than
+// the columns hold drops the row rather than guess.
+func TestAddUsageRefusesOtherTypes(t *testing.T) {
+	vals := []any{int64(1), int64(2), int64(3), int64(4), int64(5), 0.5}
+	if !addUsage(vals, forge.Usage{InputTokens: 1, OutputTokens: 1, ReasoningTokens: 1, CacheReadTokens: 1, CacheWriteTokens: 1, Cost: 0.25}) {
+		t.Fatal("addUsage refused the driver's types")
+	}
+	if want := []any{int64(2), int64(3), int64(4), int64(5), int64(6), 0.75}; !reflect.DeepEqual(vals, want) {
+		t.Fatalf("got %v, want %v", vals, want)
+	}
+	if addUsage([]any{int64(1), int64(2), int64(3), int64(4), int64(5), int64(0)}, forge.Usage{Cost: 1}) {
+		t.Fatal("addUsage accepted an integer cost")
+	}
+	if addUsage([]any{"1", int64(2), int64(3), int64(4), int64(5), 0.5}, forge.Usage{Cost: 1}) {
+		t.Fatal("addUsage accepted a text token count")
+	}
+}
+
+// TestRowCacheAgentsAreCopies: the cache keeps agents decoded and hands
+// out copies: a caller changing the agent it got changes nobody else's.
+func TestRowCacheAgentsAreCopies(t *testing.T) {
+	t.Parallel()
+	s := openT(t)
+	ctx := context.Background()
+	a := &forge.Agent{Tenant: "acme", Name: "a", Model: "scripted/echo", Tools: []forge.ToolSpec{{Name: "t", InputSchema: []byte(`{"type":"object"}`)}},
+		Approval: map[string]string{"t": "always"}, Subagents: []string{"b"}}
+	if err := s.CreateAgent(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.GetAgent(ctx, "acme", "a") // fills the cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Instructions = "changed"
+	first.Tools[0].InputSchema[2] = 'X'
+	first.Approval["t"] = "never"
+	first.Subagents[0] = "z"
+	for range 2 {
+		got, err := s.GetAgent(ctx, "acme", "a")
+		d, derr := directAgent(t, s, "acme", "a")
+		same(t, "agent", got, err, d, derr)
+		got.Subagents[0] = "y"
 	}
 }

@@ -74,8 +74,14 @@ func scanSession(sc interface{ Scan(...any) error }, tenant string) (*forge.Sess
 	return &ses, nil
 }
 
-// sessionColCount is the number of sessionCols.
-var sessionColCount = colCount(sessionCols)
+// sessionColCount is the number of sessionCols; the others are the
+// indexes of columns the writes change.
+var (
+	sessionColCount   = colCount(sessionCols)
+	sessionTipCol     = colIndex(sessionCols, "tip_turn_id")
+	sessionUpdatedCol = colIndex(sessionCols, "updated_at")
+	sessionUsageCol   = colIndex(sessionCols, "usage_input_tokens")
+)
 
 // GetSession returns a live session (from the row cache when it holds it).
 func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
@@ -94,18 +100,6 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Sessi
 	}
 	s.rc.fillSession(epoch, tenant, id, vals)
 	return ses, nil
-}
-
-// putSessionAfter makes a write that changed a live session's row put it
-// in the row cache as the statement returned it (sessionCols, then
-// deleted_at), or drop it if the session is deleted.
-func putSessionAfter(x *tx, s *Store, tenant, id string, vals []any) {
-	if len(vals) != sessionColCount+1 || vals[sessionColCount] != nil {
-		x.after(func() { s.rc.dropSession(tenant, id) })
-		return
-	}
-	vals = vals[:sessionColCount:sessionColCount]
-	x.after(func() { s.rc.putSession(tenant, id, vals) })
 }
 
 // ListSessions lists live sessions, oldest first. The cursor is the last id.

@@ -68,41 +68,53 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		return err
 	}
 	err = s.write(ctx, func(x *tx) error {
-		// One statement checks the session, the previous turn and the
-		// idempotency key (a NULL ?3 or ?4 matches no turn).
-		var (
-			tip           sql.NullString
-			prevOK, keyed bool
-		)
-		err := x.queryRow(`SELECT tip_turn_id,
-				EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND id = ?3),
-				EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND idempotency_key = ?4)
-			FROM sessions WHERE tenant = ?1 AND id = ?2 AND deleted_at IS NULL`,
-			t.Tenant, t.SessionID, strPtr(t.PreviousTurnID), nullStr(t.IdempotencyKey)).Scan(&tip, &prevOK, &keyed)
-		if err != nil {
-			return notFound(err, "session %s not found", t.SessionID)
-		}
-		if t.PreviousTurnID != nil && !prevOK {
-			// A chain never leaves its session: ListMessages walks it.
-			return forge.Errorf(forge.ErrNotFound, "previous turn %s not found in session %s", *t.PreviousTurnID, t.SessionID)
-		}
-		if keyed {
-			return forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
-		}
-		// The partial unique index turns_one_running is what refuses a
-		// second running turn; checking it before ExpectTip makes a running
-		// turn win over a moved tip (the running turn is what moved it).
-		_, err = x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
+		// The checks ride on the writes: the unique indexes of turns refuse
+		// a second running turn, a used idempotency key or turn id; the
+		// session's UPDATE matches only a live session at the expected
+		// tip; a previous turn that is that tip is a turn of the session.
+		// Only when a write fails, or the previous turn is not the
+		// expected tip, does a read (beginCheck) find out which error it
+		// is, in the order they rank: session, previous turn, key, then
+		// the running turn (which wins over a moved tip: it is what moved
+		// it) and the tip.
+		_, err := x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
 			idempotency_key, created_at, ended_at, cancel_message, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
 			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger)
 		if err != nil {
+			if _, cerr := beginCheck(x, &t, false); cerr != nil {
+				return cerr
+			}
 			return turnInsertErr(err, &t)
 		}
-		if b.ExpectTip != nil && tip.String != *b.ExpectTip {
-			return forge.Errorf(forge.ErrConflict, "session %s tip moved to %q", t.SessionID, tip.String)
+		updated := unixNano(s.now())
+		var res sql.Result
+		if b.ExpectTip == nil {
+			res, err = x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ?
+				WHERE tenant = ? AND id = ? AND deleted_at IS NULL`, t.ID, updated, t.Tenant, t.SessionID)
+		} else {
+			res, err = x.exec(`UPDATE sessions SET tip_turn_id = ?, updated_at = ?
+				WHERE tenant = ? AND id = ? AND deleted_at IS NULL AND coalesce(tip_turn_id, '') = ?`,
+				t.ID, updated, t.Tenant, t.SessionID, *b.ExpectTip)
+		}
+		if err != nil {
+			return dbErr(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return dbErr(err)
+		} else if n == 0 {
+			tip, cerr := beginCheck(x, &t, true)
+			if cerr != nil {
+				return cerr
+			}
+			return forge.Errorf(forge.ErrConflict, "session %s tip moved to %q", t.SessionID, tip)
+		}
+		if t.PreviousTurnID != nil && (b.ExpectTip == nil || *b.ExpectTip != *t.PreviousTurnID) {
+			if _, cerr := beginCheck(x, &t, true); cerr != nil {
+				return cerr
+			}
 		}
 		if err := insertMessages(x, msgs, parts); err != nil {
 			return err
@@ -110,13 +122,13 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		if err := insertEvents(x, erows); err != nil {
 			return err
 		}
-		vals, err := returning(x.queryRow(`UPDATE sessions SET tip_turn_id = ?, updated_at = ? WHERE tenant = ? AND id = ?
-			RETURNING `+sessionCols+`, deleted_at`,
-			t.ID, unixNano(s.now()), t.Tenant, t.SessionID))
-		if err != nil {
-			return dbErr(err)
-		}
-		putSessionAfter(x, s, t.Tenant, t.SessionID, vals)
+		// The session's cached row, if any, takes the same change.
+		x.after(func() {
+			s.rc.updateSession(t.Tenant, t.SessionID, func(vals []any) bool {
+				vals[sessionTipCol], vals[sessionUpdatedCol] = t.ID, updated
+				return true
+			})
+		})
 		return nil
 	})
 	if err != nil {
@@ -124,6 +136,40 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 	}
 	storeutil.Begun(b, &t)
 	return nil
+}
+
+// beginCheck reads, inside BeginTurn's transaction, what may refuse the
+// turn t before its own writes do: a session that is not there (or
+// deleted), a previous turn that is not one of its turns, an idempotency
+// key already used (a NULL ?3 or ?4 matches no turn) by another turn than
+// t, once inserted. It returns the session's tip and the first of these
+// errors.
+func beginCheck(x *tx, t *forge.Turn, inserted bool) (tip string, err error) {
+	var (
+		tipCol        sql.NullString
+		prevOK, keyed bool
+		self          any // nil: t is not in the table
+	)
+	if inserted {
+		self = t.ID
+	}
+	err = x.queryRow(`SELECT tip_turn_id,
+			EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND id = ?3),
+			EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND session_id = ?2 AND idempotency_key = ?4
+				AND (?5 IS NULL OR id <> ?5))
+		FROM sessions WHERE tenant = ?1 AND id = ?2 AND deleted_at IS NULL`,
+		t.Tenant, t.SessionID, strPtr(t.PreviousTurnID), nullStr(t.IdempotencyKey), self).Scan(&tipCol, &prevOK, &keyed)
+	if err != nil {
+		return "", notFound(err, "session %s not found", t.SessionID)
+	}
+	if t.PreviousTurnID != nil && !prevOK {
+		// A chain never leaves its session: ListMessages walks it.
+		return "", forge.Errorf(forge.ErrNotFound, "previous turn %s not found in session %s", *t.PreviousTurnID, t.SessionID)
+	}
+	if keyed {
+		return "", forge.Errorf(forge.ErrConflict, "idempotency key %q was already used in session %s", t.IdempotencyKey, t.SessionID)
+	}
+	return tipCol.String, nil
 }
 
 // turnInsertErr maps the unique indexes of turns to their errors.
@@ -189,10 +235,10 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 			var vals []any
 			vals, err = returning(x.queryRow(`UPDATE turns SET status = ?, output = ?, required_actions = ?, error = ?,
 				cancel_reason = ?, usage = ?, iterations = ?, last_seq = max(last_seq, ?, ?), ended_at = ?,
-				cancel_message = ?
+				cancel_message = ?, snapshot = coalesce(?, snapshot)
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING `+turnColsBare,
 				t.Status, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq, maxSeq,
-				v.ended, v.cancelMsg, b.Tenant, b.SessionID, b.TurnID))
+				v.ended, v.cancelMsg, snap, b.Tenant, b.SessionID, b.TurnID))
 			if err == nil {
 				err = valuesRow(vals[turnLastSeqCol : turnLastSeqCol+1]).Scan(&last)
 			}
@@ -200,9 +246,9 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 				x.after(func() { s.rc.putTurn(b.Tenant, b.SessionID, b.TurnID, vals) })
 			}
 		} else {
-			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?)
+			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?), snapshot = coalesce(?, snapshot)
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
-				maxSeq, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
+				maxSeq, snap, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return fenceErr(x, b)
@@ -224,16 +270,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		if err := upsertParts(x, parts); err != nil {
 			return err
 		}
-		if err := insertEvents(x, erows); err != nil {
-			return err
-		}
-		if snap != nil {
-			_, err := x.exec(`INSERT INTO snapshots (tenant, turn_id, session_id, body) VALUES (?, ?, ?, ?)
-				ON CONFLICT (tenant, turn_id) DO UPDATE SET body = excluded.body`,
-				b.Tenant, b.TurnID, b.SessionID, snap)
-			return dbErr(err)
-		}
-		return nil
+		return insertEvents(x, erows)
 	})
 	if err != nil {
 		return err
@@ -242,25 +279,48 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	return nil
 }
 
-// addSessionUsage adds u to the session's usage total.
+// addSessionUsage adds u to the session's usage total. The cached row of
+// the session, if any, takes the same sums (without a RETURNING clause,
+// which costs a single-row UPDATE several times its own work).
 func addSessionUsage(x *tx, s *Store, tenant, sessionID string, u forge.Usage) error {
 	if u == (forge.Usage{}) {
 		return nil
 	}
-	vals, err := returning(x.queryRow(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + ?,
+	res, err := x.exec(`UPDATE sessions SET usage_input_tokens = usage_input_tokens + ?,
 		usage_output_tokens = usage_output_tokens + ?, usage_reasoning_tokens = usage_reasoning_tokens + ?,
 		usage_cache_read_tokens = usage_cache_read_tokens + ?, usage_cache_write_tokens = usage_cache_write_tokens + ?,
-		usage_cost = usage_cost + ? WHERE tenant = ? AND id = ? RETURNING `+sessionCols+`, deleted_at`,
+		usage_cost = usage_cost + ? WHERE tenant = ? AND id = ?`,
 		u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens, u.Cost,
-		tenant, sessionID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil // no such session: nothing to add to, as before
-	}
+		tenant, sessionID)
 	if err != nil {
 		return dbErr(err)
 	}
-	putSessionAfter(x, s, tenant, sessionID, vals)
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return dbErr(err) // no such session: nothing to add to, as before
+	}
+	x.after(func() {
+		s.rc.updateSession(tenant, sessionID, func(vals []any) bool { return addUsage(vals[sessionUsageCol:], u) })
+	})
 	return nil
+}
+
+// addUsage adds u to the usage columns of a cached session row (usageCols,
+// as the driver returns them), as SQLite's sums do; false if a value is
+// not of the type the columns hold.
+func addUsage(vals []any, u forge.Usage) bool {
+	for i, d := range []int64{u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens, u.CacheWriteTokens} {
+		n, ok := vals[i].(int64)
+		if !ok {
+			return false
+		}
+		vals[i] = n + d
+	}
+	c, ok := vals[5].(float64)
+	if !ok {
+		return false
+	}
+	vals[5] = c + u.Cost
+	return true
 }
 
 // fenceErr explains why the fencing UPDATE matched no row.
@@ -425,7 +485,8 @@ func scanTurns(rows *sql.Rows) ([]*forge.Turn, error) {
 // carried one.
 func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.Snapshot, error) {
 	var body string
-	err := s.queryRow(ctx, `SELECT body FROM snapshots WHERE tenant = ? AND turn_id = ?`, tenant, turnID).Scan(&body)
+	err := s.queryRow(ctx, `SELECT snapshot FROM turns WHERE tenant = ? AND id = ? AND snapshot IS NOT NULL`,
+		tenant, turnID).Scan(&body)
 	if err != nil {
 		return nil, notFound(err, "no snapshot for turn %s", turnID)
 	}

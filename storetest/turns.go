@@ -146,6 +146,35 @@ var beginTurnTests = []test{
 		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
 		f.is(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: f.newTurn(ses, nil)}), forge.ErrNotFound, "deleted session")
 	}},
+	{name: "RefusalsRank", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t1 := f.start(ses, nil, "first").turn
+		// A running turn wins over a moved tip (it is what moved it).
+		b, nothingWritten := f.refusedBegin(ses, &t1.ID)
+		b.ExpectTip = ptr("turn_elsewhere")
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrTurnInProgress, "BeginTurn while running, expecting another tip")
+		nothingWritten("running turn and a moved tip")
+		f.end(ses, t1)
+		// An unknown previous turn wins over a moved tip.
+		b, nothingWritten = f.refusedBegin(ses, ptr("turn_ghost"))
+		b.ExpectTip = ptr("turn_elsewhere")
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrNotFound, "BeginTurn after an unknown turn, expecting another tip")
+		nothingWritten("unknown previous turn and a moved tip")
+		// A previous turn other than the tip is fine when it is one of the
+		// session's turns (a branch).
+		t2 := f.newTurn(ses, &t1.ID)
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t2, ExpectTip: ptr(t1.ID)}), "BeginTurn after the tip")
+		f.end(ses, t2)
+		t3 := f.newTurn(ses, &t1.ID)
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t3, ExpectTip: ptr(t2.ID)}), "BeginTurn branching from an older turn")
+		eq(f, f.tip(ses), t3.ID, "tip after the branch")
+		f.end(ses, t3)
+		// And without ExpectTip.
+		t4 := f.newTurn(ses, &t2.ID)
+		t4.IdempotencyKey = "key-4"
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t4}), "BeginTurn with a key, no expected tip")
+		eq(f, f.tip(ses), t4.ID, "tip")
+	}},
 	{name: "PreviousTurnMustBeInTheSession", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		b, nothingWritten := f.refusedBegin(ses, ptr("turn_ghost"))
@@ -484,6 +513,23 @@ var commitTests = []test{
 		got, err := f.s.GetSnapshot(f.ctx, tenantA, t.ID)
 		f.ok(err, "GetSnapshot")
 		f.sameJSON(got, snap, "snapshot")
+	}},
+	{name: "SnapshotOfTheLastBatchThatCarriedOne", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t := f.start(ses, nil, "hi").turn
+		for _, n := range []int64{1, 2} {
+			f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID,
+				Snapshot: &forge.Snapshot{TurnID: t.ID, ContextTokens: n}}), "checkpoint with a snapshot")
+			got, err := f.s.GetSnapshot(f.ctx, tenantA, t.ID)
+			f.ok(err, "GetSnapshot")
+			f.sameJSON(got, &forge.Snapshot{TurnID: t.ID, ContextTokens: n}, "snapshot of the checkpoint")
+		}
+		// A batch without one (here the terminal write) keeps the last.
+		t.Status, t.EndedAt = forge.TurnDone, ptr(f.now())
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: t.ID, Turn: t}), "terminal Commit")
+		got, err := f.s.GetSnapshot(f.ctx, tenantA, t.ID)
+		f.ok(err, "GetSnapshot after the end")
+		f.sameJSON(got, &forge.Snapshot{TurnID: t.ID, ContextTokens: 2}, "snapshot after a batch without one")
 	}},
 }
 

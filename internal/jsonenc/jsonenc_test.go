@@ -1,0 +1,40 @@
+package jsonenc
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestAppendStringMatchesMarshal over every byte and every rune.
+func TestAppendStringMatchesMarshal(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		want, _ := json.Marshal(s)
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
+		}
+	}
+	for b := range 256 {
+		check(string([]byte{byte(b)}))
+		check("a" + string([]byte{byte(b)}) + "z")
+	}
+	for r := rune(0); r <= utf8.MaxRune; r += 7 {
+		check(string(r) + "<")
+	}
+	check("\u2028\u2029")
+	check("\xe2\x80\xa8\xe2\x80")
+}
+
+func TestAppendRawMatchesMarshal(t *testing.T) {
+	for _, raw := range []string{"", "null", " { \"a\" : [ 1 , 2 ] } ", `"<&>"`, "\"\u2028\"", `{`, `1 2`, `"\xff"`} {
+		want, werr := json.Marshal(json.RawMessage(raw))
+		got, ok := AppendRaw([]byte("x"), []byte(raw))
+		if (werr == nil) != ok || (ok && string(got) != "x"+string(want)) {
+			t.Errorf("%q: got %s %v, want x%s %v", raw, got, ok, want, werr)
+		}
+	}
+	if got, ok := AppendRaw(nil, nil); !ok || string(got) != "null" {
+		t.Errorf("nil: got %s %v, want null", got, ok)
+	}
+}
