@@ -15,6 +15,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/eventlog"
 	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
@@ -317,4 +318,46 @@ func monologues(t *testing.T, n *node, forumID string, p *forge.Participant) []s
 		out = append(out, d["old_monologue_id"])
 	}
 	return out
+}
+
+// TestEventsSubscribesBeforeItReturns: an ephemeral event published after
+// Events returned, before anything ranged over its result, reaches the
+// stream. The HTTP handler sends the stream's headers once Events
+// returned; a client that then posts must see the agent's typing.
+func TestEventsSubscribesBeforeItReturns(t *testing.T) {
+	t.Parallel()
+	n := openNode(t, t.TempDir()+"/forge.db", nil)
+	defer n.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := n.forums.CreateForum(ctx, tenant, "room", nil, forge.ForumGuards{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := n.st.ListEvents(ctx, tenant, forge.EventQuery{SessionID: f.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after int64
+	if len(stored) > 0 {
+		after = stored[len(stored)-1].Seq
+	}
+	events, err := n.forums.Events(ctx, tenant, f.ID, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.eng.PublishEphemeral(ctx, f.ID, eventlog.Draft{Type: forge.EventForumTyping, ID: "agent:helper",
+		Data: forum.TypingData{ParticipantID: "agent:helper", Typing: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range events {
+		if err != nil {
+			t.Fatalf("stream ended before the typing event: %v", err)
+		}
+		if ev.Type != forge.EventForumTyping {
+			t.Fatalf("first event %s, want the %s published before the stream was read", ev.Type, forge.EventForumTyping)
+		}
+		return
+	}
+	t.Fatal("stream ended before the typing event")
 }

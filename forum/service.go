@@ -495,10 +495,18 @@ func (s *Service) Messages(ctx context.Context, tenant, forumID string, opts for
 }
 
 // Events streams the forum's events after a seq (replay, then live), with
-// the ephemeral forum.typing events while it is live.
+// the ephemeral forum.typing events while it is live. It subscribes before
+// it returns: a typing event published once Events returned (a client that
+// saw the stream's headers, then posted) reaches the stream, which it
+// would not if the subscription waited for the first read. The caller
+// ranges over the result once: that ends the subscription.
 func (s *Service) Events(ctx context.Context, tenant, forumID string, after int64) (iter.Seq2[forge.Event, error], error) {
 	if _, err := s.room(ctx, tenant, forumID); err != nil {
 		return nil, err
 	}
-	return s.log.Events(ctx, tenant, forumID, eventlog.Query{After: after}), nil
+	sub, err := s.log.Subscribe(ctx, tenant, forumID, after)
+	if err != nil {
+		return nil, err
+	}
+	return sub.Events(ctx, ""), nil
 }
