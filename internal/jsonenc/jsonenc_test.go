@@ -1,6 +1,7 @@
 package jsonenc
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
@@ -37,4 +38,23 @@ func TestAppendRawMatchesMarshal(t *testing.T) {
 	if got, ok := AppendRaw(nil, nil); !ok || string(got) != "null" {
 		t.Errorf("nil: got %s %v, want null", got, ok)
 	}
+}
+
+// FuzzAppendString: AppendString writes what encoding/json writes.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "<>&", "\u2028\u2029", "\x00\x1f\x7f", "\xff", "é😀", "\xe2\x82", "\"\\/", "\b\f\n\r\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString(nil, s); !bytes.Equal(got, want) {
+			t.Errorf("AppendString(%q) = %s, encoding/json: %s", s, got, want)
+		}
+		if !utf8.Valid(AppendString(nil, s)) {
+			t.Errorf("AppendString(%q) is not valid UTF-8", s)
+		}
+	})
 }

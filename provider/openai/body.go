@@ -7,9 +7,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/jsonenc"
 )
 
 // The Chat Completions request body is written here, straight into bytes,
@@ -26,7 +26,7 @@ import (
 // max_tokens rather than max_completion_tokens (see Config.MaxTokensField).
 func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens bool) ([]byte, error) {
 	b = append(b, `{"model":`...)
-	b = appendString(b, model)
+	b = jsonenc.AppendString(b, model)
 	b = append(b, `,"stream":true,"stream_options":{"include_usage":true},"messages":[`...)
 	first := true
 	sep := func() {
@@ -38,7 +38,7 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 	if req.System != "" {
 		sep()
 		b = append(b, `{"role":"system","content":`...)
-		b = appendString(b, req.System)
+		b = jsonenc.AppendString(b, req.System)
 		b = append(b, '}')
 	}
 	for i := range req.Messages {
@@ -61,9 +61,9 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 			case forge.ModelPartToolResult:
 				sep()
 				b = append(b, `{"role":"tool","content":`...)
-				b = appendString(b, p.Output)
+				b = jsonenc.AppendString(b, p.Output)
 				b = append(b, `,"tool_call_id":`...)
-				b = appendString(b, p.CallID)
+				b = jsonenc.AppendString(b, p.CallID)
 				b = append(b, '}')
 			}
 		}
@@ -77,7 +77,7 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 			if texts == 1 {
 				for j := range m.Parts {
 					if m.Parts[j].Type == forge.ModelPartText {
-						b = appendString(b, m.Parts[j].Text)
+						b = jsonenc.AppendString(b, m.Parts[j].Text)
 					}
 				}
 			} else {
@@ -92,7 +92,7 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 					}
 					n++
 					b = append(b, `{"type":"text","text":`...)
-					b = appendString(b, m.Parts[j].Text)
+					b = jsonenc.AppendString(b, m.Parts[j].Text)
 					b = append(b, '}')
 				}
 				b = append(b, ']')
@@ -120,12 +120,12 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 					}
 					n++
 					b = append(b, `{"id":`...)
-					b = appendString(b, p.CallID)
+					b = jsonenc.AppendString(b, p.CallID)
 					b = append(b, `,"type":"function","function":{"name":`...)
-					b = appendString(b, p.Name)
+					b = jsonenc.AppendString(b, p.Name)
 					b = append(b, `,"arguments":`...)
 					if args := string(p.Arguments); strings.TrimSpace(args) != "" {
-						b = appendString(b, args)
+						b = jsonenc.AppendString(b, args)
 					} else {
 						b = append(b, `"{}"`...)
 					}
@@ -152,10 +152,10 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 				return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
 			}
 			b = append(b, `{"type":"function","function":{"name":`...)
-			b = appendString(b, t.Name)
+			b = jsonenc.AppendString(b, t.Name)
 			if t.Description != "" {
 				b = append(b, `,"description":`...)
-				b = appendString(b, t.Description)
+				b = jsonenc.AppendString(b, t.Description)
 			}
 			b = append(b, `,"parameters":`...)
 			b = append(b, params...)
@@ -182,7 +182,7 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 	}
 	if mp.ReasoningEffort != "" {
 		b = append(b, `,"reasoning_effort":`...)
-		b = appendString(b, mp.ReasoningEffort)
+		b = jsonenc.AppendString(b, mp.ReasoningEffort)
 	}
 	return append(b, '}'), nil
 }
@@ -201,7 +201,7 @@ func appendJoinedText(b []byte, parts []forge.ModelPart, texts int) []byte {
 	if texts == 1 {
 		for j := range parts {
 			if parts[j].Type == forge.ModelPartText {
-				return appendString(b, parts[j].Text)
+				return jsonenc.AppendString(b, parts[j].Text)
 			}
 		}
 	}
@@ -211,7 +211,7 @@ func appendJoinedText(b []byte, parts []forge.ModelPart, texts int) []byte {
 			sb.WriteString(parts[j].Text)
 		}
 	}
-	return appendString(b, sb.String())
+	return jsonenc.AppendString(b, sb.String())
 }
 
 // bodySize estimates the size of req's body, so that it is written into
@@ -245,60 +245,4 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
-}
-
-// appendString appends s as a JSON string, escaped as encoding/json
-// escapes it: ", \ and control characters, <, > and & (HTML-safe), U+2028
-// and U+2029, and each invalid UTF-8 byte as U+FFFD.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -309,25 +308,6 @@ func TestChatBodyRefusals(t *testing.T) {
 			t.Errorf("%s: err = %v, want a ModelError that is not retryable", name, err)
 		}
 	}
-}
-
-// FuzzAppendString: appendString writes what encoding/json writes.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "<>&", "\u2028\u2029", "\x00\x1f\x7f", "\xff", "é😀", "\xe2\x82", "\"\\/", "\b\f\n\r\t"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
-			t.Errorf("appendString(%q) = %s, encoding/json: %s", s, got, want)
-		}
-		if !utf8.Valid(appendString(nil, s)) {
-			t.Errorf("appendString(%q) is not valid UTF-8", s)
-		}
-	})
 }
 
 // FuzzAppendFloat: appendFloat writes what encoding/json writes.
