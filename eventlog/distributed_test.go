@@ -46,6 +46,29 @@ func newReplica(t *testing.T, dbURL, prefix string, busOpts redis.Options) *repl
 	return &replica{store: st, bus: b, log: eventlog.New(eventlog.Config{Store: st, Bus: b, Fence: b, SeqBlock: 64})}
 }
 
+// twoReplicas makes two replicas over one PostgreSQL database and one
+// Redis prefix (the test runs in parallel from here), a session stored
+// through the first, and a running turn of it, not yet begun.
+func twoReplicas(t *testing.T) (a, b *replica, sess *forge.Session, turn *forge.Turn) {
+	t.Helper()
+	redistest.URL(t)
+	dbURL := pgtest.NewDatabase(t)
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	a = newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-a"})
+	b = newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-b"})
+	ids := forge.NewULIDGen(nil)
+	now := time.Now().UTC()
+	sess = &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: forge.DefaultTenant, Kind: forge.KindDirect, Agent: "a",
+		MainThreadID: ids.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}
+	if err := a.store.CreateSession(t.Context(), sess); err != nil {
+		t.Fatal(err)
+	}
+	turn = &forge.Turn{ID: ids.New(forge.PrefixTurn), Tenant: forge.DefaultTenant, SessionID: sess.ID, AgentID: "ag",
+		AgentVersion: 1, Status: forge.TurnRunning, Input: []forge.Input{}, RequiredActions: []forge.RequiredAction{}, CreatedAt: now}
+	return a, b, sess, turn
+}
+
 // TestTwoReplicasWriteOneSession: one replica runs a turn in a session
 // (stored events and deltas) while another writes events outside the turn
 // into the same session (as forum ingestion copies into a monologue whose
@@ -54,22 +77,9 @@ func newReplica(t *testing.T, dbURL, prefix string, busOpts redis.Options) *repl
 // holds keep seq order, commit order and publish order the same across
 // processes.
 func TestTwoReplicasWriteOneSession(t *testing.T) {
-	redistest.URL(t)
-	dbURL := pgtest.NewDatabase(t)
-	t.Parallel()
+	a, b, sess, turn := twoReplicas(t)
 	ctx := t.Context()
-	prefix := redistest.Prefix(t)
-	a := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-a"})
-	b := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-b"})
-	ids := forge.NewULIDGen(nil)
-	now := time.Now().UTC()
-	sess := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: forge.DefaultTenant, Kind: forge.KindDirect, Agent: "a",
-		MainThreadID: ids.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}
-	if err := a.store.CreateSession(ctx, sess); err != nil {
-		t.Fatal(err)
-	}
-	turn := &forge.Turn{ID: ids.New(forge.PrefixTurn), Tenant: forge.DefaultTenant, SessionID: sess.ID, AgentID: "ag",
-		AgentVersion: 1, Status: forge.TurnRunning, Input: []forge.Input{}, RequiredActions: []forge.RequiredAction{}, CreatedAt: now}
+	ids, now := forge.NewULIDGen(nil), turn.CreatedAt
 	created, err := a.log.Begin(ctx, forge.DefaultTenant, &forge.BeginTurn{Turn: turn},
 		eventlog.Draft{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn})
 	if err != nil {
@@ -352,22 +362,8 @@ func TestRedisDownWritesNothing(t *testing.T) {
 // replica wrote since its last write), and nothing is written when it
 // decides to write nothing.
 func TestUpdateSaysWhetherAnotherReplicaWrote(t *testing.T) {
-	redistest.URL(t)
-	dbURL := pgtest.NewDatabase(t)
-	t.Parallel()
+	a, b, sess, turn := twoReplicas(t)
 	ctx := t.Context()
-	prefix := redistest.Prefix(t)
-	a := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-a"})
-	b := newReplica(t, dbURL, prefix, redis.Options{WriterID: "replica-b"})
-	ids := forge.NewULIDGen(nil)
-	now := time.Now().UTC()
-	sess := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: forge.DefaultTenant, Kind: forge.KindDirect, Agent: "a",
-		MainThreadID: ids.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}
-	if err := a.store.CreateSession(ctx, sess); err != nil {
-		t.Fatal(err)
-	}
-	turn := &forge.Turn{ID: ids.New(forge.PrefixTurn), Tenant: forge.DefaultTenant, SessionID: sess.ID, AgentID: "ag",
-		AgentVersion: 1, Status: forge.TurnRunning, Input: []forge.Input{}, RequiredActions: []forge.RequiredAction{}, CreatedAt: now}
 	if err := a.store.BeginTurn(ctx, &forge.BeginTurn{Turn: turn}); err != nil {
 		t.Fatal(err)
 	}
