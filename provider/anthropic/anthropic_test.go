@@ -16,6 +16,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/provider/anthropic"
 	"github.com/forge-runtime/forge/provider/anthropic/anthropictest"
+	"github.com/forge-runtime/forge/provider/internal/providertest"
 )
 
 // render writes events compactly: "text+", "text:Hel", "text-", "reason+",
@@ -705,31 +706,5 @@ func TestStreamReportsItsWaits(t *testing.T) {
 	t.Parallel()
 	srv, m := newModel(t)
 	srv.Enqueue(anthropictest.Text("a", "b", "c").HangAfter(4))
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	var got []string
-	var waits []int // len(got) at each wait
-	w := &forge.StreamWaits{Wait: func() {
-		waits = append(waits, len(got))
-		if len(got) > 0 && got[len(got)-1] == "text:a" {
-			cancel() // the stream stalls here
-		}
-	}}
-	var err error
-	for ev, e := range m.Stream(forge.WithStreamWaits(ctx, w), hello()) {
-		if e != nil {
-			err = e
-			break
-		}
-		got = append(got, render(ev))
-	}
-	if !w.Reported() {
-		t.Fatal("the provider did not report its waits")
-	}
-	if len(waits) == 0 || waits[0] != 0 {
-		t.Fatalf("waits at %v: none before the request", waits)
-	}
-	if !errors.Is(err, context.Canceled) || !reflect.DeepEqual(got, []string{"text+", "text:a"}) {
-		t.Fatalf("no wait before the stalled read: events %q, err %v, waits at %v", got, err, waits)
-	}
+	providertest.ReportsWaits(t, m, hello(), render)
 }

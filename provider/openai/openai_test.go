@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/providertest"
 	"github.com/forge-runtime/forge/provider/openai"
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
 )
@@ -818,33 +819,7 @@ func TestStreamReportsItsWaits(t *testing.T) {
 				m = openai.NewResponses(cfg).Model("gpt-4.1-mini")
 			}
 			srv.Enqueue(openaitest.Text("a", "b", "c").HangAfter(tc.stall))
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			var got []string
-			var waits []int // len(got) at each wait
-			w := &forge.StreamWaits{Wait: func() {
-				waits = append(waits, len(got))
-				if len(got) > 0 && got[len(got)-1] == "text:a" {
-					cancel() // the stream stalls here
-				}
-			}}
-			var err error
-			for ev, e := range m.Stream(forge.WithStreamWaits(ctx, w), hello()) {
-				if e != nil {
-					err = e
-					break
-				}
-				got = append(got, render(ev))
-			}
-			if !w.Reported() {
-				t.Fatal("the provider did not report its waits")
-			}
-			if len(waits) == 0 || waits[0] != 0 {
-				t.Fatalf("waits at %v: none before the request", waits)
-			}
-			if !errors.Is(err, context.Canceled) || !reflect.DeepEqual(got, []string{"text+", "text:a"}) {
-				t.Fatalf("no wait before the stalled read: events %q, err %v, waits at %v", got, err, waits)
-			}
+			providertest.ReportsWaits(t, m, hello(), render)
 		})
 	}
 }
