@@ -25,6 +25,12 @@ type writeLog struct {
 	writes [][]string // per write, the types of the events it stored
 }
 
+// wrap puts wl in front of the engine's store (a harness option).
+func (wl *writeLog) wrap(c *engine.Config) {
+	wl.Store = c.Store
+	c.Store = wl
+}
+
 func (w *writeLog) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 	err := w.Store.BeginTurn(ctx, b)
 	w.record(b.Events, err)
@@ -104,10 +110,7 @@ func deltaText(t *testing.T, evs []forge.Event) string {
 func TestDeltasOfABurstShareTheTerminalWrite(t *testing.T) {
 	t.Parallel()
 	wl := &writeLog{}
-	h := newHarness(t, func(c *engine.Config) {
-		wl.Store = c.Store
-		c.Store = wl
-	})
+	h := newHarness(t, wl.wrap)
 	h.agent("a", nil)
 	s := h.session("a")
 	want := "turn.created message.created message.created step.started model.message " +
@@ -144,10 +147,7 @@ func TestDeltasOfABurstShareTheTerminalWrite(t *testing.T) {
 func TestHeldDeltasArePublishedWhenTheModelWaits(t *testing.T) {
 	t.Parallel()
 	wl := &writeLog{}
-	h := newHarness(t, func(c *engine.Config) {
-		wl.Store = c.Store
-		c.Store = wl
-	})
+	h := newHarness(t, wl.wrap)
 	h.agent("a", nil)
 	s := h.session("a")
 	release := make(chan struct{})
@@ -349,8 +349,7 @@ func TestShortWaitsWriteNothing(t *testing.T) {
 	}{{time.Hour, 2}, {-1, 4}} {
 		wl := &writeLog{}
 		h := newHarness(t, func(c *engine.Config) {
-			wl.Store = c.Store
-			c.Store = wl
+			wl.wrap(c)
 			c.DeltaLinger = tc.linger
 		})
 		h.agent("a", nil)
