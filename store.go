@@ -7,7 +7,10 @@ import (
 
 // Store is everything Forge persists. Implementations (sqlite, postgres)
 // pass the shared conformance suite in storetest. Every method is scoped to
-// a tenant; another tenant's rows are ErrNotFound.
+// a tenant; another tenant's rows are ErrNotFound. A failure of the
+// database itself (closed, unreachable, disk full) wraps ErrStore, never
+// an answer about the data; the end of the caller's context stays a
+// context error.
 type Store interface {
 	AgentStore
 	SessionStore

@@ -264,3 +264,30 @@ func TestRequestLogNamesSessionAndTurn(t *testing.T) {
 		t.Fatalf("request log lines seen: %v", seen)
 	}
 }
+
+// TestStoreGoneAnswers503: reads and writes that reach a database that is
+// gone answer 503 store_error (retry later), not 500, and show nothing of
+// the driver's error.
+func TestStoreGoneAnswers503(t *testing.T) {
+	s := newStack(t)
+	s.createAgent("a")
+	ses := s.createSession("a")
+	if err := s.store.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []req{
+		{method: "GET", path: "/v1/sessions/ses_01JNEVERSEEN0000000000000000"},
+		{method: "GET", path: "/v1/sessions"},
+		{method: "GET", path: "/v1/sessions/" + ses.ID + "/messages"},
+		{method: "GET", path: "/v1/sessions/" + ses.ID + "/turns"},
+		{method: "POST", path: "/v1/sessions", body: map[string]any{"agent": "a"}},
+	} {
+		a := s.do(r)
+		if a.status != http.StatusServiceUnavailable || a.errCode() != "store_error" {
+			t.Errorf("%s %s on a closed store: %s, want 503 store_error", r.method, r.path, a)
+		}
+		if strings.Contains(string(a.body), "sqlite") || strings.Contains(string(a.body), "closed") {
+			t.Errorf("%s %s: the answer shows the driver's error: %s", r.method, r.path, a.body)
+		}
+	}
+}

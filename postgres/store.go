@@ -230,7 +230,7 @@ func (s *Store) Close(ctx context.Context) error {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: %w", err)
+		return dbErr(err)
 	}
 	return nil
 }
@@ -292,14 +292,14 @@ const (
 )
 
 // dbErr maps database errors to forge's sentinels where callers branch on
-// them, and wraps the rest.
+// them; the rest are failures of the store (storeutil.DBError: ErrStore).
 func dbErr(err error) error {
 	if err == nil || isForgeErr(err) {
 		return err
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
-		return fmt.Errorf("postgres: %w", err)
+		return storeutil.DBError("postgres", err)
 	}
 	switch pe.Code {
 	case codeTurnEnded:
@@ -317,7 +317,7 @@ func dbErr(err error) error {
 	case "54000": // program_limit_exceeded: an index entry too large
 		return forge.Errorf(forge.ErrInvalid, "a value is too large: %s", pe.Message)
 	}
-	return fmt.Errorf("postgres: %w", err)
+	return storeutil.DBError("postgres", err)
 }
 
 // isForgeErr reports whether err already wraps one of forge's sentinels.

@@ -172,11 +172,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	default:
 	}
 	if err := s.r.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: %w", err)
+		return dbErr(err)
 	}
 	var one int
 	if err := s.r.db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("sqlite: %w", err)
+		return dbErr(err)
 	}
 	return nil
 }
@@ -231,7 +231,7 @@ func (p *pool) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	}
 	st, err := p.db.PrepareContext(ctx, query)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		return nil, storeutil.DBError("sqlite: prepare", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -293,7 +293,7 @@ func (t *tx) stmt(query string) (*sql.Stmt, error) {
 	t.missed = append(t.missed, query)
 	st, err := t.tx.PrepareContext(t.ctx, query)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		return nil, storeutil.DBError("sqlite: prepare", err)
 	}
 	return st, nil
 }
@@ -378,7 +378,7 @@ func (r row) Scan(dest ...any) error {
 func (s *Store) read(ctx context.Context, fn func(t *tx) error) error {
 	sqlTx, err := s.r.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
+		return storeutil.DBError("sqlite: begin", err)
 	}
 	t := &tx{ctx: ctx, p: s.r, tx: sqlTx}
 	defer func() {
@@ -434,9 +434,6 @@ func notFound(err error, format string, args ...any) error {
 	return dbErr(err)
 }
 
-func dbErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("sqlite: %w", err)
-}
+// dbErr classifies an error met on the way to the database
+// (storeutil.DBError): a failure of the store wraps forge.ErrStore.
+func dbErr(err error) error { return storeutil.DBError("sqlite", err) }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // The writer's statements, run on the driver connection: no connection
@@ -28,7 +30,7 @@ func (w *writer) stmt(query string) (wstmt, error) {
 	}
 	ds, err := w.dc.PrepareContext(w.ctx, query)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		return nil, storeutil.DBError("sqlite: prepare", err)
 	}
 	st, ok := ds.(wstmt)
 	if !ok {

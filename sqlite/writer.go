@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // Group commit.
@@ -33,7 +35,8 @@ import (
 // call of a group waits for the others.
 const maxGroup = 64
 
-var errClosed = errors.New("sqlite: store is closed")
+// errClosed answers calls made after Close: the database is gone.
+var errClosed = storeutil.DBError("sqlite", errors.New("store is closed"))
 
 // Request states: the writer takes a request, or its caller abandons it
 // while it is still queued; never both.
@@ -247,7 +250,7 @@ func (w *writer) runGroup(group []*writeReq) {
 func (w *writer) runOptimistic(live []*writeReq) bool {
 	if err := w.exec("BEGIN IMMEDIATE"); err != nil {
 		for _, r := range live {
-			r.reply(fmt.Errorf("sqlite: begin: %w", err))
+			r.reply(storeutil.DBError("sqlite: begin", err))
 		}
 		return true
 	}
@@ -267,7 +270,7 @@ func (w *writer) runOptimistic(live []*writeReq) bool {
 func (w *writer) runSavepoints(live []*writeReq) {
 	if err := w.exec("BEGIN IMMEDIATE"); err != nil {
 		for _, r := range live {
-			r.reply(fmt.Errorf("sqlite: begin: %w", err))
+			r.reply(storeutil.DBError("sqlite: begin", err))
 		}
 		return
 	}
@@ -304,7 +307,7 @@ func (w *writer) commit(live []*writeReq) {
 	if err := w.exec("COMMIT"); err != nil {
 		_ = w.exec("ROLLBACK")
 		for _, r := range live {
-			r.reply(fmt.Errorf("sqlite: commit: %w", err))
+			r.reply(storeutil.DBError("sqlite: commit", err))
 		}
 		return
 	}
@@ -342,7 +345,7 @@ func (w *writer) salvage(live []*writeReq, culprit *writeReq) {
 // runAlone writes one call in its own transaction.
 func (w *writer) runAlone(r *writeReq) {
 	if err := w.exec("BEGIN IMMEDIATE"); err != nil {
-		r.reply(fmt.Errorf("sqlite: begin: %w", err))
+		r.reply(storeutil.DBError("sqlite: begin", err))
 		return
 	}
 	if err := w.call(r); err != nil {
@@ -352,7 +355,7 @@ func (w *writer) runAlone(r *writeReq) {
 	}
 	if err := w.exec("COMMIT"); err != nil {
 		_ = w.exec("ROLLBACK")
-		r.reply(fmt.Errorf("sqlite: commit: %w", err))
+		r.reply(storeutil.DBError("sqlite: commit", err))
 		return
 	}
 	w.commits.Add(1)

@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"Leases", leaseTests},
 		{"Forums", forumTests},
 		{"Operations", operationTests},
+		{"Failures", failureTests},
 	}
 	parallel := func(t *testing.T) {
 		if !h.Serial {
