@@ -50,6 +50,10 @@ type Store struct {
 	// this package had before the checkpointer: the writer checkpoints
 	// inside the commit that takes the log past that many pages.
 	writerAutocheckpoint int
+	// writerQueue > 0 makes the writer's queue a buffered channel of that
+	// size, so that a benchmark can see calls queued (len) and queue them
+	// in a known order; callers then do not park while they wait.
+	writerQueue int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -144,7 +148,7 @@ func (s *Store) open(ctx context.Context) error {
 	if s.writerAutocheckpoint > 0 {
 		committed = func() {}
 	}
-	s.w = newWriter(conn, committed)
+	s.w = newWriter(conn, committed, s.writerQueue)
 	// Readers open after the migrations so they never see a partial schema;
 	// query_only guards against a write slipping onto the read pool.
 	rdb, err := sql.Open("sqlite", s.path+"?"+common+"&_pragma=query_only(1)")

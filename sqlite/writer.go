@@ -87,13 +87,13 @@ type writer struct {
 // newWriter starts the writer on conn. It runs statements on the driver
 // connection directly (inside conn.Raw, for as long as it runs): the
 // database/sql layer would cost more than some of the statements.
-func newWriter(conn *sql.Conn, committed func()) *writer {
+func newWriter(conn *sql.Conn, committed func(), queue int) *writer {
 	w := &writer{
 		committed: committed,
 		conn:      conn,
 		ctx:       context.Background(),
 		stmts:     map[string]wstmt{},
-		reqs:      make(chan *writeReq),
+		reqs:      make(chan *writeReq, queue),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		group:     make([]*writeReq, 0, maxGroup),
