@@ -11,15 +11,19 @@ import (
 // encoder turns the projected steps of one turn into Responses stream
 // events and keeps the response object they describe.
 //
-// Sequence numbers (docs/decisions.md): each event takes the number after
-// the previous one, except the text and reasoning deltas of a part, which
-// are numbered base+end, where base is the number of the part's
-// content_part.added and end the byte offset within the part where the
-// delta ends. The part's closing events follow base+len(text). So every
-// number is a function of the stored log alone (the deltas' chunking does
-// not matter), a live stream and a replay of the finished turn agree, and
-// a resume after a delta's number knows how much of the part the client
-// holds.
+// Sequence numbers (docs/decisions.md): the events of a step with Forge
+// seq S are numbered from S*seqScale on, each after the previous one,
+// except the text and reasoning deltas of a part, which are numbered
+// base+end, where base is the number of the part's content_part.added
+// and end the byte offset within the part where the delta ends. The
+// part's closing events follow the larger of base+len(text) and their own
+// step's S*seqScale. So every number is a function of the stored log alone
+// (the deltas' chunking does not matter), a live stream and a replay of
+// the finished turn agree, a resume after a delta's number knows how much
+// of the part the client holds, and the events that recovery writes after
+// a crash (above every seq a client saw) are numbered above every number
+// a client saw, even when the recovered text is shorter than what was
+// streamed live.
 type encoder struct {
 	resp Response
 	seq  int64 // the last number assigned; -1 before the first
@@ -48,6 +52,12 @@ func newEncoder(resp Response, after int64, write func(typ string, data []byte))
 	}
 	return &encoder{resp: resp, seq: -1, after: after, items: map[string]*outItem{}, write: write}
 }
+
+// seqScale spaces the numbers of consecutive Forge seqs: a part's deltas
+// fit between its start's seq and the next, as long as no single delta
+// exceeds seqScale bytes. Numbers stay exact in a JavaScript client (below
+// 2^53) for sessions of up to 2^33 seqs.
+const seqScale = 1 << 20
 
 func intp(i int) *int          { return &i }
 func strp(s string) *string    { return &s }
@@ -81,6 +91,11 @@ func (e *encoder) snapshot() *Response {
 
 // step applies one projected step.
 func (e *encoder) step(s protocol.Step) {
+	if s.Kind != protocol.PartDelta && s.Seq > 0 {
+		// A delta's number depends on its offset only: a replay has no
+		// deltas of its own to take a seq from.
+		e.seq = max(e.seq, s.Seq*seqScale-1)
+	}
 	switch s.Kind {
 	case protocol.TurnStarted:
 		e.resp.Status = "in_progress"

@@ -57,34 +57,37 @@ func text(evs []event) string {
 	return b.String()
 }
 
-// TestNumbersDoNotDependOnChunking: the same turn streamed in other
-// deltas numbers every event but the deltas the same, and its deltas end
-// at the same numbers' part boundaries.
-func TestNumbersDoNotDependOnChunking(t *testing.T) {
+// TestReplayNumbersLikeLive: however a part's text was chunked live, a
+// replay of the finished response (one delta per part) numbers every
+// other event as the live stream did, and its delta ends at the number of
+// the live stream's last delta of that part.
+func TestReplayNumbersLikeLive(t *testing.T) {
 	t.Parallel()
 	s := prototest.New(t, openairesp.Protocol{})
-	numbers := func(agent string, chunk int) map[int64]string {
+	for _, chunk := range []int{1, 5} {
+		agent := "chunk" + itoa(chunk)
 		s.Agent(`{"name":"` + agent + `","model":"scripted/x","model_params":{"script":[{"reasoning":"a thought","text":"the answer is 42","chunk":` + itoa(chunk) + `}]}}`)
 		_, body := s.Do("POST", "/openai/v1/responses", `{"model":"`+agent+`","input":"q","stream":true}`)
-		evs := events(t, body)
-		if text(evs) != "the answer is 42" {
-			t.Fatalf("text %q", text(evs))
+		live := events(t, body)
+		if text(live) != "the answer is 42" {
+			t.Fatalf("chunk %d: text %q", chunk, text(live))
 		}
-		out := map[int64]string{}
-		for _, ev := range evs {
-			if !strings.HasSuffix(ev.Type, ".delta") {
-				out[ev.SequenceNumber] = ev.Type
+		_, body = s.Do("GET", "/openai/v1/responses/"+live[0].Response.ID+"?stream=true", "")
+		replay := events(t, body)
+		// Keep each delta run's last number only.
+		shape := func(evs []event) []string {
+			var out []string
+			for i, ev := range evs {
+				if strings.HasSuffix(ev.Type, ".delta") && i+1 < len(evs) && evs[i+1].Type == ev.Type {
+					continue
+				}
+				out = append(out, ev.Type+"@"+itoa(int(ev.SequenceNumber)))
 			}
+			return out
 		}
-		return out
-	}
-	a, b := numbers("one", 1), numbers("many", 5)
-	if len(a) != len(b) {
-		t.Fatalf("%d events vs %d", len(a), len(b))
-	}
-	for n, typ := range a {
-		if b[n] != typ {
-			t.Fatalf("%s at %d with one-rune deltas, %q with five", typ, n, b[n])
+		l, r := shape(live), shape(replay)
+		if strings.Join(l, " ") != strings.Join(r, " ") {
+			t.Fatalf("chunk %d:\n live   %v\n replay %v", chunk, l, r)
 		}
 	}
 }
@@ -346,5 +349,30 @@ func TestStreamedEqualsStored(t *testing.T) {
 		if string(ja) != string(jb) {
 			t.Fatalf("%s: streamed\n%s\nstored\n%s", def.Name, ja, jb)
 		}
+	}
+}
+
+// TestInvalidArgumentsShownAsSent: a call whose arguments were not JSON
+// fails, and its mcp_call shows the arguments as the model sent them
+// (not as a JSON string of them).
+func TestInvalidArgumentsShownAsSent(t *testing.T) {
+	t.Parallel()
+	s := prototest.New(t, openairesp.Protocol{})
+	s.Agent(`{"name":"bad","model":"scripted/b","tools":["echo"],"model_params":{"script":[{"tool_calls":[{"name":"echo","arguments":"{not json"}]},{"text":"ok"}]}}`)
+	status, body := s.Do("POST", "/openai/v1/responses", `{"model":"bad","input":"x"}`)
+	var r struct {
+		Output []struct {
+			Type      string  `json:"type"`
+			Arguments string  `json:"arguments"`
+			Status    string  `json:"status"`
+			Error     *string `json:"error"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || status != 200 || len(r.Output) == 0 {
+		t.Fatalf("%d %s", status, body)
+	}
+	call := r.Output[0]
+	if call.Type != "mcp_call" || call.Arguments != "{not json" || call.Status != "failed" || call.Error == nil {
+		t.Fatalf("call %+v, want a failed mcp_call with arguments %q", call, "{not json")
 	}
 }

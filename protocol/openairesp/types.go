@@ -162,9 +162,18 @@ type streamEvent struct {
 }
 
 // arguments renders a call's JSON arguments as the string OpenAI sends.
+// Arguments a model sent that were not JSON are stored as a JSON string
+// (the engine keeps them so, and fails the call): they show as the text
+// the model sent, not quoted again.
 func arguments(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return "{}"
+	}
+	if raw[0] == '"' {
+		var text string
+		if json.Unmarshal(raw, &text) == nil {
+			return text
+		}
 	}
 	return string(raw)
 }
