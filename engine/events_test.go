@@ -393,3 +393,41 @@ func TestSlowSessionSubscribersGetEveryDeltaAcrossTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryEndsATurnOfADeletedSession: a turn still running in a
+// session that was deleted (a race the engine now refuses, or an older
+// version's leftover) must not stop the restarted process from starting:
+// recovery ends it cancelled/abandoned like any other.
+func TestRecoveryEndsATurnOfADeletedSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.agent("a", nil)
+	s := h.session("a")
+	block := make(chan struct{})
+	defer close(block) // lets the first engine's turn end before its cleanup
+	h.model.push(reply{deltas: []string{"partial"}, block: block})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	// The store's own delete, behind the engine's back: the turn stays
+	// running in a deleted session, as the crashed process left it.
+	if err := h.store.DeleteSession(h.ctx, forge.DefaultTenant, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	copyDB(t, h.path) // the first engine keeps running on the original until cleanup
+	h2 := &harness{t: t, path: h.path + ".copy", model: &testModel{}, ctx: h.ctx}
+	h2.open() // fails the test if Recover fails
+	defer h2.close()
+	// Reads do not show a deleted session's turns; RunningTurns does.
+	if running, err := h2.store.RunningTurns(h.ctx); err != nil || len(running) != 0 {
+		t.Fatalf("turn %s still running after recovery: %v %v", turn.ID, running, err)
+	}
+	// The restarted engine serves other sessions.
+	other := h2.session("a")
+	h2.model.push(reply{deltas: []string{"fine"}})
+	if next := h2.run(other.ID, msg("hello")); next.Status != forge.TurnDone {
+		t.Fatalf("a turn after recovery: %+v", next)
+	}
+}

@@ -30,9 +30,16 @@ func (e *Engine) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
+	// One turn that cannot be ended must not keep the server (every
+	// tenant, every session) from starting: it is logged, stays running,
+	// and the next start tries again.
 	for _, t := range turns {
 		if err := e.abandon(ctx, t); err != nil {
-			return fmt.Errorf("recover turn %s: %w", t.ID, err)
+			if ctx.Err() != nil {
+				return fmt.Errorf("recover: %w", ctx.Err())
+			}
+			e.log.Error("recovery could not end an abandoned turn; it stays running until the next start",
+				"session_id", t.SessionID, "turn_id", t.ID, "err", err)
 		}
 	}
 	return nil
@@ -43,8 +50,14 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 	if err != nil {
 		return err
 	}
-	sess, err := e.store.GetSession(ctx, t.Tenant, t.SessionID)
-	if err != nil {
+	// A deleted session's turn is ended all the same (its rows stay; the
+	// store's writes do not need the session to be live), with no main
+	// thread to mark finished.
+	mainThread := ""
+	switch sess, err := e.store.GetSession(ctx, t.Tenant, t.SessionID); {
+	case err == nil:
+		mainThread = sess.MainThreadID
+	case !errors.Is(err, forge.ErrNotFound):
 		return err
 	}
 	base := &forge.Snapshot{}
@@ -96,7 +109,7 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 		final.LastSeq, t.LastSeq = seq, seq
 	}})
 	b.Turn = t
-	b.Snapshot = carriedSnapshot(t.ID, sess.MainThreadID, base)
+	b.Snapshot = carriedSnapshot(t.ID, mainThread, base)
 	if _, err = e.events.Commit(ctx, b, drafts...); err != nil {
 		return err
 	}
