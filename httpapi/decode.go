@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) 
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return forge.Errorf(forge.ErrTooLarge, "the request body exceeds %d bytes (4 MiB)", maxBodyBytes)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return forge.Errorf(errRequestTimeout, "the request body did not arrive within %s", RequestBodyTimeout)
 		}
 		return invalid("could not read the request body: %v", err)
 	}

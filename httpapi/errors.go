@@ -48,6 +48,7 @@ var codeStatus = map[string]struct {
 	// The HTTP layer's own codes (httpKinds).
 	"method_not_allowed": {http.StatusMethodNotAllowed, "method not allowed"},
 	"header_too_large":   {http.StatusRequestHeaderFieldsTooLarge, "the request's header fields exceed 64 KiB"},
+	"request_timeout":    {http.StatusRequestTimeout, "the request body did not arrive in time"},
 	"not_implemented":    {http.StatusNotImplemented, "not implemented yet"},
 	"internal":           {http.StatusInternalServerError, "internal error"},
 }
@@ -57,6 +58,7 @@ var codeStatus = map[string]struct {
 var httpKinds = []forge.ErrorKind{
 	{Err: errMethodNotAllowed, Code: "method_not_allowed"},
 	{Err: errHeaderTooLarge, Code: "header_too_large"},
+	{Err: errRequestTimeout, Code: "request_timeout"},
 	{Err: errNotImplemented, Code: "not_implemented"},
 	{Err: engine.ErrShuttingDown, Code: "unavailable"},
 }
@@ -66,6 +68,9 @@ var (
 	errMethodNotAllowed = errors.New("method_not_allowed")
 	// errHeaderTooLarge is a request whose header section exceeds MaxHeaderBytes.
 	errHeaderTooLarge = errors.New("header_too_large")
+	// errRequestTimeout is a request body that did not arrive within
+	// RequestBodyTimeout.
+	errRequestTimeout = errors.New("request_timeout")
 	// errNotImplemented marks an endpoint that exists but does not work yet.
 	errNotImplemented = errors.New("not_implemented")
 )

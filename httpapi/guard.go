@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
@@ -22,6 +23,19 @@ const MaxHeaderBytes = 64 << 10
 // handler, which refuses them in JSON. What exceeds even this, net/http
 // refuses itself; Serve's listener turns that answer into JSON too.
 const ServerMaxHeaderBytes = 1 << 20
+
+// Connection time limits Serve applies (slow and idle peers must not pin
+// connections, and with them file descriptors, forever):
+const (
+	// ServerIdleTimeout closes a keep-alive connection that has sent no
+	// new request for this long (when srv.IdleTimeout is unset).
+	ServerIdleTimeout = 2 * time.Minute
+	// RequestBodyTimeout bounds how long a request body may take to
+	// arrive, from the end of its headers; past it the answer is 408
+	// request_timeout. The deadline is lifted once the body is read, so a
+	// streamed answer (SSE) runs as long as it needs.
+	RequestBodyTimeout = 30 * time.Second
+)
 
 // guard enforces, before routing, what every request must satisfy
 // (API.md, Conventions): the header size limit; without API keys, a
@@ -148,11 +162,38 @@ func jsonContent(r *http.Request) error {
 // writes by itself before any handler runs (a header section above
 // srv.MaxHeaderBytes: 431; a malformed request: 400; an unknown transfer
 // coding: 501), which it would otherwise write as plain text.
+//
+// It also bounds slow and idle peers: srv.IdleTimeout defaults to
+// ServerIdleTimeout, and a request body must arrive within
+// RequestBodyTimeout.
 func Serve(srv *http.Server, ln net.Listener) error {
 	if srv.MaxHeaderBytes == 0 {
 		srv.MaxHeaderBytes = ServerMaxHeaderBytes
 	}
+	if srv.IdleTimeout == 0 {
+		srv.IdleTimeout = ServerIdleTimeout
+	}
+	srv.Handler = bodyDeadline(srv.Handler, RequestBodyTimeout)
 	return srv.Serve(jsonErrorListener{ln})
+}
+
+// bodyDeadline gives a request with a body d to deliver it: a read
+// deadline on the connection from the start of the handler. net/http
+// lifts it when the body has been read to its end (it clears the deadline
+// before its background read that watches for the client going away), so
+// a streamed answer (SSE) runs as long as it needs
+// (TestBodyDeadlineLiftedAfterBody). It wraps the handler net/http calls,
+// whose ResponseWriter reaches the connection.
+func bodyDeadline(next http.Handler, d time.Duration) http.Handler {
+	if next == nil {
+		next = http.DefaultServeMux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 type jsonErrorListener struct{ net.Listener }
