@@ -360,3 +360,37 @@ func TestResumeAfterAnySeq(t *testing.T) {
 		t.Fatalf("after turn.done: %s", types(got))
 	}
 }
+
+// TestResumePastTheEndOfARunningTurnEnds: a turn stream resumed with a
+// cursor beyond the seq the turn will end at (seqs are not dense: a
+// client may hold a larger one) ends when the turn ends, with nothing to
+// send, as it does for a turn that had already ended.
+func TestResumePastTheEndOfARunningTurnEnds(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, eventlog.Config{}, bus.Options{})
+	tr := f.begin()
+	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+	defer cancel()
+	ended := make(chan []forge.Event)
+	go func() {
+		var out []forge.Event
+		for ev, err := range f.log.Events(ctx, forge.DefaultTenant, f.sess.ID, eventlog.Query{After: 1 << 40, TurnID: tr.ID}) {
+			if err != nil {
+				break
+			}
+			out = append(out, ev)
+		}
+		ended <- out
+	}()
+	for f.bus.Subscribers(f.sess.ID) < 1 {
+		time.Sleep(time.Millisecond) // wait for the reader to subscribe (a poll, not ordering)
+	}
+	f.end(tr)
+	got := <-ended
+	if ctx.Err() != nil {
+		t.Fatal("the stream did not end when the turn did")
+	}
+	if len(got) != 0 {
+		t.Fatalf("a cursor past the end got %s", types(got))
+	}
+}

@@ -202,10 +202,16 @@ func (r *reader) emit(ev forge.Event) error {
 		}
 		return nil
 	}
-	if ev.Seq <= r.last {
+	if r.turnID != "" && (ev.TurnID == nil || *ev.TurnID != r.turnID) {
 		return nil
 	}
-	if r.turnID != "" && (ev.TurnID == nil || *ev.TurnID != r.turnID) {
+	if ev.Seq <= r.last {
+		if r.turnID != "" && ev.Type == forge.EventTurnDone {
+			// The turn ended at or below the cursor (a client resuming
+			// after a seq past its end): nothing is left to send, and
+			// the stream ends as it does after turn.done.
+			return errStop
+		}
 		return nil
 	}
 	r.last = ev.Seq
