@@ -12,7 +12,8 @@ import (
 // events and keeps the response object they describe.
 //
 // Sequence numbers (docs/decisions.md): the events of a step with Forge
-// seq S are numbered from S*seqScale on, each after the previous one,
+// seq S are numbered from (S-S0)*seqScale on, S0 being the seq of the
+// turn's turn.created, each after the previous one,
 // except the text and reasoning deltas of a part, which are numbered
 // base+end, where base is the number of the part's content_part.added
 // and end the byte offset within the part where the delta ends. The
@@ -27,6 +28,9 @@ import (
 type encoder struct {
 	resp Response
 	seq  int64 // the last number assigned; -1 before the first
+	// origin is the Forge seq of the turn's first step (turn.created):
+	// numbers count seqs from it.
+	origin int64
 	// after is the client's starting_after: events numbered at or below it
 	// are not written (a delta straddling it is cut); -1 for none.
 	after int64
@@ -56,7 +60,7 @@ func newEncoder(resp Response, after int64, write func(typ string, data []byte))
 // seqScale spaces the numbers of consecutive Forge seqs: a part's deltas
 // fit between its start's seq and the next, as long as no single delta
 // exceeds seqScale bytes. Numbers stay exact in a JavaScript client (below
-// 2^53) for sessions of up to 2^33 seqs.
+// 2^53) for turns of up to 2^33 seqs.
 const seqScale = 1 << 20
 
 func intp(i int) *int          { return &i }
@@ -92,9 +96,14 @@ func (e *encoder) snapshot() *Response {
 // step applies one projected step.
 func (e *encoder) step(s protocol.Step) {
 	if s.Kind != protocol.PartDelta && s.Seq > 0 {
-		// A delta's number depends on its offset only: a replay has no
-		// deltas of its own to take a seq from.
-		e.seq = max(e.seq, s.Seq*seqScale-1)
+		// Seqs count from the turn's first (turn.created: the stream
+		// starts at 0, as OpenAI's does). A delta's number depends on
+		// its offset only: a replay has no deltas of its own to take a
+		// seq from.
+		if e.origin == 0 {
+			e.origin = s.Seq
+		}
+		e.seq = max(e.seq, (s.Seq-e.origin)*seqScale-1)
 	}
 	switch s.Kind {
 	case protocol.TurnStarted:
