@@ -322,19 +322,18 @@ func (r *room) join(ctx context.Context, actor forge.Actor, trigger string) (*fo
 	return p, nil
 }
 
-// leave ends a stint: its worker stops (cancelling its running monologue
-// turn, on whichever replica it runs) before the stint ends, so nothing
-// more of it reaches the forum.
+// leave ends a stint. The leave is recorded first, under the room's lock,
+// so every post is ordered against it: the stint's worker has been handed
+// exactly the messages posted before it, and copies them before it stops
+// (finishWorker). From then on the room publishes nothing of the stint,
+// and its running monologue turn is cancelled, on whichever replica it
+// runs.
 func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error) {
-	r.s.stopWorker(id)
-	if p, err := r.s.store.GetParticipant(ctx, r.tenant, r.id, id); err == nil && p.LeftAt == nil {
-		r.s.cancelMonologue(p)
-	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	var (
 		out    *forge.Participant
 		active bool
+		until  string // an id after every message posted before the leave
 	)
 	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
 		stint, ok := r.active[id]
@@ -342,6 +341,7 @@ func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error)
 			return nil, nil, nil
 		}
 		active = true
+		until = r.s.ids.New(forge.PrefixMessage)
 		left := *stint
 		at := r.s.clock.Now()
 		left.LeftAt = &at
@@ -352,13 +352,22 @@ func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error)
 				return err
 			}, nil
 	})
+	var stint *forge.Participant
+	if err == nil && active {
+		stint = r.active[id]
+		delete(r.active, id)
+	}
+	r.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if !active {
+		// Ended before (here or on another replica): its worker here has
+		// nothing to finish.
+		r.s.stopWorker(id)
 		return r.s.store.GetParticipant(ctx, r.tenant, r.id, id)
 	}
-	delete(r.active, id)
+	r.s.finishWorker(stint, until)
 	return out, nil
 }
 

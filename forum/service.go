@@ -269,6 +269,39 @@ func (s *Service) stopWorker(participantID string) {
 	s.mu.Unlock()
 }
 
+// finishWorker ends the worker of a stint that has left (its leave is
+// recorded): the worker copies the messages it was handed, or missed,
+// up to until, starts no turn, and stops. The stint's running monologue
+// turn is cancelled before (a compaction the worker waits for ends) and
+// after (a turn the worker started before it saw the leave).
+func (s *Service) finishWorker(p *forge.Participant, until string) {
+	s.mu.Lock()
+	w := s.workers[p.ID]
+	delete(s.workers, p.ID)
+	s.mu.Unlock()
+	if w != nil {
+		w.finish(until)
+	}
+	s.cancelMonologue(p)
+	if w == nil {
+		return
+	}
+	<-w.done
+	w.stop()
+	mono := w.monologue() // the worker has returned: its fields are ours
+	s.mu.Lock()
+	if s.monos[mono] == w {
+		delete(s.monos, mono)
+	}
+	s.mu.Unlock()
+	if mono != p.Metadata.MonologueID {
+		q := *p
+		q.Metadata.MonologueID = mono
+		p = &q
+	}
+	s.cancelMonologue(p)
+}
+
 // cancelMonologue cancels the running turn of a leaving stint's
 // monologue, on whichever replica runs it, and waits for its end.
 func (s *Service) cancelMonologue(p *forge.Participant) {
