@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"sync"
@@ -466,6 +467,34 @@ func (s *Service) DeleteForum(ctx context.Context, tenant, forumID string) error
 	delete(s.rooms, forumID)
 	s.mu.Unlock()
 	return nil
+}
+
+// DeleteMonologue deletes a monologue, unless it is the current monologue
+// of an active stint: the stint would stay in the room with nowhere to
+// copy the forum's messages, the agent deaf (the stint must leave first).
+func (s *Service) DeleteMonologue(ctx context.Context, tenant, monologueID string) error {
+	mono, err := s.store.GetSession(ctx, tenant, monologueID)
+	if err != nil {
+		return err
+	}
+	if mono.Kind != forge.KindMonologue {
+		return forge.Errorf(forge.ErrInvalid, "session %s is not a monologue", monologueID)
+	}
+	var meta struct {
+		ForumID       string `json:"forum_id"`
+		ParticipantID string `json:"participant_id"`
+	}
+	if json.Unmarshal(mono.Metadata, &meta) == nil && meta.ForumID != "" && meta.ParticipantID != "" {
+		p, err := s.store.GetParticipant(ctx, tenant, meta.ForumID, meta.ParticipantID)
+		switch {
+		case err == nil && p.LeftAt == nil && p.Metadata.MonologueID == monologueID:
+			return forge.Errorf(forge.ErrConflict, "monologue %s belongs to %s, an active member of forum %s: leave the forum first (DELETE /v1/forums/%s/members/%s)",
+				monologueID, p.ActorID, meta.ForumID, meta.ForumID, p.ID)
+		case err != nil && !errors.Is(err, forge.ErrNotFound):
+			return fmt.Errorf("reading the stint of monologue %s: %w", monologueID, err)
+		}
+	}
+	return s.eng.DeleteSession(ctx, tenant, monologueID)
 }
 
 // Join adds a member. An agent must exist; trigger is auto, mention or

@@ -91,10 +91,21 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteSession deletes a session, cancelling its running turn first (the
-// engine does both).
+// engine does both). A monologue goes through the forum layer, which
+// refuses the current monologue of an active stint.
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
-	sid := r.PathValue("sid")
-	if err := s.rt.DeleteSession(detach(r), tenantOf(r), sid); err != nil {
+	sid, tenant := r.PathValue("sid"), tenantOf(r)
+	ses, err := s.store.GetSession(r.Context(), tenant, sid)
+	if err != nil {
+		return notFound(err, "session", sid)
+	}
+	switch {
+	case s.forumSvc != nil && ses.Kind == forge.KindMonologue:
+		err = s.forumSvc.DeleteMonologue(detach(r), tenant, sid)
+	default:
+		err = s.rt.DeleteSession(detach(r), tenant, sid)
+	}
+	if err != nil {
 		return notFound(err, "session", sid)
 	}
 	w.WriteHeader(http.StatusNoContent)
