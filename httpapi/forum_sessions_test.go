@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/scripted"
 )
 
 // forumWithAgent creates a forum with the human alice and the agent as
@@ -80,6 +81,35 @@ func TestDeleteMonologueOfActiveStint(t *testing.T) {
 		}
 	}
 	s.call("GET", "/v1/sessions/"+mono, nil, 404, nil)
+}
+
+// TestDeleteForumThroughSessions: DELETE /v1/sessions/{forum} does what
+// DELETE /v1/forums/{fid} does: the running monologue turn is cancelled
+// and every stint ends.
+func TestDeleteForumThroughSessions(t *testing.T) {
+	t.Parallel()
+	db := t.TempDir() + "/forge.db"
+	s := newStackAt(t, db)
+	s.createAgent("thinker", scripted.Step{Text: "thinking", Hang: true})
+	fid, stint := s.forumWithAgent("thinker")
+	mono := stint.Metadata.MonologueID
+	s.call("POST", "/v1/forums/"+fid+"/messages", map[string]any{"author": "alice", "text": "hello"}, 201, nil)
+	turn := s.runningTurn(mono)
+
+	s.call("DELETE", "/v1/sessions/"+fid, nil, 204, nil)
+
+	ctx := context.Background()
+	got, err := s.store.GetTurn(ctx, forge.DefaultTenant, mono, turn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != forge.TurnCancelled {
+		t.Fatalf("the monologue turn is %s after the forum's delete, want cancelled", got.Status)
+	}
+	if n := activeStints(t, db, fid); n != 0 {
+		t.Fatalf("%d stints of the deleted forum are still active", n)
+	}
+	s.call("GET", "/v1/forums/"+fid, nil, 404, nil)
 }
 
 // activeStints counts the forum's active stints in the database file (the

@@ -91,8 +91,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteSession deletes a session, cancelling its running turn first (the
-// engine does both). A monologue goes through the forum layer, which
-// refuses the current monologue of an active stint.
+// engine does both). Forums and monologues go through the forum layer, as
+// DELETE /v1/forums/{fid} does: a forum's stints end and their monologue
+// turns are cancelled; an active stint's monologue is refused.
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	sid, tenant := r.PathValue("sid"), tenantOf(r)
 	ses, err := s.store.GetSession(r.Context(), tenant, sid)
@@ -100,6 +101,8 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 		return notFound(err, "session", sid)
 	}
 	switch {
+	case s.forumSvc != nil && ses.Kind == forge.KindForum:
+		err = s.forumSvc.DeleteForum(detach(r), tenant, sid)
 	case s.forumSvc != nil && ses.Kind == forge.KindMonologue:
 		err = s.forumSvc.DeleteMonologue(detach(r), tenant, sid)
 	default:
