@@ -27,6 +27,9 @@ type room struct {
 
 	mu     sync.Mutex                    // guards the following
 	active map[string]*forge.Participant // active stints by id
+	// deleting is set when DeleteForum begins: no join or post gets in
+	// after the stints it ends.
+	deleting bool
 	// Guard state, rebuilt from the forum's recent messages when the room
 	// is loaded.
 	streak   int                    // consecutive replies since the last human message
@@ -169,6 +172,9 @@ func forumDraft(m *forge.Message) eventlog.Draft {
 func (r *room) post(ctx context.Context, author, text string, meta []byte) (*forge.Message, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.deleting {
+		return nil, r.gone()
+	}
 	var m *forge.Message
 	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
 		var stint *forge.Participant
@@ -294,6 +300,9 @@ func noticeText(guard string, g forge.ForumGuards) string {
 func (r *room) join(ctx context.Context, actor forge.Actor, trigger string) (*forge.Participant, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.deleting {
+		return nil, r.gone()
+	}
 	now := r.s.clock.Now()
 	p := &forge.Participant{ID: r.s.ids.New(forge.PrefixParticipant), Tenant: r.tenant, ForumID: r.id, Actor: actor,
 		ActorID: actor.Key(), JoinedAt: now}
@@ -396,6 +405,19 @@ func (r *room) swapped(ctx context.Context, w *forge.MonologueSwap) error {
 	moved.Metadata.MonologueID = w.New.ID
 	r.active[stint.ID] = &moved
 	return nil
+}
+
+// gone is the error of a write to a forum being deleted.
+func (r *room) gone() error {
+	return forge.Errorf(forge.ErrNotFound, "forum %q not found", r.id)
+}
+
+// setDeleting refuses joins and posts from now on (or again accepts them
+// when the delete failed).
+func (r *room) setDeleting(on bool) {
+	r.mu.Lock()
+	r.deleting = on
+	r.mu.Unlock()
 }
 
 // activeIDs lists the active stints, oldest first.

@@ -449,18 +449,22 @@ func (s *Service) CreateForum(ctx context.Context, tenant, title string, meta js
 }
 
 // DeleteForum ends every stint (cancelling running monologue turns), then
-// deletes the forum.
+// deletes the forum. The room refuses joins and posts first (not_found),
+// so a join racing the delete either is ended by it or fails.
 func (s *Service) DeleteForum(ctx context.Context, tenant, forumID string) error {
 	r, err := s.room(ctx, tenant, forumID)
 	if err != nil {
 		return err
 	}
+	r.setDeleting(true)
 	for _, id := range r.activeIDs() {
 		if _, err := r.leave(ctx, id); err != nil {
+			r.setDeleting(false) // the forum stays: a retry may delete it
 			return err
 		}
 	}
 	if err := s.eng.DeleteSession(ctx, tenant, forumID); err != nil {
+		r.setDeleting(false)
 		return err
 	}
 	s.mu.Lock()
