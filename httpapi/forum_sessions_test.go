@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,69 @@ func activeStints(t *testing.T, db, forumID string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestCopyHasNullTurnID: a forum message's copy in a monologue belongs to
+// no turn: "turn_id": null in the messages API and in its
+// message.created event's data; a direct session's messages keep theirs.
+func TestCopyHasNullTurnID(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.createAgent("echo")
+	fid, stint := s.forumWithAgent("echo")
+	mono := stint.Metadata.MonologueID
+	s.call("POST", "/v1/forums/"+fid+"/messages", map[string]any{"author": "alice", "text": "hello"}, 201, nil)
+	var copied map[string]any
+	for deadline := time.Now().Add(10 * time.Second); copied == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not copied into the monologue")
+		}
+		var list struct{ Data []map[string]any }
+		s.call("GET", "/v1/sessions/"+mono+"/messages", nil, 200, &list)
+		for _, m := range list.Data {
+			if m["role"] == "user" {
+				copied = m
+			}
+		}
+	}
+	if v, ok := copied["turn_id"]; !ok || v != nil {
+		t.Fatalf("the copy's turn_id is %#v (present %v), want null", v, ok)
+	}
+	var evs struct{ Data []forge.Event }
+	s.call("GET", "/v1/sessions/"+mono+"/events", nil, 200, &evs)
+	found := false
+	for _, ev := range evs.Data {
+		if ev.Type != forge.EventMessageCreated || ev.ID != copied["id"] {
+			continue
+		}
+		found = true
+		var data map[string]any
+		if err := json.Unmarshal(ev.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := data["turn_id"]; !ok || v != nil {
+			t.Fatalf("message.created of the copy has turn_id %#v (present %v), want null", v, ok)
+		}
+	}
+	if !found {
+		t.Fatalf("no message.created event for the copy %v", copied["id"])
+	}
+
+	ses := s.createSession("echo")
+	var turn forge.Turn
+	a := s.do(req{method: "POST", path: "/v1/sessions/" + ses.ID + "/turns", body: msgTurn("hi")})
+	if err := json.Unmarshal(a.body, &turn); err != nil || turn.ID == "" {
+		t.Fatalf("POST turns: %s", a)
+	}
+	s.waitTurn(ses.ID, turn.ID)
+	var list struct{ Data []map[string]any }
+	s.call("GET", "/v1/sessions/"+ses.ID+"/messages", nil, 200, &list)
+	if len(list.Data) == 0 {
+		t.Fatal("the direct session has no messages")
+	}
+	for _, m := range list.Data {
+		if m["turn_id"] != turn.ID {
+			t.Fatalf("a direct session's message has turn_id %#v, want %s", m["turn_id"], turn.ID)
+		}
+	}
 }
