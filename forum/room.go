@@ -36,7 +36,16 @@ type room struct {
 	noticed  bool                   // a notice was posted during this streak
 	pairs    map[string][]time.Time // reply times between two agents, by pair
 	lastSeen map[string]string      // actor id of each recent message's author, by message id
+	// seenOrder holds the ids in lastSeen, a ring of the last
+	// recentMessages: the pair guard only asks who wrote the message a
+	// reply answers, and a restart remembers no more than that.
+	seenOrder [recentMessages]string
+	seenNext  int
 }
+
+// recentMessages is how many of a forum's newest messages the guard state
+// is rebuilt from on load, and how many authors it remembers.
+const recentMessages = 200
 
 // update decides and writes the forum's messages and events in one
 // transaction through the forum's sequencer, holding the forum (in every
@@ -72,11 +81,12 @@ func (r *room) load(ctx context.Context) error {
 		}
 		cursor = next
 	}
-	recent, err := r.s.store.LastLoose(ctx, r.tenant, r.id, 200)
+	recent, err := r.s.store.LastLoose(ctx, r.tenant, r.id, recentMessages)
 	if err != nil {
 		return err
 	}
 	r.pairs, r.lastSeen = map[string][]time.Time{}, map[string]string{}
+	r.seenOrder, r.seenNext = [recentMessages]string{}, 0
 	for _, m := range recent {
 		r.account(m)
 	}
@@ -89,7 +99,7 @@ func (r *room) account(m *forge.Message) {
 	if f == nil {
 		return
 	}
-	r.lastSeen[m.ID] = f.ActorID
+	r.remember(m.ID, f.ActorID)
 	switch f.Kind {
 	case forge.ForumKindMessage:
 		r.streak, r.noticed = 0, false
@@ -101,6 +111,21 @@ func (r *room) account(m *forge.Message) {
 			r.pairs[pk] = append(r.pairs[pk], m.CreatedAt)
 		}
 	}
+}
+
+// remember notes a message's author, forgetting the oldest beyond the
+// last recentMessages.
+func (r *room) remember(id, actorID string) {
+	if _, ok := r.lastSeen[id]; ok {
+		r.lastSeen[id] = actorID
+		return
+	}
+	if old := r.seenOrder[r.seenNext]; old != "" {
+		delete(r.lastSeen, old)
+	}
+	r.seenOrder[r.seenNext] = id
+	r.seenNext = (r.seenNext + 1) % recentMessages
+	r.lastSeen[id] = actorID
 }
 
 // pairKey names the two agents a reply passes between: its author and the
