@@ -261,7 +261,9 @@ func (r *room) publish(ctx context.Context, rp reply) error {
 		guard := r.guard(info, m.CreatedAt)
 		if guard != "" {
 			info.Quiet = true
-			if !r.noticed {
+			// The notice says a trigger was stopped: none is when no
+			// other agent's policy would have answered this reply.
+			if !r.noticed && r.wouldTrigger(info) {
 				n := r.newMessage(noticeText(guard, r.guards), &forge.ForumInfo{Kind: forge.ForumKindNotice, Guard: guard}, nil)
 				msgs = append(msgs, n)
 			}
@@ -309,6 +311,17 @@ func (r *room) guard(info *forge.ForumInfo, now time.Time) string {
 		}
 	}
 	return ""
+}
+
+// wouldTrigger reports whether a reply would trigger some active agent
+// stint other than its author's (callers hold r.mu).
+func (r *room) wouldTrigger(info *forge.ForumInfo) bool {
+	for id, p := range r.active {
+		if p.Actor.Type == forge.ActorAgent && id != info.ParticipantID && policyTriggers(p, info.Mentions, len(r.active)) {
+			return true
+		}
+	}
+	return false
 }
 
 func noticeText(guard string, g forge.ForumGuards) string {

@@ -328,14 +328,20 @@ func (w *worker) triggers(m *forge.Message, members int) bool {
 	if f.Quiet {
 		return false // a guard stopped this reply
 	}
-	policy := w.stint.Trigger
+	return policyTriggers(w.stint, f.Mentions, members)
+}
+
+// policyTriggers applies a stint's trigger policy to a message with these
+// mentions posted when the forum had members active stints.
+func policyTriggers(stint *forge.Participant, mentions []string, members int) bool {
+	policy := stint.Trigger
 	if policy == forge.TriggerAuto || policy == "" {
 		policy = forge.TriggerMention
 		if members == 2 {
 			policy = forge.TriggerAlways
 		}
 	}
-	return policy == forge.TriggerAlways || slices.Contains(f.Mentions, w.stint.Actor.Agent)
+	return policy == forge.TriggerAlways || slices.Contains(mentions, stint.Actor.Agent)
 }
 
 // copyIn writes the copy of m into the current monologue: a user message
