@@ -128,6 +128,63 @@ func randTurn(r *rand.Rand) *Turn {
 	return t
 }
 
+// reflected is a message as encoding/json's reflection writes it (turn_id
+// null when empty), not through Message.MarshalJSON, which is AppendJSON.
+type reflected struct{ m *Message }
+
+func (r reflected) MarshalJSON() ([]byte, error) { return r.m.reflectJSON() }
+
+// TestTurnlessMessageTurnIDIsNull: a message outside every turn (a
+// forum's, a copy in a monologue) has "turn_id": null through every
+// encoder (the event log's AppendJSON, encoding/json for a value, a
+// pointer and a list), one in a turn its id; null decodes back to "".
+func TestTurnlessMessageTurnIDIsNull(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		name, turnID, want string
+	}{
+		{"outside turns", "", `"turn_id":null`},
+		{"in a turn", "turn_1", `"turn_id":"turn_1"`},
+	}
+	for _, c := range cases {
+		m := &Message{ID: "msg_1", SessionID: "ses_1", TurnID: c.turnID, ThreadID: "thr_1", Role: RoleUser, CreatedAt: now,
+			Metadata: json.RawMessage(`{"turn_id":""}`), Parts: []*Part{}}
+		appended, ok := m.AppendJSON(nil)
+		if !ok {
+			t.Fatalf("%s: AppendJSON declined", c.name)
+		}
+		value, err := json.Marshal(*m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pointer, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := json.Marshal([]*Message{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reflect, err := m.reflectJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, enc := range []struct {
+			name string
+			b    []byte
+		}{{"AppendJSON", appended}, {"Marshal value", value}, {"Marshal pointer", pointer}, {"Marshal list", list}, {"reflection", reflect}} {
+			if !bytes.Contains(enc.b, []byte(`"session_id":"ses_1",`+c.want+`,`)) || !bytes.Contains(enc.b, []byte(`"metadata":{"turn_id":""}`)) {
+				t.Errorf("%s: %s wrote %s, want %s (and the metadata as it is)", c.name, enc.name, enc.b, c.want)
+			}
+		}
+		var back Message
+		if err := json.Unmarshal(appended, &back); err != nil || back.TurnID != c.turnID {
+			t.Errorf("%s: decoded turn_id %q (%v), want %q", c.name, back.TurnID, err, c.turnID)
+		}
+	}
+}
+
 // checkAppendJSON: where json.Marshal succeeds, AppendJSON writes the same
 // bytes or declines; where Marshal fails, AppendJSON declines.
 func checkAppendJSON(t *testing.T, v any, appendJSON func([]byte) ([]byte, bool)) (declined bool) {
@@ -153,7 +210,7 @@ func TestMessageAppendJSON(t *testing.T) {
 			declined++
 		}
 		m := randMessage(r)
-		if checkAppendJSON(t, m, m.AppendJSON) {
+		if checkAppendJSON(t, reflected{m}, m.AppendJSON) {
 			declined++
 		}
 		tu := randTurn(r)
@@ -179,7 +236,7 @@ func TestMessageAppendJSON(t *testing.T) {
 	for _, c := range []struct {
 		v any
 		f func([]byte) ([]byte, bool)
-	}{{p, p.AppendJSON}, {m, m.AppendJSON}, {tu, tu.AppendJSON}} {
+	}{{p, p.AppendJSON}, {reflected{m}, m.AppendJSON}, {tu, tu.AppendJSON}} {
 		if checkAppendJSON(t, c.v, c.f) {
 			t.Errorf("a typical %T was declined", c.v)
 		}

@@ -27,13 +27,25 @@ type room struct {
 
 	mu     sync.Mutex                    // guards the following
 	active map[string]*forge.Participant // active stints by id
+	// deleting is set when DeleteForum begins: no join or post gets in
+	// after the stints it ends.
+	deleting bool
 	// Guard state, rebuilt from the forum's recent messages when the room
 	// is loaded.
 	streak   int                    // consecutive replies since the last human message
 	noticed  bool                   // a notice was posted during this streak
 	pairs    map[string][]time.Time // reply times between two agents, by pair
 	lastSeen map[string]string      // actor id of each recent message's author, by message id
+	// seenOrder holds the ids in lastSeen, a ring of the last
+	// recentMessages: the pair guard only asks who wrote the message a
+	// reply answers, and a restart remembers no more than that.
+	seenOrder [recentMessages]string
+	seenNext  int
 }
+
+// recentMessages is how many of a forum's newest messages the guard state
+// is rebuilt from on load, and how many authors it remembers.
+const recentMessages = 200
 
 // update decides and writes the forum's messages and events in one
 // transaction through the forum's sequencer, holding the forum (in every
@@ -69,11 +81,12 @@ func (r *room) load(ctx context.Context) error {
 		}
 		cursor = next
 	}
-	recent, err := r.s.store.LastLoose(ctx, r.tenant, r.id, 200)
+	recent, err := r.s.store.LastLoose(ctx, r.tenant, r.id, recentMessages)
 	if err != nil {
 		return err
 	}
 	r.pairs, r.lastSeen = map[string][]time.Time{}, map[string]string{}
+	r.seenOrder, r.seenNext = [recentMessages]string{}, 0
 	for _, m := range recent {
 		r.account(m)
 	}
@@ -86,7 +99,7 @@ func (r *room) account(m *forge.Message) {
 	if f == nil {
 		return
 	}
-	r.lastSeen[m.ID] = f.ActorID
+	r.remember(m.ID, f.ActorID)
 	switch f.Kind {
 	case forge.ForumKindMessage:
 		r.streak, r.noticed = 0, false
@@ -98,6 +111,21 @@ func (r *room) account(m *forge.Message) {
 			r.pairs[pk] = append(r.pairs[pk], m.CreatedAt)
 		}
 	}
+}
+
+// remember notes a message's author, forgetting the oldest beyond the
+// last recentMessages.
+func (r *room) remember(id, actorID string) {
+	if _, ok := r.lastSeen[id]; ok {
+		r.lastSeen[id] = actorID
+		return
+	}
+	if old := r.seenOrder[r.seenNext]; old != "" {
+		delete(r.lastSeen, old)
+	}
+	r.seenOrder[r.seenNext] = id
+	r.seenNext = (r.seenNext + 1) % recentMessages
+	r.lastSeen[id] = actorID
 }
 
 // pairKey names the two agents a reply passes between: its author and the
@@ -169,6 +197,9 @@ func forumDraft(m *forge.Message) eventlog.Draft {
 func (r *room) post(ctx context.Context, author, text string, meta []byte) (*forge.Message, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.deleting {
+		return nil, r.gone()
+	}
 	var m *forge.Message
 	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
 		var stint *forge.Participant
@@ -230,7 +261,9 @@ func (r *room) publish(ctx context.Context, rp reply) error {
 		guard := r.guard(info, m.CreatedAt)
 		if guard != "" {
 			info.Quiet = true
-			if !r.noticed {
+			// The notice says a trigger was stopped: none is when no
+			// other agent's policy would have answered this reply.
+			if !r.noticed && r.wouldTrigger(info) {
 				n := r.newMessage(noticeText(guard, r.guards), &forge.ForumInfo{Kind: forge.ForumKindNotice, Guard: guard}, nil)
 				msgs = append(msgs, n)
 			}
@@ -280,6 +313,17 @@ func (r *room) guard(info *forge.ForumInfo, now time.Time) string {
 	return ""
 }
 
+// wouldTrigger reports whether a reply would trigger some active agent
+// stint other than its author's (callers hold r.mu).
+func (r *room) wouldTrigger(info *forge.ForumInfo) bool {
+	for id, p := range r.active {
+		if p.Actor.Type == forge.ActorAgent && id != info.ParticipantID && policyTriggers(p, info.Mentions, len(r.active)) {
+			return true
+		}
+	}
+	return false
+}
+
 func noticeText(guard string, g forge.ForumGuards) string {
 	switch guard {
 	case "max_agent_streak":
@@ -294,6 +338,9 @@ func noticeText(guard string, g forge.ForumGuards) string {
 func (r *room) join(ctx context.Context, actor forge.Actor, trigger string) (*forge.Participant, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.deleting {
+		return nil, r.gone()
+	}
 	now := r.s.clock.Now()
 	p := &forge.Participant{ID: r.s.ids.New(forge.PrefixParticipant), Tenant: r.tenant, ForumID: r.id, Actor: actor,
 		ActorID: actor.Key(), JoinedAt: now}
@@ -322,19 +369,18 @@ func (r *room) join(ctx context.Context, actor forge.Actor, trigger string) (*fo
 	return p, nil
 }
 
-// leave ends a stint: its worker stops (cancelling its running monologue
-// turn, on whichever replica it runs) before the stint ends, so nothing
-// more of it reaches the forum.
+// leave ends a stint. The leave is recorded first, under the room's lock,
+// so every post is ordered against it: the stint's worker has been handed
+// exactly the messages posted before it, and copies them before it stops
+// (finishWorker). From then on the room publishes nothing of the stint,
+// and its running monologue turn is cancelled, on whichever replica it
+// runs.
 func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error) {
-	r.s.stopWorker(id)
-	if p, err := r.s.store.GetParticipant(ctx, r.tenant, r.id, id); err == nil && p.LeftAt == nil {
-		r.s.cancelMonologue(p)
-	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	var (
 		out    *forge.Participant
 		active bool
+		until  string // an id after every message posted before the leave
 	)
 	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
 		stint, ok := r.active[id]
@@ -342,6 +388,7 @@ func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error)
 			return nil, nil, nil
 		}
 		active = true
+		until = r.s.ids.New(forge.PrefixMessage)
 		left := *stint
 		at := r.s.clock.Now()
 		left.LeftAt = &at
@@ -352,13 +399,22 @@ func (r *room) leave(ctx context.Context, id string) (*forge.Participant, error)
 				return err
 			}, nil
 	})
+	var stint *forge.Participant
+	if err == nil && active {
+		stint = r.active[id]
+		delete(r.active, id)
+	}
+	r.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if !active {
+		// Ended before (here or on another replica): its worker here has
+		// nothing to finish.
+		r.s.stopWorker(id)
 		return r.s.store.GetParticipant(ctx, r.tenant, r.id, id)
 	}
-	delete(r.active, id)
+	r.s.finishWorker(stint, until)
 	return out, nil
 }
 
@@ -387,6 +443,19 @@ func (r *room) swapped(ctx context.Context, w *forge.MonologueSwap) error {
 	moved.Metadata.MonologueID = w.New.ID
 	r.active[stint.ID] = &moved
 	return nil
+}
+
+// gone is the error of a write to a forum being deleted.
+func (r *room) gone() error {
+	return forge.Errorf(forge.ErrNotFound, "forum %q not found", r.id)
+}
+
+// setDeleting refuses joins and posts from now on (or again accepts them
+// when the delete failed).
+func (r *room) setDeleting(on bool) {
+	r.mu.Lock()
+	r.deleting = on
+	r.mu.Unlock()
 }
 
 // activeIDs lists the active stints, oldest first.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"sync"
@@ -269,6 +270,39 @@ func (s *Service) stopWorker(participantID string) {
 	s.mu.Unlock()
 }
 
+// finishWorker ends the worker of a stint that has left (its leave is
+// recorded): the worker copies the messages it was handed, or missed,
+// up to until, starts no turn, and stops. The stint's running monologue
+// turn is cancelled before (a compaction the worker waits for ends) and
+// after (a turn the worker started before it saw the leave).
+func (s *Service) finishWorker(p *forge.Participant, until string) {
+	s.mu.Lock()
+	w := s.workers[p.ID]
+	delete(s.workers, p.ID)
+	s.mu.Unlock()
+	if w != nil {
+		w.finish(until)
+	}
+	s.cancelMonologue(p)
+	if w == nil {
+		return
+	}
+	<-w.done
+	w.stop()
+	mono := w.monologue() // the worker has returned: its fields are ours
+	s.mu.Lock()
+	if s.monos[mono] == w {
+		delete(s.monos, mono)
+	}
+	s.mu.Unlock()
+	if mono != p.Metadata.MonologueID {
+		q := *p
+		q.Metadata.MonologueID = mono
+		p = &q
+	}
+	s.cancelMonologue(p)
+}
+
 // cancelMonologue cancels the running turn of a leaving stint's
 // monologue, on whichever replica runs it, and waits for its end.
 func (s *Service) cancelMonologue(p *forge.Participant) {
@@ -415,24 +449,56 @@ func (s *Service) CreateForum(ctx context.Context, tenant, title string, meta js
 }
 
 // DeleteForum ends every stint (cancelling running monologue turns), then
-// deletes the forum.
+// deletes the forum. The room refuses joins and posts first (not_found),
+// so a join racing the delete either is ended by it or fails.
 func (s *Service) DeleteForum(ctx context.Context, tenant, forumID string) error {
 	r, err := s.room(ctx, tenant, forumID)
 	if err != nil {
 		return err
 	}
+	r.setDeleting(true)
 	for _, id := range r.activeIDs() {
 		if _, err := r.leave(ctx, id); err != nil {
+			r.setDeleting(false) // the forum stays: a retry may delete it
 			return err
 		}
 	}
 	if err := s.eng.DeleteSession(ctx, tenant, forumID); err != nil {
+		r.setDeleting(false)
 		return err
 	}
 	s.mu.Lock()
 	delete(s.rooms, forumID)
 	s.mu.Unlock()
 	return nil
+}
+
+// DeleteMonologue deletes a monologue, unless it is the current monologue
+// of an active stint: the stint would stay in the room with nowhere to
+// copy the forum's messages, the agent deaf (the stint must leave first).
+func (s *Service) DeleteMonologue(ctx context.Context, tenant, monologueID string) error {
+	mono, err := s.store.GetSession(ctx, tenant, monologueID)
+	if err != nil {
+		return err
+	}
+	if mono.Kind != forge.KindMonologue {
+		return forge.Errorf(forge.ErrInvalid, "session %s is not a monologue", monologueID)
+	}
+	var meta struct {
+		ForumID       string `json:"forum_id"`
+		ParticipantID string `json:"participant_id"`
+	}
+	if json.Unmarshal(mono.Metadata, &meta) == nil && meta.ForumID != "" && meta.ParticipantID != "" {
+		p, err := s.store.GetParticipant(ctx, tenant, meta.ForumID, meta.ParticipantID)
+		switch {
+		case err == nil && p.LeftAt == nil && p.Metadata.MonologueID == monologueID:
+			return forge.Errorf(forge.ErrConflict, "monologue %s belongs to %s, an active member of forum %s: leave the forum first (DELETE /v1/forums/%s/members/%s)",
+				monologueID, p.ActorID, meta.ForumID, meta.ForumID, p.ID)
+		case err != nil && !errors.Is(err, forge.ErrNotFound):
+			return fmt.Errorf("reading the stint of monologue %s: %w", monologueID, err)
+		}
+	}
+	return s.eng.DeleteSession(ctx, tenant, monologueID)
 }
 
 // Join adds a member. An agent must exist; trigger is auto, mention or

@@ -32,6 +32,10 @@ type worker struct {
 	missed bool
 	// gone is set when the stint ended on another replica.
 	gone bool
+	// leaving is set when the stint's leave is recorded here: the worker
+	// copies what it was handed (up to until), starts nothing, and stops.
+	leaving bool
+	until   string
 
 	// Owned by the goroutine.
 	stint    *forge.Participant
@@ -40,6 +44,7 @@ type worker struct {
 	catchUp  bool               // read missed forum messages from the store
 	retryAt  time.Time          // when a failed start or ingestion is tried again
 	lastCopy string             // source id of the newest copy
+	last     string             // when set, messages after it are not copied (the stint left)
 }
 
 type inboxItem struct {
@@ -68,12 +73,37 @@ func (w *worker) poke() {
 	}
 }
 
-func (w *worker) take() ([]inboxItem, []*forge.Turn, bool, bool) {
+// batch is what the worker's loop takes at each wake.
+type batch struct {
+	in      []inboxItem
+	ended   []*forge.Turn
+	missed  bool
+	gone    bool
+	leaving bool
+	until   string
+}
+
+func (w *worker) take() batch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in, ended, missed := w.inbox, w.ended, w.missed
+	b := batch{in: w.inbox, ended: w.ended, missed: w.missed, gone: w.gone, leaving: w.leaving, until: w.until}
 	w.inbox, w.ended, w.missed = nil, nil, false
-	return in, ended, missed, w.gone
+	return b
+}
+
+// finish tells the worker that its stint left: messages up to until are
+// still copied, nothing after them, and no turn starts.
+func (w *worker) finish(until string) {
+	w.mu.Lock()
+	w.leaving, w.until = true, until
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *worker) isLeaving() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.leaving
 }
 
 // note records what the worker's watchers saw happen on another replica.
@@ -142,27 +172,38 @@ func (w *worker) run(ctx context.Context, recover bool) {
 				w.running, w.pending = "", nil
 			}
 		}
-		in, ended, missed, gone := w.take()
-		if gone {
+		b := w.take()
+		if b.gone {
 			return
+		}
+		if b.leaving {
+			w.last = b.until
 		}
 		// A turn's end is handled wherever it is heard: its reply is
 		// published once whoever publishes it.
-		for _, t := range ended {
+		for _, t := range b.ended {
 			w.onEnd(ctx, t)
 		}
 		if held {
-			if missed {
+			if b.missed {
 				w.catchUp = true
 			}
 			if w.catchUp {
 				w.catchUpFromStore(ctx)
 			}
-			for _, it := range in {
+			for _, it := range b.in {
 				w.ingest(ctx, it.msg, it.members)
+			}
+			if b.leaving {
+				if w.catchUp { // a copy failed: once more, from the store
+					w.catchUpFromStore(ctx)
+				}
+				return
 			}
 			w.checkRunning(ctx)
 			w.maybeStart(ctx)
+		} else if b.leaving {
+			return
 		}
 		renew = false
 		select {
@@ -263,6 +304,9 @@ func (w *worker) ingest(ctx context.Context, m *forge.Message, members int) {
 	if m.ID <= w.lastCopy {
 		return // delivered and read from the store both (a catch-up)
 	}
+	if w.last != "" && m.ID > w.last {
+		return // posted after the stint left
+	}
 	cp, err := w.copyIn(ctx, m)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -284,14 +328,20 @@ func (w *worker) triggers(m *forge.Message, members int) bool {
 	if f.Quiet {
 		return false // a guard stopped this reply
 	}
-	policy := w.stint.Trigger
+	return policyTriggers(w.stint, f.Mentions, members)
+}
+
+// policyTriggers applies a stint's trigger policy to a message with these
+// mentions posted when the forum had members active stints.
+func policyTriggers(stint *forge.Participant, mentions []string, members int) bool {
+	policy := stint.Trigger
 	if policy == forge.TriggerAuto || policy == "" {
 		policy = forge.TriggerMention
 		if members == 2 {
 			policy = forge.TriggerAlways
 		}
 	}
-	return policy == forge.TriggerAlways || slices.Contains(f.Mentions, w.stint.Actor.Agent)
+	return policy == forge.TriggerAlways || slices.Contains(mentions, stint.Actor.Agent)
 }
 
 // copyIn writes the copy of m into the current monologue: a user message
@@ -340,7 +390,7 @@ func (w *worker) copyIn(ctx context.Context, m *forge.Message) (*forge.Message, 
 // at a time per monologue; what arrived meanwhile is answered by one
 // follow-up turn.
 func (w *worker) maybeStart(ctx context.Context) {
-	if w.running != "" || w.pending == nil || ctx.Err() != nil || w.s.clock.Now().Before(w.retryAt) {
+	if w.running != "" || w.pending == nil || ctx.Err() != nil || w.s.clock.Now().Before(w.retryAt) || w.isLeaving() {
 		return
 	}
 	if err := w.maybeSwap(ctx); err != nil {

@@ -18,6 +18,7 @@ import (
 type Forums interface {
 	CreateForum(ctx context.Context, tenant, title string, meta json.RawMessage, guards forge.ForumGuards) (*forge.Session, error)
 	DeleteForum(ctx context.Context, tenant, forumID string) error
+	DeleteMonologue(ctx context.Context, tenant, monologueID string) error
 	Join(ctx context.Context, tenant, forumID string, actor forge.Actor, trigger string) (*forge.Participant, error)
 	Leave(ctx context.Context, tenant, forumID, participantID string) (*forge.Participant, error)
 	Post(ctx context.Context, tenant, forumID, author, text string, meta json.RawMessage) (*forge.ForumMessage, error)

@@ -91,10 +91,24 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteSession deletes a session, cancelling its running turn first (the
-// engine does both).
+// engine does both). Forums and monologues go through the forum layer, as
+// DELETE /v1/forums/{fid} does: a forum's stints end and their monologue
+// turns are cancelled; an active stint's monologue is refused.
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
-	sid := r.PathValue("sid")
-	if err := s.rt.DeleteSession(detach(r), tenantOf(r), sid); err != nil {
+	sid, tenant := r.PathValue("sid"), tenantOf(r)
+	ses, err := s.store.GetSession(r.Context(), tenant, sid)
+	if err != nil {
+		return notFound(err, "session", sid)
+	}
+	switch {
+	case s.forumSvc != nil && ses.Kind == forge.KindForum:
+		err = s.forumSvc.DeleteForum(detach(r), tenant, sid)
+	case s.forumSvc != nil && ses.Kind == forge.KindMonologue:
+		err = s.forumSvc.DeleteMonologue(detach(r), tenant, sid)
+	default:
+		err = s.rt.DeleteSession(detach(r), tenant, sid)
+	}
+	if err != nil {
 		return notFound(err, "session", sid)
 	}
 	w.WriteHeader(http.StatusNoContent)
