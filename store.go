@@ -52,6 +52,10 @@ type SessionStore interface {
 	CreateSession(ctx context.Context, s *Session) error
 	GetSession(ctx context.Context, tenant, id string) (*Session, error)
 	ListSessions(ctx context.Context, tenant string, opts ListOptions) ([]*Session, string, error)
+	// DeleteSession soft-deletes a live session: ErrNotFound when there is
+	// none, ErrTurnInProgress while a turn of it runs (end it first). With
+	// BeginTurn refusing a deleted session, in the same transaction each,
+	// a deleted session never has a running turn.
 	DeleteSession(ctx context.Context, tenant, id string) error
 	// ReserveSeqs raises the session's reserved sequence bound by n and
 	// returns the new bound: seqs in (bound-n, bound] belong to the caller.

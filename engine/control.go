@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"github.com/forge-runtime/forge"
 )
@@ -70,39 +71,94 @@ func (e *Engine) Cancel(ctx context.Context, tenant, sessionID, reason string) (
 	return e.store.GetTurn(ctx, tenant, sessionID, x.turn.ID)
 }
 
-// DeleteSession cancels the session's running turn, then deletes it.
+// deleteRounds bounds how often DeleteSession stops a turn that began
+// (on another replica) while it was stopping the previous one.
+const deleteRounds = 5
+
+// DeleteSession cancels the session's running turn, then deletes it. Once
+// it returns no turn of the session runs, and none can start: this
+// process registers none meanwhile, and the store refuses to delete a
+// session with a running turn (one that began elsewhere is stopped in the
+// next round) and to begin a turn in a deleted session.
 func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) error {
 	if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
 		return err
 	}
+	done, err := e.markDeleting(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	defer done()
+	for range deleteRounds {
+		if err := e.stopRunning(ctx, tenant, sessionID); err != nil {
+			return err
+		}
+		err := e.store.DeleteSession(ctx, tenant, sessionID)
+		if errors.Is(err, forge.ErrTurnInProgress) {
+			continue // a turn began elsewhere since: stop it too
+		}
+		if err != nil {
+			return err
+		}
+		e.histories.drop(sessionID)
+		if e.cfg.Sandboxes != nil {
+			if err := e.cfg.Sandboxes.Remove(sessionID); err != nil {
+				e.log.Warn("removing sandbox", "session_id", sessionID, "err", err)
+			}
+		}
+		if e.cfg.MCP != nil {
+			e.cfg.MCP.CloseSession(sessionID)
+		}
+		e.events.Forget(sessionID)
+		return nil
+	}
+	return forge.Errorf(forge.ErrTurnInProgress, "turns kept starting in session %s while it was being deleted; retry the request", sessionID)
+}
+
+// markDeleting marks the session as being deleted in this process (after
+// any other DeleteSession of it here is done) until done is called.
+func (e *Engine) markDeleting(ctx context.Context, sessionID string) (done func(), _ error) {
+	for {
+		e.mu.Lock()
+		busy := e.deleting[sessionID]
+		if busy == nil {
+			ch := make(chan struct{})
+			e.deleting[sessionID] = ch
+			e.mu.Unlock()
+			return func() {
+				e.mu.Lock()
+				delete(e.deleting, sessionID)
+				e.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		e.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// stopRunning cancels the session's running turn, here or on another
+// replica, and waits for its terminal write; nil when none runs.
+func (e *Engine) stopRunning(ctx context.Context, tenant, sessionID string) error {
 	if x := e.runningTurn(sessionID); x != nil && x.tenant == tenant {
 		x.stop(forge.CancelClient, "")
 		select {
 		case <-x.done:
+			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	} else if t, err := e.runningElsewhere(ctx, tenant, sessionID); err != nil {
-		return err
-	} else if t != nil {
-		if _, err := e.cancelRemote(ctx, t, forge.CancelClient, ""); err != nil {
-			return err
-		}
 	}
-	e.histories.drop(sessionID)
-	if e.cfg.Sandboxes != nil {
-		if err := e.cfg.Sandboxes.Remove(sessionID); err != nil {
-			e.log.Warn("removing sandbox", "session_id", sessionID, "err", err)
-		}
-	}
-	if e.cfg.MCP != nil {
-		e.cfg.MCP.CloseSession(sessionID)
-	}
-	if err := e.store.DeleteSession(ctx, tenant, sessionID); err != nil {
+	t, err := e.runningElsewhere(ctx, tenant, sessionID)
+	if err != nil || t == nil {
 		return err
 	}
-	e.events.Forget(sessionID)
-	return nil
+	_, err = e.cancelRemote(ctx, t, forge.CancelClient, "")
+	return err
 }
 
 // ModelView returns the main thread's messages as the model would see them

@@ -187,7 +187,11 @@ type Engine struct {
 
 	mu      sync.Mutex            // guards the following
 	running map[string]*execution // by session id
-	closing bool
+	// deleting are the sessions DeleteSession is deleting, each with a
+	// channel closed when it is done: no turn of theirs registers
+	// meanwhile (register), so none runs once the delete returns.
+	deleting map[string]chan struct{}
+	closing  bool
 	// monologues hears about monologue turns (set after New: the forum
 	// layer is built on the engine).
 	monologues MonologueObserver
@@ -253,6 +257,7 @@ func New(cfg Config) *Engine {
 		gaveUp:       make(chan struct{}),
 		workers:      newWorkers(),
 		running:      map[string]*execution{},
+		deleting:     map[string]chan struct{}{},
 		monologues:   cfg.Monologues,
 	}
 	if cfg.Sandboxes != nil {

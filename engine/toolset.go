@@ -39,8 +39,10 @@ type callable struct {
 
 // toolSet is what one thread can call this turn, resolved by prepareTools.
 type toolSet struct {
-	// named are built-in and sandbox tools, offered when the agent lists
-	// them; extra are capability, MCP and subagent tools, always offered.
+	// named are the built-in and sandbox tools the agent version lists,
+	// and no others: a call resolved after a new version dropped a tool
+	// must not find it. extra are capability, MCP and subagent tools,
+	// always offered.
 	named map[string]*callable
 	extra map[string]*callable
 	// caps are the states of the capabilities the agent enables.
@@ -54,8 +56,9 @@ type toolSet struct {
 
 func tool(t forge.Tool) *callable { return &callable{kind: serverTool, def: t.Def(), tool: t} }
 
-// prepareTools resolves what the thread can call: the built-ins, the
-// sandbox's tools (the sandbox is provisioned now if the agent lists any),
+// prepareTools resolves what the thread can call: the built-ins the agent
+// lists, the sandbox's tools it lists (the sandbox is provisioned now if it
+// lists any),
 // the capabilities' tools (from the base turn's states for the main
 // thread), the tools of the agent's MCP servers (started now, reused
 // across the session's turns) and its subagents. Their events are queued
@@ -64,8 +67,10 @@ func (th *thread) prepareTools() {
 	x, e := th.x, th.x.e
 	ts := &toolSet{named: map[string]*callable{}, extra: map[string]*callable{}, caps: map[string]*capState{}}
 	th.tools = ts
-	for name, t := range e.tools {
-		ts.named[name] = tool(t)
+	for _, spec := range th.agent.Tools {
+		if t, ok := e.tools[spec.Name]; ok && th.listsServerTool(spec.Name) {
+			ts.named[spec.Name] = tool(t)
+		}
 	}
 	if m := e.cfg.Sandboxes; m != nil && th.usesSandbox() {
 		sb, created, err := m.Open(x.ctx, x.session.ID)
@@ -77,6 +82,9 @@ func (th *thread) prepareTools() {
 				th.event(forge.EventSandboxCreated, x.session.ID, forge.SandboxCreatedData{Dir: sb.Dir(), Isolated: m.Isolated()})
 			}
 			for _, t := range sb.Tools() {
+				if !th.listsServerTool(t.Def().Name) {
+					continue
+				}
 				c := tool(t)
 				c.inSandbox = true
 				ts.named[c.def.Name] = c
@@ -133,6 +141,13 @@ func (th *thread) usesSandbox() bool {
 		}
 	}
 	return false
+}
+
+// listsServerTool reports whether the agent lists name as a tool the
+// server runs (a bare name, or declared without "client": true).
+func (th *thread) listsServerTool(name string) bool {
+	spec, ok := th.agent.Tool(name)
+	return ok && !spec.Client
 }
 
 // lookup returns what answers a call to name this turn, nil when nothing

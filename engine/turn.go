@@ -182,9 +182,18 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		drafts = append(drafts, eventlog.Draft{Type: forge.EventMessageCreated, ID: msg.ID, TurnID: turn.ID, ThreadID: msg.ThreadID, Data: msg})
 	}
 
-	if !e.register(x) {
+	if ok, deleting := e.register(x); !ok {
 		if e.isClosing() {
 			return nil, false, ErrShuttingDown
+		}
+		if deleting != nil {
+			// The session is being deleted: look again once it is done
+			// (not found, unless the delete failed).
+			select {
+			case <-deleting:
+			case <-ctx.Done():
+				return nil, false, ctx.Err()
+			}
 		}
 		return nil, true, nil // another request won the race; look again
 	}
@@ -376,14 +385,20 @@ func validateInput(input []forge.Input, open []forge.RequiredAction) ([]resoluti
 	return out, nil
 }
 
-func (e *Engine) register(x *execution) bool {
+// register makes x the session's running turn. It refuses while another
+// runs, while the engine closes, and while the session is being deleted
+// (then deleting is closed once the delete is done).
+func (e *Engine) register(x *execution) (ok bool, deleting <-chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if ch := e.deleting[x.session.ID]; ch != nil {
+		return false, ch
+	}
 	if e.closing || e.running[x.session.ID] != nil {
-		return false
+		return false, nil
 	}
 	e.running[x.session.ID] = x
-	return true
+	return true, nil
 }
 
 func (e *Engine) unregister(x *execution) {

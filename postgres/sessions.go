@@ -124,14 +124,10 @@ func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.List
 // DeleteSession soft-deletes a session: it disappears from reads, its rows
 // stay (a turn still running in it can still be ended by recovery).
 func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
+	// delete_session refuses while a turn runs, ordered with BeginTurn by
+	// the session's row lock (0004_delete_session.sql).
 	b := batch(tenant)
-	b.Queue(`UPDATE sessions SET deleted_at = $3 WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`,
-		tenant, id, s.now()).Exec(func(ct pgconnTag) error {
-		if ct.RowsAffected() == 0 {
-			return forge.Errorf(forge.ErrNotFound, "session %s not found", id)
-		}
-		return nil
-	})
+	b.Queue(`SELECT delete_session($1, $2)`, id, s.now())
 	return s.write(ctx, b)
 }
 

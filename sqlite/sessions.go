@@ -130,13 +130,21 @@ func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.List
 // stay (a turn still running in it can still be ended by recovery).
 func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 	return s.write(ctx, func(t *tx) error {
-		res, err := t.exec(`UPDATE sessions SET deleted_at = ? WHERE tenant = ? AND id = ? AND deleted_at IS NULL`,
-			unixNano(s.now()), tenant, id)
+		// The writer runs one transaction at a time: no turn begins
+		// between this check and the delete.
+		res, err := t.exec(`UPDATE sessions SET deleted_at = ? WHERE tenant = ? AND id = ? AND deleted_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND status = 'running')`,
+			unixNano(s.now()), tenant, id, tenant, id)
 		if err != nil {
 			return dbErr(err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return forge.Errorf(forge.ErrNotFound, "session %s not found", id)
+		if n, err := res.RowsAffected(); err != nil {
+			return dbErr(err)
+		} else if n == 0 {
+			if err := liveSession(t, tenant, id); err != nil {
+				return err
+			}
+			return forge.Errorf(forge.ErrTurnInProgress, "session %s has a running turn; cancel it before deleting the session", id)
 		}
 		t.after(func() { s.rc.dropSession(tenant, id) })
 		return nil

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -145,6 +146,40 @@ var beginTurnTests = []test{
 		ses := f.newSession(tenantA)
 		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
 		f.is(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: f.newTurn(ses, nil)}), forge.ErrNotFound, "deleted session")
+	}},
+	{name: "DeleteSessionWithARunningTurnIsRefused", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		t1 := f.start(ses, nil, "first").turn
+		f.is(f.s.DeleteSession(f.ctx, tenantA, ses.ID), forge.ErrTurnInProgress, "DeleteSession while a turn runs")
+		eq(f, f.tip(ses), t1.ID, "the session is still there, tip unchanged")
+		eq(f, f.getTurn(t1).Status, forge.TurnRunning, "the turn still runs")
+		f.end(ses, t1)
+		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession once the turn ended")
+		f.is(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: f.newTurn(ses, &t1.ID)}), forge.ErrNotFound, "BeginTurn in the deleted session")
+	}},
+	{name: "DeleteSessionRacingBeginTurnLeavesNoRunningTurn", run: func(f *fixture) {
+		// Exactly one wins: the turn begins and the delete is refused, or
+		// the session is deleted and the turn is refused. Never both.
+		for round := range 20 {
+			ses := f.newSession(tenantA)
+			t := f.newTurn(ses, nil)
+			start := make(chan struct{})
+			var beginErr, deleteErr error
+			var wg sync.WaitGroup
+			wg.Go(func() { <-start; beginErr = f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t}) })
+			wg.Go(func() { <-start; deleteErr = f.s.DeleteSession(f.ctx, tenantA, ses.ID) })
+			close(start)
+			wg.Wait()
+			switch {
+			case beginErr == nil && errors.Is(deleteErr, forge.ErrTurnInProgress):
+				eq(f, f.getTurn(t).Status, forge.TurnRunning, fmt.Sprintf("round %d: the turn that won", round))
+			case deleteErr == nil && errors.Is(beginErr, forge.ErrNotFound):
+				_, err := f.s.GetSession(f.ctx, tenantA, ses.ID)
+				f.is(err, forge.ErrNotFound, fmt.Sprintf("round %d: the deleted session", round))
+			default:
+				f.Fatalf("round %d: BeginTurn: %v, DeleteSession: %v; want exactly one to win", round, beginErr, deleteErr)
+			}
+		}
 	}},
 	{name: "RefusalsRank", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
@@ -583,6 +618,7 @@ var turnTests = []test{
 		f.is(err, forge.ErrNotFound, "GetTurnByID unknown")
 		_, err = f.s.GetTurnByID(f.ctx, tenantB, first.ID)
 		f.is(err, forge.ErrNotFound, "GetTurnByID of another tenant's turn")
+		f.end(ses, second)
 		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
 		_, err = f.s.GetTurnByID(f.ctx, tenantA, first.ID)
 		f.is(err, forge.ErrNotFound, "GetTurnByID in a deleted session")
