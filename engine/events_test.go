@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -395,9 +396,11 @@ func TestSlowSessionSubscribersGetEveryDeltaAcrossTurns(t *testing.T) {
 }
 
 // TestRecoveryEndsATurnOfADeletedSession: a turn still running in a
-// session that was deleted (a race the engine now refuses, or an older
-// version's leftover) must not stop the restarted process from starting:
-// recovery ends it cancelled/abandoned like any other.
+// session that is deleted (the store now refuses to delete a session
+// with a running turn, but a database written by an older version, where
+// a delete could race a supersede, may hold one) must not stop the
+// restarted process from starting: recovery ends it cancelled/abandoned
+// like any other.
 func TestRecoveryEndsATurnOfADeletedSession(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -411,12 +414,18 @@ func TestRecoveryEndsATurnOfADeletedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForEvent(t, h, s.ID, forge.EventModelDelta)
-	// The store's own delete, behind the engine's back: the turn stays
-	// running in a deleted session, as the crashed process left it.
-	if err := h.store.DeleteSession(h.ctx, forge.DefaultTenant, s.ID); err != nil {
+	copyDB(t, h.path) // as the crashed process left it; the first engine runs on until cleanup
+	// The older version's leftover: the session deleted under its turn.
+	db, err := sql.Open("sqlite", h.path+".copy")
+	if err != nil {
 		t.Fatal(err)
 	}
-	copyDB(t, h.path) // the first engine keeps running on the original until cleanup
+	if _, err := db.ExecContext(h.ctx, `UPDATE sessions SET deleted_at = 1 WHERE id = ?`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	h2 := &harness{t: t, path: h.path + ".copy", model: &testModel{}, ctx: h.ctx}
 	h2.open() // fails the test if Recover fails
 	defer h2.close()
