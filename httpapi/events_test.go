@@ -312,3 +312,39 @@ func TestAuthAndTenants(t *testing.T) {
 	s.key = "key-one"
 	s.call("GET", sp, nil, 200, nil)
 }
+
+// TestStreamsOfADeletedSessionEnd: a session's event stream, and a
+// forum's, opened before the session is deleted, end with a not_found
+// error frame (within a keep-alive interval) instead of pinging forever.
+func TestStreamsOfADeletedSessionEnd(t *testing.T) {
+	s := newStack(t, func(c *httpapi.Config) { c.KeepAlive = 30 * time.Millisecond })
+	s.createAgent("a")
+	ses := s.createSession("a")
+	var forum struct{ ID string }
+	s.call("POST", "/v1/forums", map[string]any{"title": "room"}, 201, &forum)
+	for _, c := range []struct{ stream, del string }{
+		{"/v1/sessions/" + ses.ID + "/events", "/v1/sessions/" + ses.ID},
+		{"/v1/forums/" + forum.ID + "/events", "/v1/forums/" + forum.ID},
+	} {
+		resp := s.stream(req{method: "GET", path: c.stream, header: map[string]string{"Accept": "text/event-stream"}})
+		r := newSSEReader(resp.Body)
+		if f, ok := r.next(); !ok || f.comment != "ping" {
+			t.Fatalf("%s: first frame %+v %v, want a ping", c.stream, f, ok)
+		}
+		s.call("DELETE", c.del, nil, 204, nil)
+		stop := time.AfterFunc(10*time.Second, func() { resp.Body.Close() }) // a stream that never ends fails below
+		var last sseFrame
+		for {
+			f, ok := r.next()
+			if !ok {
+				break
+			}
+			last = f
+		}
+		stop.Stop()
+		resp.Body.Close()
+		if last.event != "error" || !strings.Contains(last.data, `"not_found"`) {
+			t.Fatalf("%s after the delete: the stream ended with %+v, want a not_found error frame", c.stream, last)
+		}
+	}
+}
