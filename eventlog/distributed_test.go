@@ -355,6 +355,14 @@ func TestRedisDownWritesNothing(t *testing.T) {
 	if len(after) != len(before) {
 		t.Fatalf("events before %d, after %d: the failed write committed", len(before), len(after))
 	}
+	// A reader cannot subscribe either: the service's failure too (a
+	// streamed turn started while Redis is down answered 500, not 503).
+	if _, sub, err := b.Subscribe(f.ctx, f.sess.ID, 0); !errors.Is(err, forge.ErrStore) {
+		if sub != nil {
+			_ = sub.Close()
+		}
+		t.Fatalf("subscribe with Redis down: %v, want ErrStore", err)
+	}
 }
 
 // TestUpdateSaysWhetherAnotherReplicaWrote: a writer deciding under the

@@ -43,12 +43,15 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 // server drains. The checks run concurrently, each bounded by
 // readyTimeout.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
-	ans := readyAnswer{Status: "ready", Checks: make(map[string]string, len(s.readyChecks))}
+	ans := readyAnswer{Status: "ready", Checks: make(map[string]string, len(s.readyChecks)+1)}
 	if s.draining.Load() {
-		ans.Status = "draining"
+		// A draining replica fails at once, without asking its
+		// dependencies (docs/distributed.md).
+		ans.Status, ans.Checks["shutdown"] = "draining", "failing"
 		writeJSON(w, http.StatusServiceUnavailable, ans)
 		return nil
 	}
+	ans.Checks["shutdown"] = "ok"
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	errs := make([]error, len(s.readyChecks))

@@ -47,7 +47,7 @@ func TestReadyzChecksEachDependencyAndDrains(t *testing.T) {
 	s := newStack(t, withKeys(map[string]string{"k1": "acme"}), func(c *httpapi.Config) { c.Ready = checks })
 	// Probes carry no key.
 	a := s.do(req{method: "GET", path: "/readyz"})
-	if st, c := readyBody(t, a); a.status != 200 || st != "ready" || c["store"] != "ok" || c["redis"] != "ok" {
+	if st, c := readyBody(t, a); a.status != 200 || st != "ready" || c["store"] != "ok" || c["redis"] != "ok" || c["shutdown"] != "ok" {
 		t.Fatalf("readyz: %s", a)
 	}
 	mu.Lock()
@@ -65,8 +65,8 @@ func TestReadyzChecksEachDependencyAndDrains(t *testing.T) {
 	mu.Unlock()
 	s.api.Drain()
 	a = s.do(req{method: "GET", path: "/readyz"})
-	if st, _ := readyBody(t, a); a.status != 503 || st != "draining" {
-		t.Fatalf("readyz while draining: %s", a)
+	if st, c := readyBody(t, a); a.status != 503 || st != "draining" || c["shutdown"] != "failing" {
+		t.Fatalf("readyz while draining: %s (docs/distributed.md: shutdown failing)", a)
 	}
 	// Liveness depends on nothing, draining included.
 	if a := s.do(req{method: "GET", path: "/healthz"}); a.status != 200 {

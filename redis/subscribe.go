@@ -31,12 +31,12 @@ func (b *Bus) Subscribe(ctx context.Context, sessionID string, after int64) ([]f
 	res, err := snapshotScript.Run(ctx, b.rdb, []string{k.stream, k.open, k.meta}, after).Slice()
 	if err != nil {
 		_ = s.Close()
-		return nil, nil, fmt.Errorf("redis: subscribe to session %s: %w", sessionID, err)
+		return nil, nil, fmt.Errorf("redis: subscribe to session %s: %w: %w", sessionID, forge.ErrStore, err)
 	}
 	held, last, err := decodeSnapshot(sessionID, res, after)
 	if err != nil {
 		_ = s.Close()
-		return nil, nil, fmt.Errorf("redis: subscribe to session %s: %w", sessionID, err)
+		return nil, nil, fmt.Errorf("redis: subscribe to session %s: %w: %w", sessionID, forge.ErrStore, err)
 	}
 	s.pos = last
 	return held, s, nil
@@ -241,7 +241,7 @@ func (b *Bus) register(ctx context.Context, s *subscription) error {
 		// session's subscribers read the stream (a message published
 		// before the subscription took effect is not lost).
 		if err := b.ps.Subscribe(ctx, b.keys(s.session).channel); err != nil {
-			return fmt.Errorf("redis: subscribe to session %s: %w", s.session, err)
+			return fmt.Errorf("redis: subscribe to session %s: %w: %w", s.session, forge.ErrStore, err)
 		}
 		set = map[*subscription]struct{}{}
 		b.sessions[s.session] = set
