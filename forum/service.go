@@ -252,22 +252,25 @@ func (s *Service) startWorker(r *room, p *forge.Participant, recover bool) {
 	go w.run(ctx, recover)
 }
 
-// stopWorker stops a stint's worker here and waits for it.
-func (s *Service) stopWorker(participantID string) {
+// takeWorker removes a stint's worker from the service, to stop it, and
+// returns it: nil when none runs here.
+func (s *Service) takeWorker(participantID string) *worker {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	w := s.workers[participantID]
 	delete(s.workers, participantID)
-	s.mu.Unlock()
+	return w
+}
+
+// stopWorker stops a stint's worker here and waits for it.
+func (s *Service) stopWorker(participantID string) {
+	w := s.takeWorker(participantID)
 	if w == nil {
 		return
 	}
 	w.stop()
 	<-w.done
-	s.mu.Lock()
-	if s.monos[w.monologue()] == w {
-		delete(s.monos, w.monologue())
-	}
-	s.mu.Unlock()
+	s.forget(w)
 }
 
 // finishWorker ends the worker of a stint that has left (its leave is
@@ -276,10 +279,7 @@ func (s *Service) stopWorker(participantID string) {
 // turn is cancelled before (a compaction the worker waits for ends) and
 // after (a turn the worker started before it saw the leave).
 func (s *Service) finishWorker(p *forge.Participant, until string) {
-	s.mu.Lock()
-	w := s.workers[p.ID]
-	delete(s.workers, p.ID)
-	s.mu.Unlock()
+	w := s.takeWorker(p.ID)
 	if w != nil {
 		w.finish(until)
 	}
@@ -289,13 +289,8 @@ func (s *Service) finishWorker(p *forge.Participant, until string) {
 	}
 	<-w.done
 	w.stop()
-	mono := w.monologue() // the worker has returned: its fields are ours
-	s.mu.Lock()
-	if s.monos[mono] == w {
-		delete(s.monos, mono)
-	}
-	s.mu.Unlock()
-	if mono != p.Metadata.MonologueID {
+	s.forget(w)
+	if mono := w.monologue(); mono != p.Metadata.MonologueID { // the worker has returned: its fields are ours
 		q := *p
 		q.Metadata.MonologueID = mono
 		p = &q
@@ -361,13 +356,7 @@ func (s *Service) typingEvent(tenant, monologueID string, typing bool) {
 	if w != nil {
 		forumID, participantID = w.room.id, w.room.stintOf(monologueID)
 	} else if mono, err := s.store.GetSession(s.ctx, tenant, monologueID); err == nil {
-		var meta struct {
-			ForumID       string `json:"forum_id"`
-			ParticipantID string `json:"participant_id"`
-		}
-		if json.Unmarshal(mono.Metadata, &meta) == nil {
-			forumID, participantID = meta.ForumID, meta.ParticipantID
-		}
+		forumID, participantID = monologueOwner(mono)
 	}
 	if forumID == "" || participantID == "" {
 		return
@@ -484,16 +473,12 @@ func (s *Service) DeleteMonologue(ctx context.Context, tenant, monologueID strin
 	if mono.Kind != forge.KindMonologue {
 		return forge.Errorf(forge.ErrInvalid, "session %s is not a monologue", monologueID)
 	}
-	var meta struct {
-		ForumID       string `json:"forum_id"`
-		ParticipantID string `json:"participant_id"`
-	}
-	if json.Unmarshal(mono.Metadata, &meta) == nil && meta.ForumID != "" && meta.ParticipantID != "" {
-		p, err := s.store.GetParticipant(ctx, tenant, meta.ForumID, meta.ParticipantID)
+	if forumID, participantID := monologueOwner(mono); forumID != "" && participantID != "" {
+		p, err := s.store.GetParticipant(ctx, tenant, forumID, participantID)
 		switch {
 		case err == nil && p.LeftAt == nil && p.Metadata.MonologueID == monologueID:
 			return forge.Errorf(forge.ErrConflict, "monologue %s belongs to %s, an active member of forum %s: leave the forum first (DELETE /v1/forums/%s/members/%s)",
-				monologueID, p.ActorID, meta.ForumID, meta.ForumID, p.ID)
+				monologueID, p.ActorID, forumID, forumID, p.ID)
 		case err != nil && !errors.Is(err, forge.ErrNotFound):
 			return fmt.Errorf("reading the stint of monologue %s: %w", monologueID, err)
 		}
@@ -575,4 +560,17 @@ func (s *Service) Events(ctx context.Context, tenant, forumID string, after int6
 		return nil, err
 	}
 	return sub.Events(ctx, ""), nil
+}
+
+// monologueOwner names the forum and the stint a monologue belongs to, as
+// its metadata records them ("" for what it does not name).
+func monologueOwner(mono *forge.Session) (forumID, participantID string) {
+	var meta struct {
+		ForumID       string `json:"forum_id"`
+		ParticipantID string `json:"participant_id"`
+	}
+	if json.Unmarshal(mono.Metadata, &meta) != nil {
+		return "", ""
+	}
+	return meta.ForumID, meta.ParticipantID
 }
