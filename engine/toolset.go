@@ -68,7 +68,7 @@ func (th *thread) prepareTools() {
 	ts := &toolSet{named: map[string]*callable{}, extra: map[string]*callable{}, caps: map[string]*capState{}}
 	th.tools = ts
 	for _, spec := range th.agent.Tools {
-		if t, ok := e.tools[spec.Name]; ok && th.listsServerTool(spec.Name) {
+		if t, ok := e.tools[spec.Name]; ok && !spec.Client {
 			ts.named[spec.Name] = tool(t)
 		}
 	}
