@@ -6,7 +6,6 @@ import (
 	"errors"
 	"iter"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -64,48 +63,30 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, sid stri
 // streamEvents writes events as SSE (sse.Pump); ctx is the iterator's
 // context and cancel ends it when the client leaves. A stream whose
 // session (or forum) is deleted ends with a not_found error frame, noticed
-// within a keep-alive interval: nothing more will come, and a client
-// would otherwise follow a deleted session forever.
+// at a keep-alive tick: nothing more will come, and a client would
+// otherwise follow a deleted session forever.
 func (s *Server) streamEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, sid, turnID string, events iter.Seq2[forge.Event, error]) {
 	sw := sse.NewWriter(w, s.writeWait)
-	var gone atomic.Bool
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		if s.watchSession(ctx, tenantOf(r), sid) {
-			gone.Store(true)
-			cancel()
-		}
-	}()
+	tenant := tenantOf(r)
 	sse.Pump(ctx, cancel, sw, s.keepAlive, events, func(ev forge.Event, err error) bool {
 		return s.frame(sw, ev, err, turnID, sid)
+	}, func() bool {
+		return s.sessionGone(ctx, sw, tenant, sid)
 	})
-	<-watched // Pump cancelled ctx before returning
-	if gone.Load() {
-		writeError(sw, "not_found", "session "+sid+" was deleted")
-		_ = sw.Flush()
-	}
 }
 
-// watchSession looks the session up every keep-alive interval and reports
-// true once it is not found (deleted), false when ctx ends first. Other
-// failures are let pass: the next tick looks again.
-func (s *Server) watchSession(ctx context.Context, tenant, sid string) bool {
+// sessionGone reports whether the session is deleted, appending the
+// not_found error frame that ends its stream. Other failures are let
+// pass: the next tick looks again.
+func (s *Server) sessionGone(ctx context.Context, sw *sse.Writer, tenant, sid string) bool {
 	if s.store == nil {
 		return false
 	}
-	t := time.NewTicker(s.keepAlive)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			if _, err := s.store.GetSession(ctx, tenant, sid); errors.Is(err, forge.ErrNotFound) {
-				return true
-			}
-		}
+	if _, err := s.store.GetSession(ctx, tenant, sid); !errors.Is(err, forge.ErrNotFound) {
+		return false
 	}
+	writeError(sw, "not_found", "session "+sid+" was deleted")
+	return true
 }
 
 // frame writes one event, or the error that ends the stream, and reports

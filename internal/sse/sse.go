@@ -121,9 +121,11 @@ type item[T any] struct {
 // filled 32 KiB), pings an idle client every keepAlive (15 s when not
 // positive), and returns when handle reports the end, an error came
 // (handed to handle, except context.Canceled), the items end, a write
-// fails or ctx is done. Before returning it cancels ctx, waits for its
-// goroutine and clears w's deadline.
-func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keepAlive time.Duration, items iter.Seq2[T, error], handle func(v T, err error) (end bool)) {
+// fails or ctx is done. idle, when not nil, runs at each keep-alive tick
+// before the ping: it may append a last frame to w and report the end (a
+// stream whose subject is gone). Before returning Pump cancels ctx, waits
+// for its goroutine and clears w's deadline.
+func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keepAlive time.Duration, items iter.Seq2[T, error], handle func(v T, err error) (end bool), idle func() (end bool)) {
 	ch := make(chan item[T], buffer)
 	done := make(chan struct{})
 	go func() {
@@ -158,6 +160,10 @@ func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keep
 		case <-ctx.Done():
 			return
 		case <-ping.C:
+			if idle != nil && idle() {
+				_ = w.Flush()
+				return
+			}
 			w.Comment("ping")
 			if w.Flush() != nil {
 				return

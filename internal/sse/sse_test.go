@@ -113,7 +113,7 @@ func TestPumpEndsWhenHandleDoes(t *testing.T) {
 		sse.Pump(ctx, cancel, sse.NewWriter(rec, time.Second), time.Hour, blocking(ctx, "a", "b", "c"), func(v string, err error) bool {
 			got = append(got, v)
 			return v == "b"
-		})
+		}, nil)
 		if strings.Join(got, ",") != "a,b" || ctx.Err() == nil {
 			t.Fatalf("handled %v; ctx %v", got, ctx.Err())
 		}
@@ -128,7 +128,7 @@ func TestPumpPingsAnIdleClient(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			sse.Pump(ctx, cancel, sse.NewWriter(rec, time.Second), 10*time.Second, blocking(ctx), func(string, error) bool { return false })
+			sse.Pump(ctx, cancel, sse.NewWriter(rec, time.Second), 10*time.Second, blocking(ctx), func(string, error) bool { return false }, nil)
 		}()
 		time.Sleep(25 * time.Second)
 		synctest.Wait()
@@ -137,6 +137,31 @@ func TestPumpPingsAnIdleClient(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// TestPumpIdleEndsTheStream: idle runs at each keep-alive tick before the
+// ping; when it reports the end, the frame it wrote is sent and Pump
+// returns (the items' context cancelled).
+func TestPumpIdleEndsTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		rec := newRecorder()
+		w := sse.NewWriter(rec, time.Second)
+		ticks := 0
+		sse.Pump(ctx, cancel, w, 10*time.Second, blocking(ctx), func(string, error) bool { return false }, func() bool {
+			if ticks++; ticks < 2 {
+				return false
+			}
+			w.Event(0, "error", []byte(`{"gone":true}`))
+			return true
+		})
+		if got := rec.String(); got != ": ping\n\nevent: error\ndata: {\"gone\":true}\n\n" {
+			t.Fatalf("stream: %q", got)
+		}
+		if ctx.Err() == nil {
+			t.Fatal("the items' context is still live")
+		}
 	})
 }
 
@@ -159,7 +184,7 @@ func TestPumpErrors(t *testing.T) {
 		sse.Pump(ctx, cancel, sse.NewWriter(newRecorder(), time.Second), time.Hour, items, func(v string, err error) bool {
 			got = append(got, err)
 			return false
-		})
+		}, nil)
 		if len(got) < 1 || got[0] != nil || (len(got) == 2) != c.handed || (c.handed && got[1] != c.err) {
 			t.Errorf("%v: handed %v", c.err, got)
 		}
@@ -185,7 +210,7 @@ func TestPumpWritesEveryItem(t *testing.T) {
 	sse.Pump(ctx, cancel, w, time.Hour, items, func(i int64, err error) bool {
 		w.Event(i, "e", big)
 		return false
-	})
+	}, nil)
 	for i := 1; i <= 2000; i++ {
 		want.WriteString("id: " + strconv.Itoa(i) + "\nevent: e\ndata: " + string(big) + "\n\n")
 	}

@@ -352,5 +352,5 @@ func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.
 			return true
 		}
 		return false
-	})
+	}, nil)
 }

@@ -313,7 +313,7 @@ func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.
 			return true
 		}
 		return proj.Done()
-	})
+	}, nil)
 }
 
 // build is a turn's response object as its stored events make it now.
