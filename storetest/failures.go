@@ -13,6 +13,12 @@ import (
 // the store to take its database away: what each method then meets is the
 // driver's "closed" error, on the same paths a lost connection or a full
 // disk takes. A caller's own ended context stays a context error.
+// storeCall is one store method called with plausible arguments.
+type storeCall struct {
+	name string
+	call func(ctx context.Context) error
+}
+
 var failureTests = []test{
 	{"every method answers ErrStore when the database is gone", false, func(f *fixture) {
 		ses := f.newSession(tenantA)
@@ -21,10 +27,7 @@ var failureTests = []test{
 		sid, tid := f.id(forge.PrefixSession), f.id(forge.PrefixTurn)
 		fresh := &forge.Session{ID: sid, Tenant: tenantA, Kind: forge.KindDirect, Agent: "support",
 			MainThreadID: f.id(forge.PrefixThread), CreatedAt: f.now(), UpdatedAt: f.now()}
-		calls := []struct {
-			name string
-			call func(ctx context.Context) error
-		}{
+		calls := []storeCall{
 			{"CreateAgent", func(ctx context.Context) error {
 				return f.s.CreateAgent(ctx, &forge.Agent{ID: f.id(forge.PrefixAgent), Tenant: tenantA, Name: "fresh",
 					Version: 1, Model: "scripted/echo", CreatedAt: f.now(), UpdatedAt: f.now()})
@@ -77,10 +80,7 @@ var failureTests = []test{
 			}},
 		}
 		if ks, ok := f.s.(forge.KeyStore); ok {
-			calls = append(calls, struct {
-				name string
-				call func(ctx context.Context) error
-			}{"KeyByHash", func(ctx context.Context) error { _, err := ks.KeyByHash(ctx, forge.HashAPIKey("fk_x")); return err }})
+			calls = append(calls, storeCall{"KeyByHash", func(ctx context.Context) error { _, err := ks.KeyByHash(ctx, forge.HashAPIKey("fk_x")); return err }})
 		}
 		for _, c := range calls {
 			err := c.call(f.ctx)
