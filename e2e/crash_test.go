@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,6 +88,25 @@ func TestSecondServerOnSameFileRefuses(t *testing.T) {
 	start(t, db, model)
 	if _, err := tryStart(t, db, model); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second server: %v", err)
+	}
+	// The same file under other names: a symlink and a hard link (each
+	// would have its own -wal file, and a second server's recovery would
+	// abandon the first one's turns).
+	dir := t.TempDir()
+	if err := os.Symlink(db, dir+"/symlink.db"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(db, dir+"/hardlink.db"); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{dir + "/symlink.db", dir + "/hardlink.db"} {
+		if _, err := tryStart(t, other, model); err == nil || !strings.Contains(err.Error(), "in use") {
+			t.Fatalf("second server on %s: %v", other, err)
+		}
+		out, err := exec.Command(forgeBin, "keys", "create", "--tenant", "t", "--db", other).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "in use") {
+			t.Fatalf("forge keys create --db %s while a server owns it: %v: %s", other, err, out)
+		}
 	}
 }
 

@@ -118,6 +118,19 @@ func TestKilledOwnerReleasesTheFile(t *testing.T) {
 	if _, err := sqlite.Open(ctx, path); !errors.Is(err, forge.ErrLocked) {
 		t.Fatalf("Open while another process owns the file: got %v, want ErrLocked", err)
 	}
+	// The same file through a symlink and a hard link.
+	links := t.TempDir()
+	if err := os.Symlink(path, filepath.Join(links, "sym.db")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(path, filepath.Join(links, "hard.db")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"sym.db", "hard.db"} {
+		if _, err := sqlite.Open(ctx, filepath.Join(links, p)); !errors.Is(err, forge.ErrLocked) {
+			t.Fatalf("Open(%s) while another process owns the file: got %v, want ErrLocked", p, err)
+		}
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +266,51 @@ func BenchmarkBeginTurn(b *testing.B) {
 			b.StartTimer()
 		}
 		f.begin(b)
+	}
+}
+
+// TestOneOwnerWhateverThePath: a symlink and a hard link name the same file,
+// so a second Store through either is refused, in this process and in
+// another (TestKilledOwnerReleasesTheFile).
+func TestOneOwnerWhateverThePath(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "forge.db")
+	s := open(t, path)
+	links := t.TempDir()
+	sym, hard := filepath.Join(links, "sym.db"), filepath.Join(links, "hard.db")
+	if err := os.Symlink(path, sym); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(path, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, sym, hard, filepath.Join(dir, ".", "forge.db")} {
+		if _, err := sqlite.Open(ctx, p); !errors.Is(err, forge.ErrLocked) {
+			t.Fatalf("Open(%s) while owned: %v, want ErrLocked", p, err)
+		}
+	}
+	// The refused opens did not disturb the owner.
+	if err := s.CreateSession(ctx, &forge.Session{ID: "ses_1", Tenant: forge.DefaultTenant, Agent: "a", MainThreadID: "thr_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Through the symlink it is the same database, opened at its real path.
+	s2 := open(t, sym)
+	if s2.Path() != path {
+		t.Errorf("Path() = %s, want the resolved %s", s2.Path(), path)
+	}
+	if _, err := s2.GetSession(ctx, forge.DefaultTenant, "ses_1"); err != nil {
+		t.Fatal(err)
+	}
+	// A dangling symlink is refused rather than followed to a new file.
+	dangling := filepath.Join(links, "dangling.db")
+	if err := os.Symlink(filepath.Join(dir, "missing.db"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Open(ctx, dangling); err == nil || errors.Is(err, forge.ErrLocked) {
+		t.Fatalf("Open of a dangling symlink: %v", err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package sqlite is the embedded SQLite implementation of forge.Store
 // (modernc.org/sqlite, pure Go).
 //
-// One process owns a database file at a time (an flock on path+".lock").
+// One process owns a database file at a time: an flock on the file itself,
+// so that symlinks and hard links of it meet the same lock (lock_unix.go).
 // All writes go through a single connection owned by one goroutine, which
 // commits concurrent calls together (group commit, see writer.go), so
 // writers queue in Go instead of fighting over SQLite's lock; reads use a
@@ -14,7 +15,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -31,7 +31,7 @@ var _ forge.Store = (*Store)(nil)
 // Store is a forge.Store on one SQLite file.
 type Store struct {
 	path string
-	lock *os.File
+	lock *ownership
 	wdb  *sql.DB
 	w    *writer       // owns the single write connection
 	rc   *rowCache     // rows of the lookups every turn makes (cache.go)
@@ -76,12 +76,12 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	lock, err := lockFile(abs + ".lock")
+	lock, resolved, err := own(abs)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{
-		path:               abs,
+		path:               resolved,
 		lock:               lock,
 		ids:                forge.NewULIDGen(nil),
 		now:                func() time.Time { return time.Now().UTC() },
@@ -94,7 +94,7 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 	}
 	if err := s.open(ctx); err != nil {
 		s.closeDBs()
-		_ = lock.Close()
+		_ = lock.release()
 		return nil, err
 	}
 	return s, nil
@@ -192,7 +192,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.closeDBs()
-		if err := s.lock.Close(); err != nil && s.closeErr == nil {
+		if err := s.lock.release(); err != nil && s.closeErr == nil {
 			s.closeErr = err
 		}
 	})
