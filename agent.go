@@ -115,6 +115,11 @@ type Compaction struct {
 var agentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+var (
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
 // Normalize fills defaults and validates a. builtin reports whether a tool
 // name is a known built-in. The error wraps ErrInvalid.
 func (a *Agent) Normalize(builtin func(name string) bool) error {
@@ -204,6 +209,16 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 		}
 		if s.URL != "" && len(s.Env) > 0 {
 			return Errorf(ErrInvalid, "mcp_servers[%d] (%s): env needs command", i, s.Name)
+		}
+		for k, v := range s.Env {
+			if !envNameRE.MatchString(k) || strings.ContainsRune(v, 0) {
+				return Errorf(ErrInvalid, "mcp_servers[%d] (%s): env %q must be a variable name (letters, digits and '_', not starting with a digit) with a value without NUL bytes", i, s.Name, k)
+			}
+		}
+		for k, v := range s.Headers {
+			if !headerNameRE.MatchString(k) || strings.ContainsAny(v, "\r\n\x00") {
+				return Errorf(ErrInvalid, "mcp_servers[%d] (%s): header %q must be a valid header name with a value on one line", i, s.Name, k)
+			}
 		}
 	}
 	for i, s := range a.Subagents {

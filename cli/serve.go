@@ -46,10 +46,15 @@ type serveOptions struct {
 
 	// unsafeCommands lets sandbox commands run without bubblewrap.
 	unsafeCommands bool
+	// allowPrivateMCPURLs and allowLinkLocalMCPURLs are the flags of
+	// those names when given (nil: forge.yaml, else the default).
+	allowPrivateMCPURLs   *bool
+	allowLinkLocalMCPURLs *bool
 }
 
 func newServeCommand() *cobra.Command {
 	var o serveOptions
+	var allowPrivate, allowLinkLocal bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Forge server",
@@ -87,6 +92,12 @@ running turns get --shutdown-grace to finish, then end cancelled. See
 docs/distributed.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tuneServeGC()
+			if cmd.Flags().Changed("allow-private-mcp-urls") {
+				o.allowPrivateMCPURLs = &allowPrivate
+			}
+			if cmd.Flags().Changed("allow-link-local-mcp-urls") {
+				o.allowLinkLocalMCPURLs = &allowLinkLocal
+			}
 			return serve(cmd.Context(), o)
 		},
 	}
@@ -104,7 +115,11 @@ docs/distributed.md.`,
 	f.StringVar(&o.sandboxRoot, "sandbox-root", "", "directory for per-session sandboxes (default: <db>.sandboxes; ./forge.sandboxes with PostgreSQL)")
 	f.IntVar(&o.subagentDepth, "subagent-depth", 1, "how deep subagent delegations may nest (1: the root agent delegates, its subagents do not)")
 	f.BoolVar(&o.unsafeCommands, "unsafe-unsandboxed-commands", false,
-		"run the bash tool's commands even when bubblewrap isolation is not available (they can then read the server's environment, keys, database and every session's sandbox); without it such commands are refused")
+		"run the bash tool's commands even when bubblewrap isolation is not available (they can then read the server's environment, keys, database and every session's sandbox); without it such commands are refused. Agents' stdio MCP servers never run unsandboxed (forge.yaml mcp.commands can allow some on the host)")
+	f.BoolVar(&allowPrivate, "allow-private-mcp-urls", false,
+		"let agents' MCP url servers reach loopback and private addresses (default: allowed while the server has no API key, refused once it has; forge.yaml mcp.allow_private_urls)")
+	f.BoolVar(&allowLinkLocal, "allow-link-local-mcp-urls", false,
+		"let agents' MCP url servers reach link-local addresses, cloud metadata endpoints (169.254.169.254) among them (forge.yaml mcp.allow_link_local_urls)")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
 	return cmd
@@ -138,18 +153,20 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// loadModels builds the model registry from the config file (flag, else
-// $FORGE_CONFIG, else none) and the environment, and logs what it holds:
-// names, kinds, base URLs and key variables, never a key.
-func loadModels(flag string, log *slog.Logger) (*provider.Registry, error) {
-	var cfg *provider.Config
-	if path := provider.ConfigPath(flag, os.Getenv); path != "" {
-		c, err := provider.LoadConfig(path)
-		if err != nil {
-			return nil, err
-		}
-		cfg = c
+// loadConfig reads the config file (flag, else $FORGE_CONFIG), nil when
+// there is none.
+func loadConfig(flag string) (*provider.Config, error) {
+	path := provider.ConfigPath(flag, os.Getenv)
+	if path == "" {
+		return nil, nil
 	}
+	return provider.LoadConfig(path)
+}
+
+// loadModels builds the model registry from the config file (nil: none)
+// and the environment, and logs what it holds: names, kinds, base URLs and
+// key variables, never a key.
+func loadModels(cfg *provider.Config, log *slog.Logger) (*provider.Registry, error) {
 	models, err := provider.Build(cfg, provider.Options{Getenv: os.Getenv, Logger: log})
 	if err != nil {
 		return nil, err
@@ -196,7 +213,11 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if o.pprofAddr != "" && !isLoopback(o.pprofAddr) {
 		return fmt.Errorf("--pprof-addr %s: profiles expose the server's internals and have no authentication; use a loopback address", o.pprofAddr)
 	}
-	models, err := loadModels(o.config, log)
+	file, err := loadConfig(o.config)
+	if err != nil {
+		return err
+	}
+	models, err := loadModels(file, log)
 	if err != nil {
 		return err
 	}
@@ -234,12 +255,24 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 			sandboxRoot = "./forge.sandboxes"
 		}
 	}
-	sandboxes, err := sandbox.NewManager(sandboxRoot, sandbox.Options{Logger: log, UnsafeUnsandboxedCommands: o.unsafeCommands})
+	sbOpts := sandbox.Options{Logger: log, UnsafeUnsandboxedCommands: o.unsafeCommands}
+	if file != nil {
+		sbOpts.ReadOnlyPaths = file.Sandbox.ReadOnlyPaths
+	}
+	if err := checkReadOnlyPaths(sbOpts.ReadOnlyPaths, o.db, sandboxRoot); err != nil {
+		return err
+	}
+	sandboxes, err := sandbox.NewManager(sandboxRoot, sbOpts)
 	if err != nil {
 		return fmt.Errorf("sandboxes: %w", err)
 	}
 	defer sandboxes.Close(context.Background())
-	mcpServers := mcp.NewManager(mcp.Options{Logger: log})
+	keyless := &keylessCheck{static: len(keys) > 0, keys: store, clock: clock, log: log}
+	mcpOpts, err := mcpOptions(file, o, sandboxes, keyless.keyless, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	mcpServers := mcp.NewManager(mcpOpts)
 	defer mcpServers.Close(context.Background())
 	tel, err := setupTelemetry(ctx, o.metrics, store, models, log)
 	if err != nil {
@@ -284,7 +317,7 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Forums: forums, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
-		Logger: log, Clock: clock, IDs: ids, Models: models,
+		MCP: mcpServers, Logger: log, Clock: clock, IDs: ids, Models: models,
 		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}},
 		Metrics:   tel.metricsHandler(), Ready: ready})
 

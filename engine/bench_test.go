@@ -9,7 +9,6 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
-	"github.com/forge-runtime/forge/mcp"
 )
 
 // countingStore counts write transactions.
@@ -149,8 +148,7 @@ func BenchmarkToolRoundTrip(b *testing.B) {
 		{"builtin", call("echo", `{"text":"x"}`), nil,
 			func(a *forge.Agent) { a.Tools = []forge.ToolSpec{{Name: "echo", BuiltIn: true}} }},
 		{"mcp-stdio", call("everything_echo", `{"message":"x"}`), func(c *engine.Config) {
-			m := mcp.NewManager(mcp.Options{})
-			b.Cleanup(func() { _ = m.Close(context.Background()) })
+			m, _ := mcpManager(b)
 			c.MCP = m
 		},
 			func(a *forge.Agent) {

@@ -101,13 +101,15 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 			return err
 		}
 		e.histories.drop(sessionID)
+		// The session's stdio MCP servers run in its sandbox: stop them
+		// before removing it.
+		if e.cfg.MCP != nil {
+			e.cfg.MCP.CloseSession(sessionID)
+		}
 		if e.cfg.Sandboxes != nil {
 			if err := e.cfg.Sandboxes.Remove(sessionID); err != nil {
 				e.log.Warn("removing sandbox", "session_id", sessionID, "err", err)
 			}
-		}
-		if e.cfg.MCP != nil {
-			e.cfg.MCP.CloseSession(sessionID)
 		}
 		e.events.Forget(sessionID)
 		return nil

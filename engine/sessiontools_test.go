@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/testenv"
 	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/tools"
@@ -81,6 +83,29 @@ func TestSandboxToolsRecordPatchAndConfine(t *testing.T) {
 
 func everythingServer(t *testing.T) string { return everythingServerPath(t) }
 
+// mcpManager returns an MCP manager as forge serve builds it: stdio servers
+// run in a bubblewrap sandbox (required: without it the test is skipped, or
+// fails under scripts/test) that shows the pinned npm servers read-only;
+// url servers may reach loopback, where the tests' servers are.
+func mcpManager(t testing.TB) (*mcp.Manager, *sandbox.Manager) {
+	t.Helper()
+	modules := filepath.Dir(filepath.Dir(everythingServerPath(t))) // node_modules/.bin/x
+	sb, err := sandbox.NewManager(t.TempDir(), sandbox.Options{UseBwrap: sandbox.BwrapOn, ReadOnlyPaths: []string{modules},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		if testenv.Required() {
+			t.Fatalf("stdio MCP servers run in the sandbox: %v", err)
+		}
+		t.Skipf("stdio MCP servers run in the sandbox: %v", err)
+	}
+	m := mcp.NewManager(mcp.Options{Launcher: sb, Network: mcp.NetworkPolicy{AllowPrivate: true}})
+	t.Cleanup(func() {
+		_ = m.Close(context.Background())
+		_ = sb.Close(context.Background())
+	})
+	return m, sb
+}
+
 func everythingServerPath(t testing.TB) string {
 	bin, err := filepath.Abs("../mcp/testdata/npm/node_modules/.bin/mcp-server-everything")
 	if err != nil {
@@ -95,8 +120,7 @@ func everythingServerPath(t testing.TB) string {
 func TestMCPToolsWithApprovalGlob(t *testing.T) {
 	t.Parallel()
 	bin := everythingServer(t)
-	m := mcp.NewManager(mcp.Options{})
-	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	m, _ := mcpManager(t)
 	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
 	h.agent("a", func(a *forge.Agent) {
 		a.MCPServers = []forge.MCPServer{{Name: "everything", Command: []string{bin, "stdio"}}}
@@ -166,8 +190,7 @@ func authServer(t *testing.T, token string) *httptest.Server {
 func TestMCPAuthRequiredPausesThenTokenResumes(t *testing.T) {
 	t.Parallel()
 	ts := authServer(t, "s3cret")
-	m := mcp.NewManager(mcp.Options{})
-	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	m, _ := mcpManager(t)
 	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
 	h.agent("a", func(a *forge.Agent) { a.MCPServers = []forge.MCPServer{{Name: "crm", URL: ts.URL}} })
 	s := h.session("a")
@@ -239,8 +262,7 @@ func TestTodoCapabilityCarriesAcrossTurnsAndForks(t *testing.T) {
 
 func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
 	t.Parallel()
-	m := mcp.NewManager(mcp.Options{})
-	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	m, _ := mcpManager(t)
 	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
 	h.agent("a", func(a *forge.Agent) {
 		a.MCPServers = []forge.MCPServer{{Name: "broken", Command: []string{"/nonexistent/mcp-server"}}}
@@ -257,6 +279,36 @@ func TestMissingMCPCommandIsAClearToolError(t *testing.T) {
 	}
 }
 
+// On a host without process isolation an agent's stdio MCP server does not
+// run, even with unsandboxed commands allowed; the model learns why.
+func TestMCPCommandWithoutIsolationIsAClearToolError(t *testing.T) {
+	t.Parallel()
+	sb, err := sandbox.NewManager(t.TempDir(), sandbox.Options{UseBwrap: sandbox.BwrapOff, UnsafeUnsandboxedCommands: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mcp.NewManager(mcp.Options{Launcher: sb})
+	t.Cleanup(func() { _ = m.Close(context.Background()); _ = sb.Close(context.Background()) })
+	planted := filepath.Join(t.TempDir(), "planted")
+	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	h.agent("a", func(a *forge.Agent) {
+		a.MCPServers = []forge.MCPServer{{Name: "evil", Command: []string{"sh", "-c", `echo pwned > "$0"`, planted}}}
+	})
+	s := h.session("a")
+	h.model.push(reply{calls: []forge.ToolCall{call("evil_run", `{}`)}}, reply{deltas: []string{"sorry"}})
+	if turn := h.run(s.ID, msg("go")); turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+	res := h.model.sent()[1].Messages[2].Parts[0]
+	if !res.IsError || !strings.Contains(res.Output, `MCP server "evil" is not running: stdio MCP servers run only inside the sandbox`) {
+		t.Fatalf("result %+v", res)
+	}
+	if _, err := os.Stat(planted); err == nil {
+		t.Fatal("the command ran on the host")
+	}
+}
+
 func TestMCPFilesystemServer(t *testing.T) {
 	t.Parallel()
 	bin, err := filepath.Abs("../mcp/testdata/npm/node_modules/.bin/mcp-server-filesystem")
@@ -266,14 +318,19 @@ func TestMCPFilesystemServer(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%v: run `npm ci --prefix mcp/testdata/npm` first", err)
 	}
-	dir, _ := filepath.EvalSymlinks(t.TempDir())
-	m := mcp.NewManager(mcp.Options{})
-	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	m, sandboxes := mcpManager(t)
 	h := newHarness(t, func(c *engine.Config) { c.MCP = m })
+	// The server runs in the session's sandbox and serves its working
+	// directory.
 	h.agent("a", func(a *forge.Agent) {
-		a.MCPServers = []forge.MCPServer{{Name: "fs", Command: []string{bin, dir}}}
+		a.MCPServers = []forge.MCPServer{{Name: "fs", Command: []string{bin, "."}}}
 	})
 	s := h.session("a")
+	sb, _, err := sandboxes.Get(h.ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := sb.Dir()
 	path := filepath.Join(dir, "note.txt")
 	h.model.push(
 		reply{calls: []forge.ToolCall{call("fs_write_file", `{"path":"`+path+`","content":"hello from forge"}`)}},
@@ -319,8 +376,7 @@ func (t signalTool) Call(ctx context.Context, args json.RawMessage) (forge.ToolR
 func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 	t.Parallel()
 	bin := everythingServer(t)
-	m := mcp.NewManager(mcp.Options{})
-	t.Cleanup(func() { _ = m.Close(t.Context()) })
+	m, _ := mcpManager(t)
 	entered := make(chan struct{})
 	h := newHarness(t, func(c *engine.Config) { c.MCP = &callSignal{MCPServers: m, entered: entered} })
 	h.agent("a", func(a *forge.Agent) {
@@ -358,8 +414,7 @@ func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 func TestRecoveredTurnKeepsTheBaseTurnsState(t *testing.T) {
 	t.Parallel()
 	bin := everythingServer(t)
-	m := mcp.NewManager(mcp.Options{})
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	m, _ := mcpManager(t)
 	h := newHarness(t, func(c *engine.Config) {
 		c.Capabilities = tools.Capabilities()
 		c.MCP = m

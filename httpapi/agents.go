@@ -115,6 +115,9 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkSubagents(r, a); err != nil {
 		return err
 	}
+	if err := s.checkMCPServers(r, a); err != nil {
+		return err
+	}
 	if err := restoreSecrets(a, nil); err != nil {
 		return err
 	}
@@ -179,6 +182,9 @@ func (s *Server) putAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkSubagents(r, a); err != nil {
 		return err
 	}
+	if err := s.checkMCPServers(r, a); err != nil {
+		return err
+	}
 	cur, err := s.store.GetAgent(r.Context(), tenant, name)
 	if err != nil {
 		return notFound(err, "agent", name)
@@ -235,6 +241,23 @@ func restoreSecrets(a, cur *forge.Agent) error {
 				}
 				f.now[k] = pv
 			}
+		}
+	}
+	return nil
+}
+
+// checkMCPServers refuses MCP servers this server would not run: the
+// author learns it now rather than from a tool error in some later turn.
+func (s *Server) checkMCPServers(r *http.Request, a *forge.Agent) error {
+	if s.mcp == nil {
+		return nil
+	}
+	for i, srv := range a.MCPServers {
+		if err := s.mcp.CheckServer(r.Context(), srv); err != nil {
+			if errors.Is(err, forge.ErrInvalid) {
+				return invalid("mcp_servers[%d] (%s): %v", i, srv.Name, err)
+			}
+			return err
 		}
 	}
 	return nil

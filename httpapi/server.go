@@ -37,6 +37,16 @@ type Runtime interface {
 
 var _ Runtime = (*engine.Engine)(nil)
 
+// MCPChecker vets the MCP servers an agent declares before the agent is
+// stored: a stdio command this server will not run, a URL naming an address
+// it will not reach. *mcp.Manager (the one the engine runs them with)
+// implements it.
+type MCPChecker interface {
+	// CheckServer says why spec cannot run here (an error wrapping
+	// forge.ErrInvalid), or nil.
+	CheckServer(ctx context.Context, spec forge.MCPServer) error
+}
+
 // Config wires a Server.
 type Config struct {
 	Store forge.Store
@@ -66,6 +76,8 @@ type Config struct {
 	Metrics http.Handler
 	// Ready are the dependencies GET /readyz checks.
 	Ready []ReadyCheck
+	// MCP, when set, vets agents' MCP servers on POST and PUT /v1/agents.
+	MCP MCPChecker
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -83,6 +95,7 @@ type Server struct {
 	protocols []Protocol
 	forumSvc  Forums
 	metrics   http.Handler
+	mcp       MCPChecker
 
 	readyChecks []ReadyCheck
 	draining    atomic.Bool  // Drain was called
@@ -111,6 +124,7 @@ func New(cfg Config) *Server {
 		protocols: cfg.Protocols,
 		forumSvc:  cfg.Forums,
 		metrics:   cfg.Metrics,
+		mcp:       cfg.MCP,
 
 		readyChecks: cfg.Ready,
 	}

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -9,9 +10,13 @@ import (
 )
 
 // httpRoundTripper adds the declared headers and the session's bearer token
-// to every request, and remembers the last 401 answer.
+// to every request to the server's own origin (not to another one a
+// redirect leads to: they are meant for the declared server), and
+// remembers the last 401 answer.
 type httpRoundTripper struct {
 	base    http.RoundTripper
+	guard   *addrGuard
+	origin  *url.URL // the declared URL
 	headers map[string]string
 	token   func() string
 
@@ -22,14 +27,19 @@ type httpRoundTripper struct {
 
 func (h *httpRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
-	for k, v := range h.headers {
-		req.Header.Set(k, v)
-	}
-	if tok := h.token(); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+	if h.origin != nil && sameServer(h.origin, req.URL) {
+		for k, v := range h.headers {
+			req.Header.Set(k, v)
+		}
+		if tok := h.token(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	resp, err := h.base.RoundTrip(req)
 	if err != nil {
+		if req.Response != nil && h.guard != nil { // a redirect led here
+			err = h.guard.redirected(err, req.URL)
+		}
 		return nil, err
 	}
 	h.mu.Lock()

@@ -5,6 +5,11 @@
 // it is alive and restarts it on the next use after it died. Every operation
 // is bounded: starting a server by Options.InitTimeout, a tool call by
 // Options.CallTimeout.
+//
+// Nothing a tenant declares runs on the host: a stdio server runs in its
+// session's sandbox (Options.Launcher), unless it is one of the operator's
+// Options.Commands marked Host; a url server reaches only the addresses
+// Options.Network allows, checked on every connection it dials.
 package mcp
 
 import (
@@ -15,6 +20,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"reflect"
@@ -44,6 +51,24 @@ type Options struct {
 	Logger      *slog.Logger
 	CallTimeout time.Duration // a tool call; default 60s
 	InitTimeout time.Duration // starting a server and listing its tools; default 30s
+
+	// Launcher runs stdio servers in their session's sandbox. Without it
+	// (or without isolation) only the Host entries of Commands run.
+	Launcher Launcher
+	// Commands are the stdio servers the operator offers: a matching
+	// command gets the entry's environment, and runs on the host when the
+	// entry says so.
+	Commands []AllowedCommand
+	// OnlyAllowedCommands refuses the stdio commands Commands does not
+	// hold, even sandboxed.
+	OnlyAllowedCommands bool
+	// Network says which addresses url servers may connect to (public
+	// ones only by default).
+	Network NetworkPolicy
+
+	// treatAsPublic, when set, makes the guard take matching addresses
+	// for public ones (tests: a "public" server on loopback).
+	treatAsPublic func(netip.AddrPort) bool
 }
 
 // Manager owns the MCP server connections of every session. It is safe for
@@ -247,6 +272,8 @@ type state struct {
 	cs      *sdk.ClientSession
 	tools   []*sdk.Tool
 	rt      *httpRoundTripper // HTTP only
+	guard   *addrGuard        // HTTP only
+	tr      *http.Transport   // HTTP only
 	stderr  *stderrLog        // stdio only
 	cmd     *exec.Cmd         // stdio only
 	dead    chan struct{}     // closed when the connection ended
@@ -322,12 +349,14 @@ func (s *server) start(ctx context.Context) (*state, error) {
 	st := &state{dead: make(chan struct{})}
 	var transport sdk.Transport
 	if len(s.spec.Command) > 0 {
-		cmd := exec.Command(s.spec.Command[0], s.spec.Command[1:]...) // no context: a cancelled ctx would kill the server
-		cmd.Env = stdioEnv(s.spec.Env)
+		cmd, err := s.m.stdioCommand(ctx, s.session, s.spec)
+		if err != nil {
+			close(st.dead)
+			return nil, s.startError(st, err)
+		}
 		st.stderr = newStderrLog(s.m.log.With("session_id", s.session, "server", s.spec.Name), s.redact)
 		st.cmd = cmd
 		cmd.Stderr = st.stderr
-		setProcessGroup(cmd)
 		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}
 		defer func() {
 			// Sweep children left behind once the connection ends.
@@ -337,14 +366,22 @@ func (s *server) start(ctx context.Context) (*state, error) {
 			}()
 		}()
 	} else {
+		origin, err := url.Parse(s.spec.URL)
+		if err != nil {
+			close(st.dead)
+			return nil, s.startError(st, fmt.Errorf("its url does not parse: %w", err))
+		}
 		st.rt = &httpRoundTripper{
-			base:    http.DefaultTransport,
+			origin:  origin,
 			headers: s.spec.Headers,
 			token:   func() string { return s.m.token(s.session, s.spec.Name) },
 		}
+		st.guard = s.m.newGuard(ctx)
+		var client *http.Client
+		client, st.tr = st.guard.httpClient(st.rt)
 		transport = &sdk.StreamableClientTransport{
 			Endpoint:             s.spec.URL,
-			HTTPClient:           &http.Client{Transport: st.rt},
+			HTTPClient:           client,
 			DisableStandaloneSSE: true,
 			MaxRetries:           1,
 		}
@@ -353,6 +390,11 @@ func (s *server) start(ctx context.Context) (*state, error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "forge", Version: "1"},
 		&sdk.ClientOptions{Logger: s.m.log.With("component", "mcp-sdk", "session_id", s.session, "server", s.spec.Name)})
 	cs, err := client.Connect(ctx, transport, nil)
+	if st.cmd != nil {
+		for _, f := range st.cmd.ExtraFiles { // the child has its copies
+			_ = f.Close()
+		}
+	}
 	if err != nil {
 		close(st.dead)
 		return nil, s.startError(st, err)
@@ -378,7 +420,9 @@ func (s *server) startError(st *state, err error) error {
 			return a
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if r := st.refusal(); r != nil {
+		err = r
+	} else if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("it did not finish starting within %s", s.m.opts.InitTimeout)
 	}
 	msg := s.redact.apply(fmt.Sprintf("MCP server %q is not running: %v", s.spec.Name, err))
@@ -426,7 +470,18 @@ func (st *state) close() {
 		if st.stderr != nil {
 			st.stderr.flush()
 		}
+		if st.tr != nil {
+			st.tr.CloseIdleConnections()
+		}
 	})
+}
+
+// refusal is the last connection the network policy refused, or nil.
+func (st *state) refusal() *AddressRefusedError {
+	if st.guard == nil {
+		return nil
+	}
+	return st.guard.refusal()
 }
 
 func (s *server) forgeTools(st *state) []forge.Tool {
@@ -505,6 +560,9 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 		s.markDead(st)
 		return forge.ToolResult{}, fmt.Errorf("MCP server %q did not answer %q within %s; it was stopped and will be restarted on next use", name, t.mcp, s.m.opts.CallTimeout)
 	default:
+		if r := st.refusal(); r != nil {
+			err = r
+		}
 		msg := s.redact.apply(fmt.Sprintf("MCP server %q is not running: the call of %q failed (%v); it will be restarted on next use", name, t.mcp, err))
 		s.m.log.Warn("mcp: tool call failed; server marked dead", "session_id", s.session, "server", name, "tool", t.mcp, "err", msg)
 		s.markDead(st)
@@ -552,7 +610,8 @@ func flatten(content []sdk.Content, structured any) string {
 	return strings.Join(parts, "\n")
 }
 
-// stdioEnv is a minimal environment plus the declared variables.
+// stdioEnv is the environment of an operator's host command: a minimal
+// one plus the declared variables.
 func stdioEnv(extra map[string]string) []string {
 	env := map[string]string{}
 	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ", "SHELL", "TERM"} {
@@ -571,8 +630,9 @@ func stdioEnv(extra map[string]string) []string {
 	return out
 }
 
-// ServerPID is the process id of a running stdio server, or 0 (for tests
-// and diagnostics).
+// ServerPID is the process id of a running stdio server (of bubblewrap
+// for a sandboxed one: the server dies with it), or 0 (for tests and
+// diagnostics).
 func (m *Manager) ServerPID(sessionID, name string) int {
 	m.mu.Lock()
 	s := m.sessions[sessionID][name]

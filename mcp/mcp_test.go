@@ -16,6 +16,7 @@ import (
 
 	forge "github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/internal/testenv"
+	"github.com/forge-runtime/forge/sandbox"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -27,10 +28,76 @@ func everything(t *testing.T) forge.MCPServer {
 	return forge.MCPServer{Name: "everything", Command: []string{testenv.MCPServer(t, "mcp-server-everything"), "stdio"}}
 }
 
+// sandboxes returns a sandbox manager with bubblewrap isolation (required:
+// without it the test is skipped, or fails under scripts/test) that shows
+// its sandboxes the pinned npm servers, read-only.
+func sandboxes(t *testing.T) *sandbox.Manager {
+	t.Helper()
+	return newSandboxes(t, testLogger(t))
+}
+
+func benchSandboxes(b *testing.B) *sandbox.Manager {
+	return newSandboxes(b, slog.New(slog.DiscardHandler))
+}
+
+func everythingBin(t testing.TB) string { return testenv.MCPServer(t, "mcp-server-everything") }
+
+func newSandboxes(t testing.TB, log *slog.Logger) *sandbox.Manager {
+	t.Helper()
+	modules := filepath.Dir(filepath.Dir(everythingBin(t))) // node_modules/.bin/x
+	m, err := sandbox.NewManager(t.TempDir(), sandbox.Options{Logger: log, UseBwrap: sandbox.BwrapOn,
+		ReadOnlyPaths: []string{modules}})
+	if err != nil {
+		if testenv.Required() {
+			t.Fatalf("stdio MCP servers run in the sandbox: %v", err)
+		}
+		t.Skipf("stdio MCP servers run in the sandbox: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+// unisolated returns a sandbox manager without process isolation (as on a
+// host without bubblewrap), with commands allowed unsandboxed anyway.
+func unisolated(t *testing.T) *sandbox.Manager {
+	t.Helper()
+	m, err := sandbox.NewManager(t.TempDir(), sandbox.Options{Logger: testLogger(t), UseBwrap: sandbox.BwrapOff, UnsafeUnsandboxedCommands: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// sandboxed is newManager running stdio servers in sandboxes(t).
+func sandboxed(t *testing.T, opts Options) *Manager {
+	t.Helper()
+	opts.Launcher = sandboxes(t)
+	return newManager(t, opts)
+}
+
+// workDir is the sandbox working directory of session of m (a sandboxed
+// Manager).
+func workDir(t *testing.T, m *Manager, session string) string {
+	t.Helper()
+	sb, _, err := m.opts.Launcher.(*sandbox.Manager).Get(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.Dir()
+}
+
+// loopbackOK lets url servers reach the tests' loopback servers.
+var loopbackOK = NetworkPolicy{AllowPrivate: true}
+
 func newManager(t *testing.T, opts Options) *Manager {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Logger = testLogger(t)
 	}
 	m := NewManager(opts)
 	t.Cleanup(func() {
@@ -99,7 +166,7 @@ func TestStdioEverything(t *testing.T) {
 	spec := everything(t)
 	spec.Env = map[string]string{"FORGE_MCP_TEST": "declared"}
 	t.Setenv("FORGE_SECRET_SHOULD_NOT_LEAK", "x")
-	m := newManager(t, Options{})
+	m := sandboxed(t, Options{})
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +206,12 @@ func TestStdioEverything(t *testing.T) {
 	if res.IsError || !strings.Contains(res.Output, "[image image/png, ") {
 		t.Errorf("get-tiny-image = %+v", res)
 	}
-	// The environment is minimal plus the declared variables.
+	// The environment is the sandbox's plus the declared variables; HOME
+	// is the session's.
 	res = call(t, find(t, tools, "everything_get-env"), `null`)
-	if !strings.Contains(res.Output, "FORGE_MCP_TEST") || strings.Contains(res.Output, "FORGE_SECRET_SHOULD_NOT_LEAK") {
+	home := filepath.Join(filepath.Dir(workDir(t, m, "ses_1")), "home")
+	if !strings.Contains(res.Output, `"FORGE_MCP_TEST": "declared"`) || strings.Contains(res.Output, "FORGE_SECRET_SHOULD_NOT_LEAK") ||
+		!strings.Contains(res.Output, `"HOME": "`+home+`"`) {
 		t.Errorf("get-env = %s", res.Output)
 	}
 
@@ -164,15 +234,16 @@ func TestStdioEverything(t *testing.T) {
 
 func TestCommandNotFound(t *testing.T) {
 	t.Parallel()
-	m := newManager(t, Options{})
+	m := sandboxed(t, Options{})
 	start := time.Now()
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "everything", Command: []string{"nope-forge-mcp-missing"}}})
 	if err == nil || len(tools) != 0 || len(inits) != 0 {
 		t.Fatalf("Tools = %d tools, %v inits, err %v", len(tools), inits, err)
 	}
-	want := `MCP server "everything" is not running: exec: "nope-forge-mcp-missing": executable file not found in $PATH`
-	if !strings.Contains(err.Error(), want) {
-		t.Errorf("err = %v\nwant it to contain %s", err, want)
+	for _, want := range []string{`MCP server "everything" is not running: `, "nope-forge-mcp-missing: No such file or directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to contain %s", err, want)
+		}
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %s", d)
@@ -181,7 +252,7 @@ func TestCommandNotFound(t *testing.T) {
 
 func TestStartHangs(t *testing.T) {
 	t.Parallel()
-	m := newManager(t, Options{InitTimeout: time.Second})
+	m := sandboxed(t, Options{InitTimeout: time.Second})
 	start := time.Now()
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "mute", Command: []string{"sleep", "60"}}})
 	if err == nil || !strings.Contains(err.Error(), `MCP server "mute" is not running: it did not finish starting within 1s`) {
@@ -194,7 +265,7 @@ func TestStartHangs(t *testing.T) {
 
 func TestPartialFailure(t *testing.T) {
 	t.Parallel()
-	m := newManager(t, Options{})
+	m := sandboxed(t, Options{})
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{
 		everything(t),
 		{Name: "broken", Command: []string{"sh", "-c", "echo boom >&2; exit 3"}},
@@ -211,12 +282,13 @@ func TestPartialFailure(t *testing.T) {
 // restarts it.
 func TestKillMidCallThenRestart(t *testing.T) {
 	t.Parallel()
-	// The server runs behind tee, which logs what the client sends, so that
-	// the test kills it once the call has reached it.
-	log := filepath.Join(t.TempDir(), "requests.log")
+	// The server runs behind tee, which logs what the client sends (in
+	// the sandbox's working directory), so that the test kills it once the
+	// call has reached it.
 	spec := everything(t)
-	spec.Command = []string{"sh", "-c", `tee "$0" | "$1" stdio`, log, spec.Command[0]}
-	m := newManager(t, Options{})
+	spec.Command = []string{"sh", "-c", `tee requests.log | "$0" stdio`, spec.Command[0]}
+	m := sandboxed(t, Options{})
+	log := filepath.Join(workDir(t, m, "ses_1"), "requests.log")
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +304,7 @@ func TestKillMidCallThenRestart(t *testing.T) {
 				break
 			}
 		}
-		killGroup(pid) // sh, tee and the server
+		killGroup(pid) // bubblewrap, and with it sh, tee and the server
 	}()
 	start := time.Now()
 	_, err = long.Call(ctx30(t), json.RawMessage(`{"duration": 20, "steps": 2}`))
@@ -265,7 +337,7 @@ func TestKillMidCallThenRestart(t *testing.T) {
 // Killed between calls: the next call restarts the server.
 func TestKillBetweenCalls(t *testing.T) {
 	t.Parallel()
-	m := newManager(t, Options{})
+	m := sandboxed(t, Options{})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +362,7 @@ func TestKillBetweenCalls(t *testing.T) {
 // A call hung past CallTimeout fails clearly; the server is restarted.
 func TestCallTimeout(t *testing.T) {
 	t.Parallel()
-	m := newManager(t, Options{CallTimeout: time.Second})
+	m := sandboxed(t, Options{CallTimeout: time.Second})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +384,7 @@ func TestCallTimeout(t *testing.T) {
 
 func TestCloseStopsServers(t *testing.T) {
 	t.Parallel()
-	m := NewManager(Options{})
+	m := NewManager(Options{Launcher: sandboxes(t)})
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{everything(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +444,7 @@ func httpServer(t *testing.T, token string) *httptest.Server {
 func TestStreamableHTTP(t *testing.T) {
 	t.Parallel()
 	ts := httpServer(t, "")
-	m := newManager(t, Options{})
+	m := newManager(t, Options{Network: loopbackOK})
 	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
 	tools, inits, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil {
@@ -397,7 +469,7 @@ func TestStreamableHTTP(t *testing.T) {
 func TestStreamableHTTPAuth(t *testing.T) {
 	t.Parallel()
 	ts := httpServer(t, "s3cret")
-	m := newManager(t, Options{})
+	m := newManager(t, Options{Network: loopbackOK})
 	spec := forge.MCPServer{Name: "crm", URL: ts.URL, Headers: map[string]string{"X-Tenant": "acme"}}
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	var auth *forge.AuthRequiredError
@@ -441,7 +513,7 @@ func TestHTTPUnreachable(t *testing.T) {
 	ts := httptest.NewServer(http.NotFoundHandler())
 	url := ts.URL
 	ts.Close()
-	m := newManager(t, Options{InitTimeout: 5 * time.Second})
+	m := newManager(t, Options{InitTimeout: 5 * time.Second, Network: loopbackOK})
 	start := time.Now()
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{Name: "crm", URL: url}})
 	if err == nil || !strings.Contains(err.Error(), `MCP server "crm" is not running`) {

@@ -105,7 +105,7 @@ exec "$0" stdio`
 	spec.Command = []string{"sh", "-c", script, spec.Command[0]}
 	spec.Env = map[string]string{"FORGE_TEST_CRED": cred}
 	var logs syncBuffer
-	m := NewManager(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	m := NewManager(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Launcher: sandboxes(t)})
 	tools, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{spec})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestFailedServerErrorRedacted(t *testing.T) {
 	t.Parallel()
 	const cred = "given-credential-77aa01"
 	var logs syncBuffer
-	m := newManager(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	m := sandboxed(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	_, _, err := m.Tools(ctx30(t), "ses_1", []forge.MCPServer{{
 		Name:    "leaky",
 		Command: []string{"sh", "-c", `echo "db password=hunter2-secret" >&2; echo "token is $LEAKY_CRED" >&2; echo "Bearer abcdefghijklmnop" >&2; exit 3`},

@@ -46,8 +46,9 @@ func ConfigPath(flag string, getenv func(string) string) string {
 	return strings.TrimSpace(getenv(ConfigEnv))
 }
 
-// Config is a forge.yaml file: the model providers, settings of models, and
-// the retry policy of model calls. Decoding is strict: an unknown key, a
+// Config is a forge.yaml file: the model providers, settings of models, the
+// retry policy of model calls, and the server's mcp and sandbox sections
+// (MCPConfig, SandboxConfig). Decoding is strict: an unknown key, a
 // wrong type or an invalid value is an error naming the file and line.
 //
 //	providers:
@@ -98,6 +99,10 @@ type Config struct {
 	// Retry applies to every provider; a provider's own retry block
 	// overrides it field by field.
 	Retry RetryConfig `yaml:"retry"`
+	// MCP says which MCP servers tenants' agents may use.
+	MCP MCPConfig `yaml:"mcp"`
+	// Sandbox configures the sandboxes of sessions.
+	Sandbox SandboxConfig `yaml:"sandbox"`
 
 	// Path is the file it was read from ("" when built in code).
 	Path string `yaml:"-"`
@@ -261,7 +266,13 @@ func yamlError(file string, err error) error {
 		l = yamlTypeRE.ReplaceAllStringFunc(l, func(m string) string {
 			switch yamlTypeRE.FindStringSubmatch(m)[1] {
 			case "Config":
-				return " at the top level (known: providers, models, retry)"
+				return " at the top level (known: providers, models, retry, mcp, sandbox)"
+			case "MCPConfig":
+				return " in mcp (known: commands, other_commands, allow_private_urls, allow_link_local_urls)"
+			case "MCPCommandConfig":
+				return " in an mcp command (known: name, command, prefix, env, sandbox, tenant_env, dir)"
+			case "SandboxConfig":
+				return " in sandbox (known: read_only_paths)"
 			case "ProviderConfig":
 				return " in a provider (known: name, kind, base_url, api_key_env, headers, retry, max_tokens_field)"
 			case "ModelConfig":
@@ -407,6 +418,8 @@ func (v *validator) config(c *Config) {
 		v.retry(p.Retry, "providers", i)
 	}
 	v.retry(&c.Retry, "", 0)
+	v.mcp(&c.MCP)
+	v.sandbox(&c.Sandbox)
 
 	ids := map[string]bool{}
 	for i := range c.Models {

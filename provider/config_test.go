@@ -72,7 +72,22 @@ func TestParseConfigErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown top-level key", "providers: []\nmodel: []\n",
-			"f.yaml:2: field model not found at the top level (known: providers, models, retry)"},
+			"f.yaml:2: field model not found at the top level (known: providers, models, retry, mcp, sandbox)"},
+		{"typo in mcp", "mcp:\n  command: []\n", "f.yaml:2: field command not found in mcp (known: commands, other_commands"},
+		{"typo in an mcp command", "mcp:\n  commands:\n    - name: a\n      command: [x]\n      sandboxed: false\n",
+			"f.yaml:5: field sandboxed not found in an mcp command (known: name, command, prefix, env, sandbox, tenant_env, dir)"},
+		{"mcp command without argv", "mcp:\n  commands:\n    - name: a\n", "f.yaml:3: mcp.commands[0].command: command is required"},
+		{"mcp command without name", "mcp:\n  commands:\n    - command: [x]\n", "f.yaml:3: mcp.commands[0]: name is required"},
+		{"mcp duplicate command", "mcp:\n  commands:\n    - {name: a, command: [x, y]}\n    - {name: b, command: [x, y]}\n",
+			"f.yaml:4: mcp.commands[1].command: the same command as mcp.commands[0] (a)"},
+		{"tenant_env on a sandboxed command", "mcp:\n  commands:\n    - name: a\n      command: [x]\n      tenant_env: [A]\n",
+			"f.yaml:5: mcp.commands[0].tenant_env: only a host command (sandbox: false) takes tenant_env"},
+		{"relative dir", "mcp:\n  commands:\n    - {name: a, command: [x], sandbox: false, dir: srv}\n",
+			`f.yaml:3: mcp.commands[0].dir: "srv" must be an absolute path`},
+		{"bad env name", "mcp:\n  commands:\n    - {name: a, command: [x], env: {'A B': x}}\n", `mcp.commands[0].env: "A B" is not a variable name`},
+		{"bad other_commands", "mcp:\n  other_commands: host\n", `f.yaml:2: mcp.other_commands: "host" is not sandbox or refuse`},
+		{"relative read-only path", "sandbox:\n  read_only_paths: [opt/node]\n", `f.yaml:2: sandbox.read_only_paths[0]: "opt/node" must be an absolute path`},
+		{"root read-only path", "sandbox:\n  read_only_paths: [/usr, /]\n", "sandbox.read_only_paths[1]: binding / would show the sandbox every host file"},
 		{"typo in a provider", "providers:\n  - name: a\n    kind: openai\n    base_ur1: http://x\n",
 			"f.yaml:4: field base_ur1 not found in a provider (known: name, kind, base_url, api_key_env, headers, retry, max_tokens_field)"},
 		{"bad max_tokens_field", "providers:\n  - name: a\n    kind: openai\n    max_tokens_field: max_output_tokens\n",
@@ -124,6 +139,48 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("the error repeats the key: %v", err)
 			}
 		})
+	}
+}
+
+func TestParseConfigMCPAndSandbox(t *testing.T) {
+	t.Parallel()
+	cfg, err := provider.ParseConfig("forge.yaml", []byte(`mcp:
+  commands:
+    - name: github
+      command: [/usr/local/bin/github-mcp-server, stdio]
+      env: {GITHUB_PERSONAL_ACCESS_TOKEN: "${FORGE_TEST_GH}", MODE: "read-only"}
+      sandbox: false
+      tenant_env: [GITHUB_TOOLSETS]
+      dir: /srv/github
+    - name: node-tools
+      command: [node, /srv/mcp/tools.js]
+      prefix: true
+  other_commands: refuse
+  allow_private_urls: false
+  allow_link_local_urls: true
+sandbox:
+  read_only_paths: [/srv/mcp/, /opt/node22]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.MCP
+	if len(m.Commands) != 2 || m.OtherCommands != provider.OtherCommandsRefuse || *m.AllowPrivateURLs || !*m.AllowLinkLocalURLs {
+		t.Fatalf("mcp %+v", m)
+	}
+	gh, tools := m.Commands[0], m.Commands[1]
+	if !gh.OnHost() || gh.Dir != "/srv/github" || gh.TenantEnv[0] != "GITHUB_TOOLSETS" || tools.OnHost() || !tools.Prefix {
+		t.Errorf("commands %+v", m.Commands)
+	}
+	env, err := gh.ExpandEnv(func(k string) string { return map[string]string{"FORGE_TEST_GH": "ghp_x"}[k] })
+	if err != nil || env["GITHUB_PERSONAL_ACCESS_TOKEN"] != "ghp_x" || env["MODE"] != "read-only" {
+		t.Errorf("env %v %v", env, err)
+	}
+	if _, err := gh.ExpandEnv(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "FORGE_TEST_GH is not set") {
+		t.Errorf("unset variable: %v", err)
+	}
+	if got := cfg.Sandbox.ReadOnlyPaths; len(got) != 2 || got[0] != "/srv/mcp" {
+		t.Errorf("read_only_paths %v", got)
 	}
 }
 
