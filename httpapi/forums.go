@@ -99,21 +99,21 @@ func (s *Server) createForum(w http.ResponseWriter, r *http.Request) error {
 	g := forge.DefaultForumGuards()
 	if b := body.Guards; b != nil {
 		if b.MaxAgentStreak != nil {
-			if *b.MaxAgentStreak < 1 || *b.MaxAgentStreak > 10000 {
-				return invalid("guards.max_agent_streak must be between 1 and 10000")
+			if *b.MaxAgentStreak < 1 || *b.MaxAgentStreak > forge.MaxAgentStreakLimit {
+				return invalid("guards.max_agent_streak must be between 1 and %d", forge.MaxAgentStreakLimit)
 			}
 			g.MaxAgentStreak = *b.MaxAgentStreak
 		}
 		if pw := b.PairWindow; pw != nil {
 			if pw.Max != nil {
-				if *pw.Max < 1 || *pw.Max > 10000 {
-					return invalid("guards.pair_window.max must be between 1 and 10000")
+				if *pw.Max < 1 || *pw.Max > forge.PairWindowMaxLimit {
+					return invalid("guards.pair_window.max must be between 1 and %d", forge.PairWindowMaxLimit)
 				}
 				g.PairWindow.Max = *pw.Max
 			}
 			if pw.Seconds != nil {
-				if *pw.Seconds < 1 || *pw.Seconds > 86400 {
-					return invalid("guards.pair_window.seconds must be between 1 and 86400")
+				if *pw.Seconds < 1 || *pw.Seconds > forge.PairWindowSecondsLimit {
+					return invalid("guards.pair_window.seconds must be between 1 and %d", forge.PairWindowSecondsLimit)
 				}
 				g.PairWindow.Seconds = *pw.Seconds
 			}
