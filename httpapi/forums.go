@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
@@ -214,6 +215,19 @@ type memberBody struct {
 // maxHumanID bounds a human member's id.
 const maxHumanID = 256
 
+// validHumanID reports whether id can name a human member: valid UTF-8
+// without ':' (the model sees authors as human:<id>, so an id cannot pass
+// for another kind or id), control characters or line and paragraph
+// separators (a speaker's line is never broken).
+func validHumanID(id string) bool {
+	for _, c := range id {
+		if c == ':' || c == utf8.RuneError || unicode.IsControl(c) || unicode.In(c, unicode.Zl, unicode.Zp) {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 	fs, err := s.forums()
 	if err != nil {
@@ -234,8 +248,8 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 		if a.ID == nil || *a.ID == "" || len(*a.ID) > maxHumanID || a.Agent != nil {
 			return invalid("a human actor needs an id of 1 to %d bytes (and no agent)", maxHumanID)
 		}
-		if strings.ContainsAny(*a.ID, ":\x00\r\n\t") || strings.ContainsRune(*a.ID, utf8.RuneError) {
-			return invalid("a human id may not hold ':' or control characters")
+		if !validHumanID(*a.ID) {
+			return invalid("a human id may not hold ':', control characters or line separators")
 		}
 		if body.Trigger != nil {
 			return invalid("trigger applies to agent members only")
