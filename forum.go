@@ -100,6 +100,32 @@ func DefaultForumGuards() ForumGuards {
 	return ForumGuards{MaxAgentStreak: 8, PairWindow: PairWindow{Max: 6, Seconds: 60}}
 }
 
+// The bounds of a forum's guards (API.md "Guards"): a guard cannot be
+// switched off or raised so far that agents talk among themselves for
+// minutes.
+const (
+	MaxAgentStreakLimit    = 100
+	PairWindowMaxLimit     = 100
+	PairWindowSecondsLimit = 86400
+)
+
+// Bounded returns the guards with every value within its bounds: a value
+// above its limit, zero or negative (a guard is never off) becomes the
+// limit, the loosest a forum may have. Forums stored before the bounds
+// existed are guarded by these.
+func (g ForumGuards) Bounded() ForumGuards {
+	bound := func(v, limit int) int {
+		if v <= 0 || v > limit {
+			return limit
+		}
+		return v
+	}
+	g.MaxAgentStreak = bound(g.MaxAgentStreak, MaxAgentStreakLimit)
+	g.PairWindow.Max = bound(g.PairWindow.Max, PairWindowMaxLimit)
+	g.PairWindow.Seconds = bound(g.PairWindow.Seconds, PairWindowSecondsLimit)
+	return g
+}
+
 // ForumInfo is what a message of a forum session says beyond its text: its
 // kind, its author's stint, what it replies to and whom it mentions. It is
 // stored with the message and never shown as the message's metadata.
@@ -142,7 +168,8 @@ type SourceMeta struct {
 	SourceConversationID string `json:"source_conversation_id"`
 	SourceMessageID      string `json:"source_message_id"`
 	SourceActorID        string `json:"source_actor_id"`
-	// Type is "reply" on a monologue's final message that was published.
+	// Type is "reply" on a monologue's final message that was published,
+	// "withheld" on one a guard kept out of the forum.
 	Type string `json:"type,omitempty"`
 	// SeededFrom is set on a copy carried into a new monologue by a
 	// compaction swap: the monologue it was first copied into.
@@ -151,6 +178,12 @@ type SourceMeta struct {
 
 // MetadataTypeReply marks a monologue message published as a reply.
 const MetadataTypeReply = "reply"
+
+// MetadataTypeWithheld marks a monologue message whose reply a guard kept
+// out of the forum (the streak or the pair window was full when it was
+// decided): decided once, like a published reply, so neither a restart
+// nor a second replica publishes it later.
+const MetadataTypeWithheld = "withheld"
 
 // TurnTrigger is, on a monologue turn, the ingested copy it answers.
 type TurnTrigger struct {
@@ -183,15 +216,25 @@ type LooseAppend struct {
 	SessionID string
 	Messages  []*Message // with their parts
 	Events    []Event
-	// Mark sets metadata.type "reply" on these messages of other sessions
-	// (the monologue message a published reply came from).
+	// Mark sets metadata.type on these messages of other sessions (the
+	// monologue message a published or withheld reply came from).
 	Mark []MessageRef
 }
 
-// MessageRef names a message of a session.
+// MessageRef names a message of a session; as a LooseAppend mark, Type is
+// the metadata.type it gets (MetadataTypeReply when empty).
 type MessageRef struct {
 	SessionID string
 	MessageID string
+	Type      string
+}
+
+// MarkType is the metadata.type a LooseAppend mark sets.
+func (r MessageRef) MarkType() string {
+	if r.Type == "" {
+		return MetadataTypeReply
+	}
+	return r.Type
 }
 
 // ForumStore keeps participant stints and messages outside turns.

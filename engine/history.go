@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
 )
@@ -231,7 +233,12 @@ func idTime(id string) string {
 }
 
 // copyText is how the model sees a forum message copied into a monologue:
-// "<author name>: <text>". Other messages are shown as they are.
+// "<actor id>: <text>", the author written with its kind ("human:alice",
+// "agent:support", so a human whose id is an agent's name cannot pass for
+// it), and every line of the text after its first indented by two spaces
+// (a line break in a post cannot start a line naming another speaker).
+// Every line break a model may read as one counts: \r\n, \r, \n, \v, \f,
+// U+0085, U+2028 and U+2029. Other messages are shown as they are.
 func copyText(m *forge.Message, text string) string {
 	if len(m.Metadata) == 0 || m.TurnID != "" {
 		return text
@@ -240,9 +247,38 @@ func copyText(m *forge.Message, text string) string {
 	if json.Unmarshal(m.Metadata, &meta) != nil || meta.SourceActorID == "" {
 		return text
 	}
-	name := meta.SourceActorID
-	if i := strings.IndexByte(name, ':'); i >= 0 {
-		name = name[i+1:]
+	var b strings.Builder
+	b.Grow(len(meta.SourceActorID) + 2 + len(text) + 8)
+	// Ids cannot hold line breaks or control characters; one stored
+	// before that was refused still cannot break the author's line.
+	for _, c := range meta.SourceActorID {
+		if lineBreak(c) || unicode.IsControl(c) {
+			c = utf8.RuneError
+		}
+		b.WriteRune(c)
 	}
-	return name + ": " + text
+	b.WriteString(": ")
+	for i := 0; i < len(text); {
+		c, size := utf8.DecodeRuneInString(text[i:])
+		if !lineBreak(c) {
+			b.WriteString(text[i : i+size])
+			i += size
+			continue
+		}
+		if c == '\r' && i+1 < len(text) && text[i+1] == '\n' {
+			size = 2
+		}
+		b.WriteString("\n  ")
+		i += size
+	}
+	return b.String()
+}
+
+// lineBreak reports whether c ends a line.
+func lineBreak(c rune) bool {
+	switch c {
+	case '\n', '\r', '\v', '\f', '\u0085', '\u2028', '\u2029':
+		return true
+	}
+	return false
 }

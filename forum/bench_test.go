@@ -165,3 +165,59 @@ func BenchmarkForumFanOut(b *testing.B) {
 	b.ReportMetric(perReader, "heap-B/idle-reader")
 	b.ReportMetric(goroutines, "goroutines/idle-reader")
 }
+
+// BenchmarkForumReply posts to a 1:1 chat (one human, one echoing agent)
+// and waits for the agent's reply on the forum's event stream: the whole
+// path of a reply (copy, trigger, monologue turn, the guards' decision,
+// publish), per post.
+func BenchmarkForumReply(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := openNode(b, b.TempDir()+"/forge.db", nil)
+	defer n.close()
+	f, err := n.forums.CreateForum(ctx, tenant, "chat", nil, forge.DefaultForumGuards())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := n.forums.Join(ctx, tenant, f.ID, forge.Actor{Type: forge.ActorHuman, ID: "alice"}, ""); err != nil {
+		b.Fatal(err)
+	}
+	if err := n.st.CreateAgent(ctx, &forge.Agent{Tenant: tenant, Name: "helper", Model: "scripted/echo"}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := n.forums.Join(ctx, tenant, f.ID, forge.Actor{Type: forge.ActorAgent, Agent: "helper"}, ""); err != nil {
+		b.Fatal(err)
+	}
+	events, err := n.forums.Events(ctx, tenant, f.ID, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	replies := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range events {
+			if err != nil {
+				return
+			}
+			var m struct{ Kind string }
+			if ev.Type == forge.EventForumMessage && json.Unmarshal(ev.Data, &m) == nil && m.Kind == forge.ForumKindReply {
+				replies <- struct{}{}
+			}
+		}
+	}()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("question ", i), nil); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-replies:
+		case <-time.After(20 * time.Second):
+			b.Fatal("no reply in 20 s")
+		}
+	}
+	b.StopTimer()
+	cancel()
+	<-done
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -234,39 +236,50 @@ type reply struct {
 	trigger *forge.TurnTrigger
 }
 
-// publish writes an agent's reply exactly once (its origin is the
-// monologue turn) and marks the monologue message it came from; a guard
-// that stops it from triggering agents adds one notice in the same write.
-// A stint that has left publishes nothing.
+// publish decides an agent's reply exactly once (its origin is the
+// monologue turn): published, and marked on the monologue message it came
+// from, or withheld by a guard, marked so and never published. A guard
+// that stops a published reply from triggering agents, or withholds one,
+// adds one notice per streak in the same write. A stint that has left
+// publishes nothing.
 func (r *room) publish(ctx context.Context, rp reply) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	origin := "reply:" + rp.turn.ID
 	var msgs []*forge.Message
 	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
 		if _, ok := r.active[rp.stint.ID]; !ok {
 			return nil, nil, nil
 		}
-		if _, err := r.s.store.MessageByOrigin(ctx, r.tenant, r.id, origin); err == nil {
-			return nil, nil, nil // published before a crash, by an earlier attempt, or by another replica
-		} else if !errors.Is(err, forge.ErrNotFound) {
+		// Published or withheld before a crash, by an earlier attempt or
+		// by another replica: decided already.
+		if done, err := r.s.replyDecided(ctx, r.tenant, r.id, rp.turn); err != nil || done {
 			return nil, nil, err
 		}
 		text := rp.turn.Output.Text
 		info := &forge.ForumInfo{Kind: forge.ForumKindReply, ParticipantID: rp.stint.ID, ActorID: rp.stint.ActorID,
 			ReplyTo: rp.trigger.SourceMessageID, Mentions: Mentions(text, r.agentNames()), SourceTurnID: rp.turn.ID}
 		m := r.newMessage(text, info, nil)
-		m.Origin = origin
-		msgs = []*forge.Message{m}
-		guard := r.guard(info, m.CreatedAt)
-		if guard != "" {
+		m.Origin = "reply:" + rp.turn.ID
+		mark := forge.MessageRef{SessionID: rp.monoID, MessageID: rp.turn.Output.MessageID}
+		switch guard, withhold := r.guard(info, m.CreatedAt); {
+		case withhold:
+			// The limit is reached: a turn triggered before it was (in
+			// flight when the guard fired) publishes nothing.
+			mark.Type = forge.MetadataTypeWithheld
+			if !r.noticed {
+				msgs = append(msgs, r.notice(guard))
+			}
+			r.s.logger.Debug("forum: reply withheld", "forum_id", r.id, "participant_id", rp.stint.ID, "turn_id", rp.turn.ID, "guard", guard)
+		case guard != "":
 			info.Quiet = true
+			msgs = append(msgs, m)
 			// The notice says a trigger was stopped: none is when no
 			// other agent's policy would have answered this reply.
 			if !r.noticed && r.wouldTrigger(info) {
-				n := r.newMessage(noticeText(guard, r.guards), &forge.ForumInfo{Kind: forge.ForumKindNotice, Guard: guard}, nil)
-				msgs = append(msgs, n)
+				msgs = append(msgs, r.notice(guard))
 			}
+		default:
+			msgs = append(msgs, m)
 		}
 		drafts := make([]eventlog.Draft, len(msgs))
 		for i, x := range msgs {
@@ -274,43 +287,105 @@ func (r *room) publish(ctx context.Context, rp reply) error {
 		}
 		return drafts, func(ctx context.Context, evs []forge.Event) error {
 			return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: msgs, Events: evs,
-				Mark: []forge.MessageRef{{SessionID: rp.monoID, MessageID: rp.turn.Output.MessageID}}})
+				Mark: []forge.MessageRef{mark}})
 		}, nil
 	})
 	if errors.Is(err, forge.ErrConflict) {
 		return nil // another attempt published it first
 	}
-	if err != nil || len(msgs) == 0 {
+	if err != nil {
 		return err
 	}
 	for _, x := range msgs {
 		r.account(x)
+		if x.Forum.Kind == forge.ForumKindReply {
+			r.deliver(x)
+		}
 	}
-	r.deliver(msgs[0])
 	return nil
 }
 
+func (r *room) notice(guard string) *forge.Message {
+	return r.newMessage(noticeText(guard, r.guards), &forge.ForumInfo{Kind: forge.ForumKindNotice, Guard: guard}, nil)
+}
+
 // guard says which guard, if any, stops a reply about to be published
-// from triggering agents.
-func (r *room) guard(info *forge.ForumInfo, now time.Time) string {
-	if r.guards.MaxAgentStreak > 0 && r.streak+1 >= r.guards.MaxAgentStreak {
-		return "max_agent_streak"
+// from triggering agents (the reply that reaches a limit is published,
+// quiet), and whether it withholds the reply (the limit was reached
+// before it: at most max_agent_streak replies follow one another, at most
+// pair_window.max pass between two agents within the window).
+func (r *room) guard(info *forge.ForumInfo, now time.Time) (guard string, withhold bool) {
+	if n := r.guards.MaxAgentStreak; n > 0 {
+		switch {
+		case r.streak >= n:
+			return "max_agent_streak", true
+		case r.streak+1 >= n:
+			guard = "max_agent_streak"
+		}
 	}
 	pw := r.guards.PairWindow
 	if pk := r.pairKey(info); pk != "" && pw.Max > 0 && pw.Seconds > 0 {
-		cut := now.Add(-time.Duration(pw.Seconds) * time.Second)
-		recent := r.pairs[pk][:0:0]
-		for _, t := range r.pairs[pk] {
-			if t.After(cut) {
-				recent = append(recent, t)
-			}
-		}
-		r.pairs[pk] = recent
-		if len(recent)+1 >= pw.Max {
-			return "pair_window"
+		recent := r.recentPair(pk, now)
+		switch {
+		case len(recent) >= pw.Max:
+			return "pair_window", true
+		case guard == "" && len(recent)+1 >= pw.Max:
+			guard = "pair_window"
 		}
 	}
-	return ""
+	return guard, false
+}
+
+// recentPair forgets the pair's reply times outside the window before now
+// and returns the rest. Only the newest pair_window.max can matter, so no
+// more are kept.
+func (r *room) recentPair(pk string, now time.Time) []time.Time {
+	cut := now.Add(-time.Duration(r.guards.PairWindow.Seconds) * time.Second)
+	times := r.pairs[pk]
+	i := 0
+	for i < len(times) && !times[i].After(cut) {
+		i++
+	}
+	times = times[i:]
+	if over := len(times) - r.guards.PairWindow.Max; over > 0 {
+		times = times[over:]
+	}
+	if len(times) == 0 {
+		delete(r.pairs, pk)
+		return nil
+	}
+	r.pairs[pk] = slices.Clone(times)
+	return r.pairs[pk]
+}
+
+// withholds reports whether a reply of the stint answering the forum
+// message source would be withheld if it were published now; only a
+// reply answering an agent's reply counts (a human's message is answered
+// whatever the guards say, to be withheld later if the room is full by
+// then). The worker asks before starting a turn, so a loop the guards
+// stopped costs no model call: the room's state is read under the forum's
+// hold (reloaded when another replica wrote the forum), so a human post
+// taken elsewhere is not missed.
+func (r *room) withholds(ctx context.Context, stint *forge.Participant, source string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	full := func() bool {
+		author, ok := r.lastSeen[source]
+		if !ok || !strings.HasPrefix(author, forge.ActorAgent+":") {
+			return false
+		}
+		_, withhold := r.guard(&forge.ForumInfo{Kind: forge.ForumKindReply, ParticipantID: stint.ID, ActorID: stint.ActorID, ReplyTo: source}, r.s.clock.Now())
+		return withhold
+	}
+	if !full() {
+		return false
+	}
+	still := false
+	err := r.update(ctx, func() ([]eventlog.Draft, func(ctx context.Context, evs []forge.Event) error, error) {
+		still = full()
+		return nil, nil, nil
+	})
+	return err == nil && still
 }
 
 // wouldTrigger reports whether a reply would trigger some active agent
@@ -327,9 +402,9 @@ func (r *room) wouldTrigger(info *forge.ForumInfo) bool {
 func noticeText(guard string, g forge.ForumGuards) string {
 	switch guard {
 	case "max_agent_streak":
-		return fmt.Sprintf("Guard max_agent_streak: agents have replied %d times in a row; their replies trigger no agent until a human posts.", g.MaxAgentStreak)
+		return fmt.Sprintf("Guard max_agent_streak: agents have replied %d times in a row; their replies trigger no agent, and no more are posted, until a human posts.", g.MaxAgentStreak)
 	default:
-		return fmt.Sprintf("Guard pair_window: two agents exchanged %d replies within %d s; their replies trigger no agent until a human posts or the window passes.", g.PairWindow.Max, g.PairWindow.Seconds)
+		return fmt.Sprintf("Guard pair_window: two agents exchanged %d replies within %d s; their replies to each other trigger no agent, and no more are posted, until the window passes.", g.PairWindow.Max, g.PairWindow.Seconds)
 	}
 }
 

@@ -399,7 +399,7 @@ func (s *Service) room(ctx context.Context, tenant, forumID string) (*room, erro
 	}
 	r = &room{s: s, tenant: tenant, id: forumID, guards: forge.DefaultForumGuards()}
 	if sess.Guards != nil {
-		r.guards = *sess.Guards
+		r.guards = sess.Guards.Bounded()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -426,8 +426,10 @@ func (s *Service) newMonologue(tenant, forumID, participantID, agent string) *fo
 		MainThreadID: s.ids.New(forge.PrefixThread), Metadata: meta, CreatedAt: now, UpdatedAt: now}
 }
 
-// CreateForum creates a forum session.
+// CreateForum creates a forum session; its guards are kept within their
+// bounds (forge.ForumGuards.Bounded: the HTTP API refuses values beyond).
 func (s *Service) CreateForum(ctx context.Context, tenant, title string, meta json.RawMessage, guards forge.ForumGuards) (*forge.Session, error) {
+	guards = guards.Bounded()
 	now := s.clock.Now()
 	f := &forge.Session{ID: s.ids.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindForum, Title: title,
 		MainThreadID: s.ids.New(forge.PrefixThread), Metadata: meta, Guards: &guards, CreatedAt: now, UpdatedAt: now}

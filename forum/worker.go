@@ -393,6 +393,14 @@ func (w *worker) maybeStart(ctx context.Context) {
 	if w.running != "" || w.pending == nil || ctx.Err() != nil || w.s.clock.Now().Before(w.retryAt) || w.isLeaving() {
 		return
 	}
+	// A turn answering an agent's reply when the guards are full could
+	// only have its reply withheld: it does not run (the copy stays in the
+	// monologue, read by the next turn a human's post triggers).
+	if w.room.withholds(ctx, w.stint, w.pending.SourceMessageID) {
+		w.s.logger.Debug("forum: trigger dropped, the guards are full", "participant_id", w.stint.ID, "source_message_id", w.pending.SourceMessageID)
+		w.pending = nil
+		return
+	}
 	if err := w.maybeSwap(ctx); err != nil {
 		if ctx.Err() == nil {
 			w.s.logger.Warn("forum: monologue swap failed", "participant_id", w.stint.ID, "err", err)
@@ -462,6 +470,30 @@ func (w *worker) egress(ctx context.Context, t *forge.Turn) bool {
 	return true
 }
 
+// replyDecided reports whether the monologue turn's reply was published
+// to the forum or withheld by a guard (its output message is marked so).
+func (s *Service) replyDecided(ctx context.Context, tenant, forumID string, t *forge.Turn) (bool, error) {
+	if _, err := s.store.MessageByOrigin(ctx, tenant, forumID, "reply:"+t.ID); err == nil {
+		return true, nil
+	} else if !errors.Is(err, forge.ErrNotFound) {
+		return false, err
+	}
+	if t.Output == nil || t.Output.MessageID == "" {
+		return false, nil
+	}
+	msgs, err := s.store.TurnMessages(ctx, tenant, t.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range msgs {
+		if m.ID == t.Output.MessageID {
+			var meta forge.SourceMeta
+			return len(m.Metadata) > 0 && json.Unmarshal(m.Metadata, &meta) == nil && meta.Type == forge.MetadataTypeWithheld, nil
+		}
+	}
+	return false, nil
+}
+
 // recover finishes what a crash left for this stint: replies of done
 // turns not yet published, and a triggered turn the crash abandoned (run
 // again once).
@@ -474,12 +506,12 @@ func (w *worker) recover(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	// Replies are published in turn order by this worker, so only the
-	// newest turns can lack theirs: walk back to one that has it.
+	// Replies are decided (published or withheld) in turn order by this
+	// worker, so only the newest turns can lack theirs: walk back to one
+	// that has it.
 	for t, n := tip, 0; t != nil && n < 16; n++ {
 		if t.Trigger != nil && t.Status == forge.TurnDone && t.Output != nil && t.Output.Text != "" {
-			_, err := w.s.store.MessageByOrigin(ctx, w.stint.Tenant, t.Trigger.SourceConversationID, "reply:"+t.ID)
-			if err == nil {
+			if done, err := w.s.replyDecided(ctx, w.stint.Tenant, t.Trigger.SourceConversationID, t); err != nil || done {
 				break
 			}
 			w.egress(ctx, t)

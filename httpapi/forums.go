@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
@@ -99,21 +100,21 @@ func (s *Server) createForum(w http.ResponseWriter, r *http.Request) error {
 	g := forge.DefaultForumGuards()
 	if b := body.Guards; b != nil {
 		if b.MaxAgentStreak != nil {
-			if *b.MaxAgentStreak < 1 || *b.MaxAgentStreak > 10000 {
-				return invalid("guards.max_agent_streak must be between 1 and 10000")
+			if *b.MaxAgentStreak < 1 || *b.MaxAgentStreak > forge.MaxAgentStreakLimit {
+				return invalid("guards.max_agent_streak must be between 1 and %d", forge.MaxAgentStreakLimit)
 			}
 			g.MaxAgentStreak = *b.MaxAgentStreak
 		}
 		if pw := b.PairWindow; pw != nil {
 			if pw.Max != nil {
-				if *pw.Max < 1 || *pw.Max > 10000 {
-					return invalid("guards.pair_window.max must be between 1 and 10000")
+				if *pw.Max < 1 || *pw.Max > forge.PairWindowMaxLimit {
+					return invalid("guards.pair_window.max must be between 1 and %d", forge.PairWindowMaxLimit)
 				}
 				g.PairWindow.Max = *pw.Max
 			}
 			if pw.Seconds != nil {
-				if *pw.Seconds < 1 || *pw.Seconds > 86400 {
-					return invalid("guards.pair_window.seconds must be between 1 and 86400")
+				if *pw.Seconds < 1 || *pw.Seconds > forge.PairWindowSecondsLimit {
+					return invalid("guards.pair_window.seconds must be between 1 and %d", forge.PairWindowSecondsLimit)
 				}
 				g.PairWindow.Seconds = *pw.Seconds
 			}
@@ -214,6 +215,19 @@ type memberBody struct {
 // maxHumanID bounds a human member's id.
 const maxHumanID = 256
 
+// validHumanID reports whether id can name a human member: valid UTF-8
+// without ':' (the model sees authors as human:<id>, so an id cannot pass
+// for another kind or id), control characters or line and paragraph
+// separators (a speaker's line is never broken).
+func validHumanID(id string) bool {
+	for _, c := range id {
+		if c == ':' || c == utf8.RuneError || unicode.IsControl(c) || unicode.In(c, unicode.Zl, unicode.Zp) {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 	fs, err := s.forums()
 	if err != nil {
@@ -234,8 +248,8 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) error {
 		if a.ID == nil || *a.ID == "" || len(*a.ID) > maxHumanID || a.Agent != nil {
 			return invalid("a human actor needs an id of 1 to %d bytes (and no agent)", maxHumanID)
 		}
-		if strings.ContainsAny(*a.ID, ":\x00\r\n\t") || strings.ContainsRune(*a.ID, utf8.RuneError) {
-			return invalid("a human id may not hold ':' or control characters")
+		if !validHumanID(*a.ID) {
+			return invalid("a human id may not hold ':', control characters or line separators")
 		}
 		if body.Trigger != nil {
 			return invalid("trigger applies to agent members only")

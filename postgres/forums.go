@@ -192,7 +192,7 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 	queueEvents(b, sc, erows)
 	for _, r := range a.Mark {
 		b.Queue(`UPDATE messages SET metadata = jsonb_set(coalesce(metadata, '{}')::jsonb, '{type}', to_jsonb($4::text))::text
-			WHERE tenant = $1 AND session_id = $2 AND id = $3`, a.Tenant, r.SessionID, r.MessageID, forge.MetadataTypeReply)
+			WHERE tenant = $1 AND session_id = $2 AND id = $3`, a.Tenant, r.SessionID, r.MessageID, r.MarkType())
 	}
 	return s.write(ctx, b)
 }

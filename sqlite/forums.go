@@ -235,7 +235,7 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 		}
 		for _, r := range a.Mark {
 			_, err := x.exec(`UPDATE messages SET metadata = json_set(coalesce(metadata, '{}'), '$.type', ?)
-				WHERE tenant = ? AND session_id = ? AND id = ?`, forge.MetadataTypeReply, a.Tenant, r.SessionID, r.MessageID)
+				WHERE tenant = ? AND session_id = ? AND id = ?`, r.MarkType(), a.Tenant, r.SessionID, r.MessageID)
 			if err != nil {
 				return dbErr(err)
 			}

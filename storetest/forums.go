@@ -288,6 +288,22 @@ func testMarkReply(f *fixture) {
 	all, _, err := f.s.ListLoose(f.ctx, tenantA, forum.ID, forge.ListOptions{})
 	f.ok(err, "ListLoose")
 	eq(f, len(all), 1, "replies")
+	// A withheld reply writes only its mark: nothing in the forum.
+	st2 := f.start(mono, &st.turn.ID, "q2")
+	out2 := f.message(st2.turn, mono.MainThreadID, forge.RoleAssistant, "kept back")
+	f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: mono.ID, TurnID: st2.turn.ID,
+		Messages: []*forge.Message{out2}, Parts: out2.Parts}), "second answer")
+	f.end(mono, st2.turn)
+	f.ok(f.s.AppendLoose(f.ctx, &forge.LooseAppend{Tenant: tenantA, SessionID: forum.ID,
+		Mark: []forge.MessageRef{{SessionID: mono.ID, MessageID: out2.ID, Type: forge.MetadataTypeWithheld}}}), "withhold")
+	msgs, err = f.s.TurnMessages(f.ctx, tenantA, st2.turn.ID)
+	f.ok(err, "TurnMessages")
+	meta = nil
+	f.ok(json.Unmarshal(msgs[len(msgs)-1].Metadata, &meta), "metadata")
+	eq(f, meta["type"], any(forge.MetadataTypeWithheld), "withheld metadata.type")
+	all, _, err = f.s.ListLoose(f.ctx, tenantA, forum.ID, forge.ListOptions{})
+	f.ok(err, "ListLoose")
+	eq(f, len(all), 1, "forum messages after a withheld reply")
 }
 
 func testSwap(f *fixture) {
