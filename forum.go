@@ -168,6 +168,12 @@ type SourceMeta struct {
 	SourceConversationID string `json:"source_conversation_id"`
 	SourceMessageID      string `json:"source_message_id"`
 	SourceActorID        string `json:"source_actor_id"`
+	// SourceName is the author as the monologue's model sees it, chosen
+	// when the copy is made: the actor's name ("alice", "support"), or its
+	// whole id ("human:support") for a human whose id names one of the
+	// tenant's agents, so that the human cannot pass for the agent.
+	// Copies made before it existed show the name.
+	SourceName string `json:"source_name,omitempty"`
 	// Type is "reply" on a monologue's final message that was published,
 	// "withheld" on one a guard kept out of the forum.
 	Type string `json:"type,omitempty"`

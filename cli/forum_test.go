@@ -73,7 +73,7 @@ func TestForumTalksFromATerminal(t *testing.T) {
 	}
 	waitFor(t, out, "alice: where is my order?")
 	waitFor(t, out, "… support is typing")
-	waitFor(t, out, "support: echo: human:alice: where is my order?")
+	waitFor(t, out, "support: echo: alice: where is my order?")
 	if _, err := io.WriteString(typed, "/members\n"); err != nil {
 		t.Fatal(err)
 	}

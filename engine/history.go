@@ -233,12 +233,13 @@ func idTime(id string) string {
 }
 
 // copyText is how the model sees a forum message copied into a monologue:
-// "<actor id>: <text>", the author written with its kind ("human:alice",
-// "agent:support", so a human whose id is an agent's name cannot pass for
-// it), and every line of the text after its first indented by two spaces
-// (a line break in a post cannot start a line naming another speaker).
-// Every line break a model may read as one counts: \r\n, \r, \n, \v, \f,
-// U+0085, U+2028 and U+2029. Other messages are shown as they are.
+// "<author name>: <text>" (API.md), the name as ingestion chose it
+// (forge.SourceMeta.SourceName: "human:support" for a human whose id is an
+// agent's name, so the human cannot pass for the agent), and every line of
+// the text after its first indented by two spaces (a line break in a post
+// cannot start a line naming another speaker). Every line break a model
+// may read as one counts: \r\n, \r, \n, \v, \f, U+0085, U+2028 and
+// U+2029. Other messages are shown as they are.
 func copyText(m *forge.Message, text string) string {
 	if len(m.Metadata) == 0 || m.TurnID != "" {
 		return text
@@ -247,11 +248,18 @@ func copyText(m *forge.Message, text string) string {
 	if json.Unmarshal(m.Metadata, &meta) != nil || meta.SourceActorID == "" {
 		return text
 	}
+	name := meta.SourceName
+	if name == "" {
+		name = meta.SourceActorID
+		if i := strings.IndexByte(name, ':'); i >= 0 {
+			name = name[i+1:]
+		}
+	}
 	var b strings.Builder
-	b.Grow(len(meta.SourceActorID) + 2 + len(text) + 8)
+	b.Grow(len(name) + 2 + len(text) + 8)
 	// Ids cannot hold line breaks or control characters; one stored
 	// before that was refused still cannot break the author's line.
-	for _, c := range meta.SourceActorID {
+	for _, c := range name {
 		if lineBreak(c) || unicode.IsControl(c) {
 			c = utf8.RuneError
 		}

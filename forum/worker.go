@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -344,6 +345,22 @@ func policyTriggers(stint *forge.Participant, mentions []string, members int) bo
 	return policy == forge.TriggerAlways || slices.Contains(mentions, stint.Actor.Agent)
 }
 
+// authorName is how a monologue's model sees the author actorID: its
+// name, or its whole id for a human whose id names an agent of the tenant
+// (API.md: authorship the model cannot mistake).
+func (w *worker) authorName(ctx context.Context, actorID string) string {
+	kind, name, ok := strings.Cut(actorID, ":")
+	if !ok {
+		return actorID
+	}
+	if kind == forge.ActorHuman {
+		if _, err := w.s.store.GetAgent(ctx, w.stint.Tenant, name); err == nil {
+			return actorID
+		}
+	}
+	return name
+}
+
 // copyIn writes the copy of m into the current monologue: a user message
 // with the text and an agent part per mention, its source in metadata,
 // unique on its origin (a retried delivery copies nothing twice).
@@ -359,7 +376,8 @@ func (w *worker) copyIn(ctx context.Context, m *forge.Message) (*forge.Message, 
 	if err != nil {
 		return nil, err
 	}
-	meta, _ := json.Marshal(forge.SourceMeta{SourceConversationID: m.SessionID, SourceMessageID: m.ID, SourceActorID: m.Forum.ActorID})
+	meta, _ := json.Marshal(forge.SourceMeta{SourceConversationID: m.SessionID, SourceMessageID: m.ID, SourceActorID: m.Forum.ActorID,
+		SourceName: w.authorName(ctx, m.Forum.ActorID)})
 	now := w.s.clock.Now()
 	cp := &forge.Message{ID: w.s.ids.New(forge.PrefixMessage), Tenant: w.stint.Tenant, SessionID: mono,
 		ThreadID: sess.MainThreadID, Role: forge.RoleUser, Author: m.Forum.ActorID, Metadata: meta, Origin: origin, CreatedAt: now}
