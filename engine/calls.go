@@ -273,15 +273,22 @@ func (th *thread) recordPatch(calls []*call) func() {
 		return func() {}
 	}
 	log := th.x.e.log.With("session_id", th.x.session.ID)
-	changes, err := sb.Track()
+	// The turn's context: a cancel ends a snapshot of a large workspace
+	// at once (the patch of a cancelled step is then not recorded).
+	ctx := th.x.ctx
+	changes, err := sb.Track(ctx)
 	if err != nil {
-		log.Warn("sandbox snapshot failed", "err", err)
+		if ctx.Err() == nil {
+			log.Warn("sandbox snapshot failed", "err", err)
+		}
 		return func() {}
 	}
 	return func() {
-		patch, err := changes()
+		patch, err := changes(ctx)
 		if err != nil {
-			log.Warn("sandbox diff failed", "err", err)
+			if ctx.Err() == nil {
+				log.Warn("sandbox diff failed", "err", err)
+			}
 			return
 		}
 		if patch.Empty() {

@@ -4,16 +4,17 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"sort"
-	"syscall"
 )
 
 // StdioCommand returns, unstarted, a command that runs argv inside the
 // session's sandbox, for a program that speaks on its stdin and stdout (a
-// stdio MCP server): the same isolation as a bash command (bubblewrap, the
-// session's work and home directories, no network, none of the server's
-// environment), with env added to the sandbox's own minimal environment.
+// stdio MCP server): built exactly as a bash command is (Manager.command:
+// bubblewrap with no capability, the sandbox's uid, no network, the
+// session's work and home directories, the memory, process and file size
+// limits and the size-limited /tmp, none of the server's environment),
+// with env added to the sandbox's own minimal environment. It has no CPU
+// time limit (a server runs for long) and does not take a command slot.
 // It is ErrUnsandboxed when isolation is not active: a tenant's program
 // never runs on the host. The caller starts and waits for the command; it
 // runs in its own process group.
@@ -28,21 +29,15 @@ func (m *Manager) StdioCommand(ctx context.Context, sessionID string, argv []str
 	if err != nil {
 		return nil, err
 	}
-	home := filepath.Join(sb.base, "home")
-	args := bwrapArgs(sb.dir, home, m.opts.ReadOnlyPaths)
-	args = append(args, "--")
-	args = append(args, argv...)
-	cmd := exec.Command(m.bwrap, args...) // no context: a cancelled ctx would kill the server
-	cmd.Dir = sb.dir
-	cmd.Env = commandEnv(home, "/tmp")
+	vars := commandEnv(sb.home(), "/tmp")
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		cmd.Env = append(cmd.Env, k+"="+env[k])
+		vars = append(vars, k+"="+env[k])
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd, nil
+	// No context: a cancelled ctx would kill the server.
+	return m.command(sb, launch{argv: argv, env: vars})
 }
