@@ -1,5 +1,7 @@
 package forge
 
+import "context"
+
 // Sandbox is a session's working directory as the engine uses it: the
 // tools that act in it, and the changes a step made to its files. The
 // sandbox package provides it.
@@ -9,8 +11,10 @@ type Sandbox interface {
 	// Tools are the tools that act in the sandbox.
 	Tools() []Tool
 	// Track records the state of the files and returns a func that reports
-	// what changed since then (an empty Patch when nothing did).
-	Track() (changes func() (Patch, error), err error)
+	// what changed since then (an empty Patch when nothing did). Both stop
+	// early with the context's error when their context ends (a cancelled
+	// turn), so a workspace of any size costs a cancel little.
+	Track(ctx context.Context) (changes func(ctx context.Context) (Patch, error), err error)
 }
 
 // Patch is what a step changed in a sandbox's files: the data of a patch

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/bus"
@@ -50,6 +51,55 @@ type serveOptions struct {
 	// those names when given (nil: forge.yaml, else the default).
 	allowPrivateMCPURLs   *bool
 	allowLinkLocalMCPURLs *bool
+	// sandbox holds the sandboxes' limits and uids (--sandbox-*).
+	sandbox sandboxFlags
+	// maxParallelTools bounds a step's tool calls running at once.
+	maxParallelTools int
+}
+
+// sandboxFlags are the --sandbox-* limits, as sandbox.Options takes them.
+type sandboxFlags struct {
+	memory, maxFileSize, tmpSize, workspaceQuota int64
+	maxProcs, sessionCommands, maxCommands       int
+	cpuTime                                      time.Duration
+	uidBase, uidCount                            uint32
+}
+
+func (f sandboxFlags) options(o sandbox.Options) sandbox.Options {
+	o.MemoryLimit, o.MaxFileSize, o.TmpSize, o.WorkspaceQuota = f.memory, f.maxFileSize, f.tmpSize, f.workspaceQuota
+	o.MaxProcs, o.SessionCommands, o.MaxCommands = f.maxProcs, f.sessionCommands, f.maxCommands
+	o.CPUTime, o.UIDBase, o.UIDCount = f.cpuTime, f.uidBase, f.uidCount
+	return o
+}
+
+// sizeValue is a flag holding a size in bytes, written with a unit (1GiB,
+// 512M); 0 or off turns the limit off (-1 for sandbox.Options).
+type sizeValue struct{ n *int64 }
+
+func (v sizeValue) String() string {
+	switch {
+	case v.n == nil:
+		return ""
+	case *v.n < 0:
+		return "off"
+	}
+	return sandbox.FormatBytes(*v.n)
+}
+
+func (v sizeValue) Set(s string) error {
+	n, err := sandbox.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*v.n = n
+	return nil
+}
+
+func (sizeValue) Type() string { return "size" }
+
+func sizeFlag(f *pflag.FlagSet, p *int64, name string, def int64, usage string) {
+	*p = def
+	f.Var(sizeValue{p}, name, usage)
 }
 
 func newServeCommand() *cobra.Command {
@@ -120,6 +170,17 @@ docs/distributed.md.`,
 		"let agents' MCP url servers reach loopback and private addresses (default: allowed while the server has no API key, refused once it has; forge.yaml mcp.allow_private_urls)")
 	f.BoolVar(&allowLinkLocal, "allow-link-local-mcp-urls", false,
 		"let agents' MCP url servers reach link-local addresses, cloud metadata endpoints (169.254.169.254) among them (forge.yaml mcp.allow_link_local_urls)")
+	sizeFlag(f, &o.sandbox.memory, "sandbox-memory", sandbox.DefaultMemoryLimit, "memory (address space) each process of a sandboxed command may use (0: no limit)")
+	f.IntVar(&o.sandbox.maxProcs, "sandbox-max-procs", sandbox.DefaultMaxProcs, "processes and threads a sandbox may run at once (-1: no limit; enforced when the server runs as root: each sandbox has a uid of its own)")
+	f.DurationVar(&o.sandbox.cpuTime, "sandbox-cpu-time", 0, "CPU time each process of a command may use (0: the command's timeout; -1s: no limit)")
+	sizeFlag(f, &o.sandbox.maxFileSize, "sandbox-max-file-size", sandbox.DefaultMaxFileSize, "largest file a sandboxed command may write (0: no limit)")
+	sizeFlag(f, &o.sandbox.tmpSize, "sandbox-tmp-size", sandbox.DefaultTmpSize, "size of a sandbox's /tmp, held in memory (0: no limit)")
+	sizeFlag(f, &o.sandbox.workspaceQuota, "sandbox-workspace-quota", sandbox.DefaultWorkspaceQuota, "disk space a session's work and home directories may use (0: no limit)")
+	f.IntVar(&o.sandbox.sessionCommands, "sandbox-session-commands", sandbox.DefaultSessionCommands, "commands a session runs at once; more wait their turn (-1: no limit)")
+	f.IntVar(&o.sandbox.maxCommands, "sandbox-max-commands", sandbox.DefaultMaxCommands, "commands the server runs at once, all sessions together (-1: no limit)")
+	f.Uint32Var(&o.sandbox.uidBase, "sandbox-uid-base", sandbox.DefaultUIDBase, "first host uid given to sandboxes when the server runs as root (servers sharing a host need disjoint ranges)")
+	f.Uint32Var(&o.sandbox.uidCount, "sandbox-uid-count", sandbox.DefaultUIDCount, "how many uids from --sandbox-uid-base sandboxes get, one each (1: all run as --sandbox-uid-base)")
+	f.IntVar(&o.maxParallelTools, "max-parallel-tools", engine.DefaultMaxParallelTools, "tool calls of one step that run at once; the others wait their turn")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
 	return cmd
@@ -255,7 +316,7 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 			sandboxRoot = "./forge.sandboxes"
 		}
 	}
-	sbOpts := sandbox.Options{Logger: log, UnsafeUnsandboxedCommands: o.unsafeCommands}
+	sbOpts := o.sandbox.options(sandbox.Options{Logger: log, UnsafeUnsandboxedCommands: o.unsafeCommands})
 	if file != nil {
 		sbOpts.ReadOnlyPaths = file.Sandbox.ReadOnlyPaths
 	}
@@ -283,6 +344,7 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
 		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, Observer: tel.observer(), LeaseTTL: o.lease,
+		MaxParallelTools: o.maxParallelTools,
 	}
 	ready := readiness(store)
 	if leases, ok := store.(forge.LeaseStore); ok {

@@ -51,7 +51,12 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 	toolCtx, cancelTools := context.WithCancel(context.WithoutCancel(x.ctx))
 	defer cancelTools()
 	results := make(chan callResult, len(toRun))
-	for _, c := range toRun {
+	// At most MaxParallelTools calls run at once; the others start in
+	// their order as running ones end.
+	next := 0
+	start := func() {
+		c := toRun[next]
+		next++
 		x.e.wg.Add(1)
 		tool, callID := c.part.Tool, c.part.CallID
 		go func() {
@@ -69,6 +74,9 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 			}
 		}()
 	}
+	for next < len(toRun) && next < x.e.cfg.MaxParallelTools {
+		start()
+	}
 	var deadline <-chan time.Time
 	cancelled := x.ctx.Done()
 	for remaining := len(toRun); remaining > 0; {
@@ -80,10 +88,19 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 			} else if a := th.recordResult(cr); a != nil {
 				actions = append(actions, *a)
 			}
+			if next < len(toRun) && cancelled != nil {
+				start()
+			}
 			// A failure is recorded; the loop ends the turn after the calls.
 			_ = th.flush()
 		case <-cancelled:
 			cancelled = nil
+			// Calls still waiting for their turn never start.
+			for ; next < len(toRun); next++ {
+				th.toolError(toRun[next].part, "not run: the turn was cancelled before this call started")
+				remaining--
+			}
+			_ = th.flush()
 			timer := time.NewTimer(x.e.cfg.ToolCancelWait)
 			defer timer.Stop()
 			deadline = timer.C
@@ -256,15 +273,22 @@ func (th *thread) recordPatch(calls []*call) func() {
 		return func() {}
 	}
 	log := th.x.e.log.With("session_id", th.x.session.ID)
-	changes, err := sb.Track()
+	// The turn's context: a cancel ends a snapshot of a large workspace
+	// at once (the patch of a cancelled step is then not recorded).
+	ctx := th.x.ctx
+	changes, err := sb.Track(ctx)
 	if err != nil {
-		log.Warn("sandbox snapshot failed", "err", err)
+		if ctx.Err() == nil {
+			log.Warn("sandbox snapshot failed", "err", err)
+		}
 		return func() {}
 	}
 	return func() {
-		patch, err := changes()
+		patch, err := changes(ctx)
 		if err != nil {
-			log.Warn("sandbox diff failed", "err", err)
+			if ctx.Err() == nil {
+				log.Warn("sandbox diff failed", "err", err)
+			}
 			return
 		}
 		if patch.Empty() {

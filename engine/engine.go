@@ -83,6 +83,10 @@ type Config struct {
 	// ToolCancelWait bounds how long a cancel waits for running tool calls.
 	// 0 means 5 s.
 	ToolCancelWait time.Duration
+	// MaxParallelTools bounds the tool calls of one step that run at once
+	// (delegations included); the others wait their turn, in order. 0
+	// means 16.
+	MaxParallelTools int
 	// MaxToolOutput is the most of a tool's output the model is shown;
 	// longer outputs are cut with a marker and kept whole on the part
 	// (data.full_output). 0 means 64 KiB.
@@ -132,6 +136,9 @@ type Peers interface {
 
 // DefaultLeaseTTL is Config.LeaseTTL's default.
 const DefaultLeaseTTL = 10 * time.Second
+
+// DefaultMaxParallelTools is Config.MaxParallelTools's default.
+const DefaultMaxParallelTools = 16
 
 // TurnRequest is the body of POST /turns, decoded.
 type TurnRequest struct {
@@ -228,6 +235,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.ToolCancelWait <= 0 {
 		cfg.ToolCancelWait = 5 * time.Second
+	}
+	if cfg.MaxParallelTools <= 0 {
+		cfg.MaxParallelTools = DefaultMaxParallelTools
 	}
 	if cfg.Tools == nil {
 		cfg.Tools = map[string]forge.Tool{}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"hash/fnv"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 
 	"github.com/forge-runtime/forge"
 )
@@ -33,26 +35,62 @@ type FileChange = forge.FileChange
 const MaxSnapshotFiles = 50000
 
 // Snapshot is the state of the work directory's files (not their content:
-// a hash and per-line hashes). .git is skipped.
+// a hash and per-line hashes of the small ones, the metadata of all). .git
+// is skipped.
 type Snapshot struct {
 	files   map[string]*fileState
 	partial bool
+	// hashedBytes is how much of the files' content the snapshot read.
+	hashedBytes int64
 }
 
 type fileState struct {
-	size     int64
-	mode     fs.FileMode
+	size int64
+	mode fs.FileMode
+	meta fileMeta
+	// hashed says hash (and lines, for text) describe the content;
+	// otherwise the file is compared by its metadata.
+	hashed   bool
 	hash     [32]byte
-	lines    []uint64 // per-line hashes; nil when binary or too large
+	lines    []uint64 // per-line hashes; nil when binary, too large or not hashed
 	binary   bool
 	tooLarge bool
 }
 
-// Snapshot records the work directory's files.
-func (s *Sandbox) Snapshot() (*Snapshot, error) {
+// fileMeta identifies a version of a file without reading it: any write
+// changes its ctime, which (unlike mtime) no program can set back.
+type fileMeta struct {
+	mtime, ctime int64
+	dev, ino     uint64
+}
+
+func metaOf(fi fs.FileInfo) fileMeta {
+	m := fileMeta{mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		m.ctime = st.Ctim.Nano()
+		m.dev, m.ino = uint64(st.Dev), st.Ino
+	}
+	return m
+}
+
+// Snapshot records the work directory's files. Files up to
+// LineCountMaxSize are read and hashed, until SnapshotHashBytes have been
+// read; larger files, and those past that budget, are recorded by size,
+// times, inode and mode, so that a snapshot costs about one stat per file
+// whatever the files hold (a 16 GiB sparse file included). It stops with
+// ctx's error when ctx ends.
+func (s *Sandbox) Snapshot(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{files: map[string]*fileState{}}
 	limit := s.m.opts.LineCountMaxSize
+	budget := s.m.opts.SnapshotHashBytes
+	hook := s.m.snapshotHook
 	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if hook != nil {
+			hook()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err != nil {
 			if p == s.dir {
 				return err
@@ -76,11 +114,27 @@ func (s *Sandbox) Snapshot() (*Snapshot, error) {
 			if err != nil {
 				return nil
 			}
-			snap.files[rel] = &fileState{mode: fs.ModeSymlink, hash: sha256.Sum256([]byte(t)), binary: true}
+			snap.files[rel] = &fileState{mode: fs.ModeSymlink, hashed: true, hash: sha256.Sum256([]byte(t)), binary: true}
 		case d.Type().IsRegular():
-			if st := s.hashFile(p, limit); st != nil {
-				snap.files[rel] = st
+			fi, err := d.Info()
+			if err != nil {
+				return nil
 			}
+			st := &fileState{size: fi.Size(), mode: fi.Mode().Perm(), meta: metaOf(fi)}
+			switch {
+			case fi.Size() > limit:
+				st.tooLarge = true
+			case budget > 0 && snap.hashedBytes+fi.Size() > budget:
+				// Compared by metadata: changes are still seen, not counted.
+			default:
+				if !s.hashFile(p, limit, st) {
+					return nil
+				}
+				if st.hashed {
+					snap.hashedBytes += st.size
+				}
+			}
+			snap.files[rel] = st
 		}
 		return nil
 	})
@@ -90,38 +144,47 @@ func (s *Sandbox) Snapshot() (*Snapshot, error) {
 	return snap, nil
 }
 
-func (s *Sandbox) hashFile(p string, limit int64) *fileState {
+// hashFile reads a file of at most limit bytes (as its stat said) into st;
+// false when it cannot be read. A file that grew past limit since is
+// recorded as too large.
+func (s *Sandbox) hashFile(p string, limit int64, st *fileState) bool {
 	f, err := s.openInside(p, os.O_RDONLY, 0)
 	if err != nil {
-		return nil
+		return false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil
+		return false
 	}
-	st := &fileState{size: fi.Size(), mode: fi.Mode().Perm()}
-	if fi.Size() > limit {
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return nil
-		}
-		copy(st.hash[:], h.Sum(nil))
+	if fi, err := f.Stat(); err == nil {
+		st.size, st.meta, st.mode = fi.Size(), metaOf(fi), fi.Mode().Perm()
+	}
+	if int64(len(data)) > limit {
 		st.tooLarge = true
-		return st
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil
+		return true
 	}
 	st.size = int64(len(data))
+	st.hashed = true
 	st.hash = sha256.Sum256(data)
 	if isBinary(data) {
 		st.binary = true
-		return st
+		return true
 	}
 	st.lines = lineHashes(data)
-	return st
+	return true
+}
+
+// changed reports whether a file differs between two snapshots: by content
+// when both read it, by metadata otherwise.
+func changed(a, b *fileState) bool {
+	if a.mode != b.mode {
+		return true
+	}
+	if a.hashed && b.hashed {
+		return a.hash != b.hash
+	}
+	return a.size != b.size || a.meta != b.meta
 }
 
 func lineHashes(data []byte) []uint64 {
@@ -153,8 +216,8 @@ func countLines(data []byte) int {
 
 // Diff snapshots the work directory and compares it with before. It returns
 // the changes and the new snapshot (the "before" of the next step).
-func (s *Sandbox) Diff(before *Snapshot) (Patch, *Snapshot, error) {
-	after, err := s.Snapshot()
+func (s *Sandbox) Diff(ctx context.Context, before *Snapshot) (Patch, *Snapshot, error) {
+	after, err := s.Snapshot(ctx)
 	if err != nil {
 		return Patch{}, nil, err
 	}
@@ -164,14 +227,15 @@ func (s *Sandbox) Diff(before *Snapshot) (Patch, *Snapshot, error) {
 var _ forge.Sandbox = (*Sandbox)(nil)
 
 // Track records the state of the work directory and returns a func that
-// reports what changed since (forge.Sandbox).
-func (s *Sandbox) Track() (func() (Patch, error), error) {
-	before, err := s.Snapshot()
+// reports what changed since (forge.Sandbox). Both stop when their context
+// ends.
+func (s *Sandbox) Track(ctx context.Context) (func(context.Context) (Patch, error), error) {
+	before, err := s.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return func() (Patch, error) {
-		patch, _, err := s.Diff(before)
+	return func(ctx context.Context) (Patch, error) {
+		patch, _, err := s.Diff(ctx, before)
 		return patch, err
 	}, nil
 }
@@ -192,16 +256,23 @@ func Compare(a, b *Snapshot) Patch {
 		switch {
 		case !ok:
 			p.Files = append(p.Files, FileChange{Path: path, Status: Added, Added: len(nb.lines), Binary: nb.binary, TooLarge: nb.tooLarge})
-		case ob.hash != nb.hash || ob.mode != nb.mode:
+		case changed(ob, nb):
 			c := FileChange{Path: path, Status: Modified, Binary: ob.binary || nb.binary, TooLarge: ob.tooLarge || nb.tooLarge}
-			if !c.Binary && !c.TooLarge {
+			switch {
+			case c.Binary || c.TooLarge:
+			case ob.hashed && nb.hashed:
 				c.Added, c.Removed = editCounts(ob.lines, nb.lines)
+			default:
+				p.Partial = true // past the hash budget: not counted
 			}
 			p.Files = append(p.Files, c)
 		}
 	}
 	for path, ob := range a.files {
 		if _, ok := b.files[path]; !ok {
+			if !ob.hashed && !ob.tooLarge {
+				p.Partial = true
+			}
 			p.Files = append(p.Files, FileChange{Path: path, Status: Deleted, Removed: len(ob.lines), Binary: ob.binary, TooLarge: ob.tooLarge})
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,12 +20,73 @@ type Sandbox struct {
 	id   string
 	base string // <root>/<sessionID>
 	dir  string // <base>/work, symlink-free
+	// uid and gid are the host ids the sandbox's commands run as, and own
+	// its work and home directories; -1 when commands run as the server's
+	// own uid (the server is not root).
+	uid, gid int
+	slots    chan struct{} // SessionCommands slots (nil: no limit)
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards the following
 	procs map[uint64]context.CancelCauseFunc
 	seq   uint64
 	gone  bool
 	wg    sync.WaitGroup
+	// usage is the disk space of work/ and home/ as last measured (or
+	// adjusted by the file tools); -1 before the first measure.
+	usage int64
+}
+
+// UID is the host uid the sandbox's commands run as (and that owns the
+// files they create), or -1 when they run as the server's own uid.
+func (s *Sandbox) UID() int { return s.uid }
+
+func (s *Sandbox) home() string { return filepath.Join(s.base, "home") }
+
+// provision creates the sandbox's directories; when the sandbox runs as a
+// uid of its own it gets that uid (Manager.mu held) and its work and home
+// directories are given to it. With bubblewrap it also writes the passwd
+// and group files the commands see.
+func (s *Sandbox) provision() error {
+	for _, d := range []string{"work", "home", "tmp", "outputs"} {
+		if err := os.MkdirAll(filepath.Join(s.base, d), 0o755); err != nil {
+			return err
+		}
+	}
+	real, err := filepath.EvalSymlinks(s.dir)
+	if err != nil {
+		return err
+	}
+	if real != s.dir {
+		return fmt.Errorf("work directory %s is a symlink", s.dir)
+	}
+	chown := s.uid >= 0 // the probe's sandbox comes with its uid
+	if p := s.m.uids; p != nil && s.id != "" {
+		uid, reassigned, shared := p.assign(s.id, s.dir)
+		if shared && !p.full {
+			p.full = true
+			s.m.log.Warn("sandbox: every uid of the range is taken: sandboxes now share uids (and their process limit)",
+				"uid_base", p.base, "uid_count", p.count)
+		}
+		s.uid, s.gid = int(uid), int(uid)
+		chown = reassigned
+	}
+	if chown {
+		for _, d := range []string{s.dir, s.home()} {
+			if err := chownTree(d, s.uid, s.gid); err != nil {
+				return fmt.Errorf("give %s to uid %d: %w", d, s.uid, err)
+			}
+		}
+	}
+	if s.m.bwrap != "" {
+		uid, gid := s.uid, s.gid
+		if uid < 0 {
+			uid, gid = os.Getuid(), os.Getgid()
+		}
+		if err := writeIdentity(s.base, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Dir is the sandbox's working directory (an absolute, symlink-free path;
@@ -81,7 +141,31 @@ type RunResult struct {
 	// Output was truncated; read it with FullOutput.
 	OutputID string
 	Duration time.Duration
+	// Limit names the resource limit the command hit, when its outcome
+	// shows one (LimitMemory, ...); LimitMessage says it for the model.
+	Limit        string
+	LimitMessage string
+	// QuotaKilled is set when the command was killed for taking the
+	// workspace over its quota.
+	QuotaKilled bool
+	// OverQuota is set when the workspace is over its quota after the
+	// command; WritesDisabled when the command ran with file writes
+	// disabled because it was over it before. WorkspaceBytes is the
+	// workspace's disk usage after the command (-1 when not measured).
+	OverQuota      bool
+	WritesDisabled bool
+	WorkspaceBytes int64
 }
+
+// The limits a RunResult may name.
+const (
+	LimitMemory    = "memory"
+	LimitProcesses = "processes"
+	LimitCPU       = "cpu"
+	LimitFileSize  = "file size"
+	LimitTmp       = "tmp"
+	LimitQuota     = "workspace quota"
+)
 
 var validOutputID = regexp.MustCompile(`^out-[0-9]{6,}$`)
 
@@ -94,9 +178,11 @@ func (s *Sandbox) FullOutput(id string) (io.ReadCloser, error) {
 }
 
 // Run runs command with bash -c in the work directory. timeout <= 0 means
-// the default; it is capped at MaxCommandTimeout. The error is non-nil only
-// when the command could not be started; it is ErrUnsandboxed when commands
-// are disabled (no isolation, and UnsafeUnsandboxedCommands not set).
+// the default; it is capped at MaxCommandTimeout. A command waits for a
+// free slot (SessionCommands, MaxCommands) before it starts; the timeout
+// counts from the start. The error is non-nil only when the command could
+// not be started; it is ErrUnsandboxed when commands are disabled (no
+// isolation, and UnsafeUnsandboxedCommands not set).
 func (s *Sandbox) Run(ctx context.Context, command string, timeout time.Duration) (*RunResult, error) {
 	opts := s.m.opts
 	if !s.m.CommandsAllowed() {
@@ -132,20 +218,45 @@ func (s *Sandbox) Run(ctx context.Context, command string, timeout time.Duration
 		cancel(nil)
 	}()
 
-	home := filepath.Join(s.base, "home")
-	tmp := filepath.Join(s.base, "tmp")
-	var cmd *exec.Cmd
-	if s.m.bwrap != "" {
-		args := bwrapArgs(s.dir, home, opts.ReadOnlyPaths)
-		args = append(args, "--", "bash", "-c", command)
-		cmd = exec.Command(s.m.bwrap, args...)
-		tmp = "/tmp"
-	} else {
-		cmd = exec.Command("bash", "-c", command)
+	res := &RunResult{ExitCode: -1, WorkspaceBytes: -1}
+	ended := func() *RunResult {
+		if errors.Is(context.Cause(runCtx), errStopped) {
+			res.Stopped = true
+		} else {
+			res.Canceled = true
+		}
+		return res
 	}
-	cmd.Dir = s.dir
-	cmd.Env = commandEnv(home, tmp)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	release, ok := s.acquire(runCtx)
+	if !ok {
+		return ended(), nil
+	}
+	defer release()
+
+	usedBefore, quotaErr := s.workspaceUsage(runCtx)
+	if quotaErr != nil {
+		return ended(), nil
+	}
+	quota := opts.WorkspaceQuota
+	res.WritesDisabled = quota > 0 && usedBefore > quota
+
+	home := s.home()
+	tmp := filepath.Join(s.base, "tmp")
+	if s.m.bwrap != "" {
+		tmp = "/tmp"
+	}
+	cpu := timeout
+	switch {
+	case opts.CPUTime > 0:
+		cpu = opts.CPUTime
+	case opts.CPUTime < 0:
+		cpu = 0
+	}
+	cmd, err := s.m.command(s, launch{argv: []string{"bash", "-c", command}, env: commandEnv(home, tmp),
+		cpu: cpu, noWrites: res.WritesDisabled})
+	if err != nil {
+		return nil, err
+	}
 	capt := &capture{max: opts.MaxOutput, fullMax: opts.MaxFullOutput, s: s}
 	cmd.Stdout = capt
 	cmd.Stderr = capt
@@ -157,40 +268,98 @@ func (s *Sandbox) Run(ctx context.Context, command string, timeout time.Duration
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sandbox: start command: %w", err)
 	}
+	s.m.gauge.add(1)
+	defer s.m.gauge.add(-1)
 	pgid := cmd.Process.Pid
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	overQuota, stopWatch := s.watchQuota(max(quota, usedBefore))
+	defer stopWatch()
 
-	res := &RunResult{}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var waitErr error
 	select {
-	case waitErr = <-done:
+	case <-done:
 	case <-timer.C:
 		res.TimedOut = true
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		waitErr = <-done
+		<-done
 	case <-runCtx.Done():
-		if errors.Is(context.Cause(runCtx), errStopped) {
-			res.Stopped = true
-		} else {
-			res.Canceled = true
-		}
+		ended()
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		waitErr = <-done
+		<-done
+	case used := <-overQuota:
+		res.QuotaKilled = true
+		res.WorkspaceBytes = used
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-done
 	}
 	// Background children of a finished command die with it (as they do
 	// inside bubblewrap, whose PID namespace ends with the command).
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	stopWatch()
 	res.Duration = time.Since(start)
-	res.ExitCode = -1
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	}
-	_ = waitErr
 	capt.finish(res)
+	if quota > 0 {
+		// Measured even after a cancel: the next command and the file
+		// tools go by it.
+		mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if used, err := s.measureUsage(mctx); err == nil {
+			res.WorkspaceBytes = used
+			res.OverQuota = used > quota
+		}
+		mcancel()
+	}
+	s.explain(res, cmd.ProcessState, cpu)
 	return res, nil
+}
+
+// acquire waits for a command slot of the session and of the server; false
+// when ctx ended first.
+func (s *Sandbox) acquire(ctx context.Context) (release func(), ok bool) {
+	var held []chan struct{}
+	release = func() {
+		for _, c := range held {
+			<-c
+		}
+	}
+	for _, c := range []chan struct{}{s.slots, s.m.commands} {
+		if c == nil {
+			continue
+		}
+		select {
+		case c <- struct{}{}:
+			held = append(held, c)
+		case <-ctx.Done():
+			release()
+			return nil, false
+		}
+	}
+	return release, true
+}
+
+// commandGauge counts the commands running (and the most at once).
+type commandGauge struct {
+	mu            sync.Mutex // guards the following
+	running, peak int
+}
+
+func (g *commandGauge) add(n int) {
+	g.mu.Lock()
+	g.running += n
+	g.peak = max(g.peak, g.running)
+	g.mu.Unlock()
+}
+
+// RunningCommands is how many commands run now and the most that ran at
+// once since the Manager started.
+func (m *Manager) RunningCommands() (running, peak int) {
+	m.gauge.mu.Lock()
+	defer m.gauge.mu.Unlock()
+	return m.gauge.running, m.gauge.peak
 }
 
 func commandEnv(home, tmp string) []string {
@@ -208,38 +377,6 @@ func commandEnv(home, tmp string) []string {
 		"PAGER=cat",
 		"GIT_PAGER=cat",
 	}
-}
-
-// bwrapArgs binds work and home read-write at their own paths, system
-// directories read-only, a fresh /tmp, /proc and /dev, and unshares every
-// namespace (so no network).
-func bwrapArgs(work, home string, extra []string) []string {
-	args := []string{"--unshare-all", "--die-with-parent", "--new-session",
-		"--ro-bind", "/usr", "/usr"}
-	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
-		fi, err := os.Lstat(d)
-		switch {
-		case err != nil:
-		case fi.Mode()&os.ModeSymlink != 0:
-			if t, err := os.Readlink(d); err == nil {
-				args = append(args, "--symlink", t, d)
-			}
-		case fi.IsDir():
-			args = append(args, "--ro-bind", d, d)
-		}
-	}
-	// Only the parts of /etc programs need (not shadow, not host secrets).
-	for _, e := range []string{"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-		"passwd", "group", "nsswitch.conf", "hosts", "localtime", "ssl", "ca-certificates",
-		"mime.types", "gitconfig", "inputrc", "bash.bashrc", "profile"} {
-		args = append(args, "--ro-bind-try", "/etc/"+e, "/etc/"+e)
-	}
-	for _, p := range extra {
-		args = append(args, "--ro-bind-try", p, p)
-	}
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--bind", home, home, "--bind", work, work, "--chdir", work)
-	return args
 }
 
 // capture collects a command's combined output: the head and the tail in

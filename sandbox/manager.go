@@ -8,22 +8,70 @@
 //	home/     $HOME for commands (kept out of work/ so caches do not show up in patches)
 //	tmp/      $TMPDIR for commands run without bubblewrap
 //	outputs/  full outputs of commands whose result was truncated
+//	etc/      the passwd and group files commands see
 //
 // File tools confine every path to work/: absolute paths outside it, ".."
 // escapes and symlinks that resolve outside it are refused; files are then
 // opened with openat2 and RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, so a symlink
 // swapped in after the check is refused by the kernel; a file with more than
-// one hard link is never written to. Commands run with bash in work/, inside
-// bubblewrap (work/ and home/ read-write, system directories read-only, no
-// network, own PID namespace, so no other process's /proc), in their own
-// process group, with a timeout and an output limit. Without bubblewrap a
-// command could read the server's environment (/proc/<pid>/environ holds
-// every provider key), its database and the other sessions' sandboxes, so
-// commands are refused unless Options.UnsafeUnsandboxedCommands says
-// otherwise; the Manager logs which it is at start.
+// one hard link is never written to.
+//
+// Commands (the bash tool, and stdio MCP servers through StdioCommand) run
+// with bash in work/, inside bubblewrap (work/ and home/ read-write, system
+// directories read-only, no network, own PID namespace, so no other
+// process's /proc), in their own process group, with a timeout and an
+// output limit. Without bubblewrap a command could read the server's
+// environment (/proc/<pid>/environ holds every provider key), its database
+// and the other sessions' sandboxes, so commands are refused unless
+// Options.UnsafeUnsandboxedCommands says otherwise; the Manager logs which it
+// is at start.
+//
+// # Users and capabilities
+//
+// A command never has a capability: bubblewrap runs unprivileged, in a user
+// namespace of its own, with --cap-drop ALL, and may not create nested user
+// namespaces; /, /dev and the system directories are read-only mounts it
+// cannot remount. When the server runs as root, each sandbox also has a
+// host uid (and gid) of its own from Options.UIDBase/UIDCount, recorded as
+// the owner of its work directory (so it survives restarts): its commands,
+// and bubblewrap itself, run as that uid with no supplementary group, so
+// the host sees them as an ordinary user that owns nothing but its own
+// sandbox, and one sandbox's processes and files are not another's. The
+// file tools (the server, root) read and write whatever commands create;
+// what they create (files, directories) they give to the sandbox's uid, so
+// commands may change it. A server that is not root runs commands as its
+// own uid (it cannot switch); they still have no capability.
+//
+// Every command starts as the server's own binary re-executed as a
+// launcher (package internal/launcher): it sets the resource limits, and as root
+// binds the session's directories in a private mount namespace where the
+// unprivileged bubblewrap can reach them (the server's paths may pass
+// through directories only root may enter), switches to the sandbox's uid
+// and executes bubblewrap.
+//
+// # Limits
+//
+// Per process (setrlimit, inherited by everything a command starts): memory
+// as address space (Options.MemoryLimit, 1 GiB), CPU time (CPUTime, by
+// default the command's timeout; none for stdio servers), file size
+// (MaxFileSize, 1 GiB), no core files. Per sandbox: processes and threads
+// (MaxProcs, 256; counted per uid, so only with a uid per sandbox), /tmp
+// (TmpSize, 256 MiB, an in-memory tmpfs; /dev/shm the smaller of it and
+// 64 MiB), disk space of work/ and home/ (WorkspaceQuota, 2 GiB: measured
+// during a command and after it; a command crossing it is killed, and until
+// files are deleted write_file and edit_file are refused and commands run
+// with file writes disabled) and commands at once (SessionCommands, 8; more
+// wait their turn). Per server: commands at once (MaxCommands, 64). A limit
+// a command hits is named in the bash tool's result ("[memory limit 1 GiB
+// exceeded: ...]", "[file size limit ...]", "[too many processes ...]",
+// "[killed: CPU time limit ...]", "[killed: workspace quota ...]").
+//
+// Control groups are not used (docs/decisions.md says why): memory is
+// bounded per process, not per session.
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +82,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -81,6 +130,109 @@ type Options struct {
 	// refused with ErrUnsandboxed when isolation is not active. File tools
 	// are confined either way. (forge serve --unsafe-unsandboxed-commands.)
 	UnsafeUnsandboxedCommands bool
+
+	// Resource limits. Zero takes the default; a negative value turns the
+	// limit off. See the package documentation for what each bounds.
+
+	// MemoryLimit bounds the memory (address space) of each process a
+	// command runs (1 GiB). (forge serve --sandbox-memory.)
+	MemoryLimit int64
+	// MaxProcs bounds the processes and threads a sandbox runs at once,
+	// its commands and stdio servers together (256). It holds when each
+	// sandbox has a uid of its own (the server runs as root); it is not
+	// set otherwise. (--sandbox-max-procs.)
+	MaxProcs int
+	// CPUTime bounds the CPU time of each process of a command (default:
+	// the command's timeout; stdio servers have no CPU limit).
+	// (--sandbox-cpu-time.)
+	CPUTime time.Duration
+	// MaxFileSize bounds the size of any file a command or stdio server
+	// writes (1 GiB). (--sandbox-max-file-size.)
+	MaxFileSize int64
+	// TmpSize is the size of the sandbox's /tmp, an in-memory filesystem
+	// (256 MiB); /dev/shm gets the smaller of it and 64 MiB.
+	// (--sandbox-tmp-size.)
+	TmpSize int64
+	// WorkspaceQuota bounds the disk space work/ and home/ use together
+	// (2 GiB). It is measured while a command runs (see
+	// QuotaCheckInterval) and after it; a command that crosses it is
+	// killed, and until files are deleted write_file and edit_file are
+	// refused and commands run with file writes disabled (a file size
+	// limit of 0; rm works). (--sandbox-workspace-quota.)
+	WorkspaceQuota int64
+	// QuotaCheckInterval is how often the workspace of a running command
+	// is measured (1 s; longer when measuring takes long).
+	QuotaCheckInterval time.Duration
+	// SessionCommands bounds the commands a session runs at once (8);
+	// more wait their turn. (--sandbox-session-commands.)
+	SessionCommands int
+	// MaxCommands bounds the commands the server runs at once, all
+	// sessions together (64). (--sandbox-max-commands.)
+	MaxCommands int
+	// UIDBase and UIDCount are the host uids sandboxes run as when the
+	// server runs as root: each sandbox gets one of its own (with the gid
+	// of the same number) from [UIDBase, UIDBase+UIDCount), by default
+	// [1900000000, 1900065536). UIDCount 1 runs every sandbox as UIDBase
+	// (a dedicated user; the process limit is then shared). A server that
+	// is not root runs commands as its own uid. No uid of the range may
+	// belong to anyone else. (--sandbox-uid-base, --sandbox-uid-count.)
+	UIDBase  uint32
+	UIDCount uint32
+	// SnapshotHashBytes bounds the bytes one snapshot of the work
+	// directory reads to hash files (256 MiB); past it, and for files
+	// larger than LineCountMaxSize, files are compared by size, times,
+	// inode and mode.
+	SnapshotHashBytes int64
+}
+
+// Limit defaults (Options).
+const (
+	DefaultMemoryLimit       = 1 << 30
+	DefaultMaxProcs          = 256
+	DefaultMaxFileSize       = 1 << 30
+	DefaultTmpSize           = 256 << 20
+	DefaultWorkspaceQuota    = 2 << 30
+	DefaultSessionCommands   = 8
+	DefaultMaxCommands       = 64
+	DefaultUIDBase           = 1_900_000_000
+	DefaultUIDCount          = 65536
+	DefaultSnapshotHashBytes = 256 << 20
+)
+
+func (o *Options) setLimitDefaults() {
+	def64 := func(v *int64, d int64) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0 // off
+		}
+	}
+	defInt := func(v *int, d int) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0
+		}
+	}
+	def64(&o.MemoryLimit, DefaultMemoryLimit)
+	defInt(&o.MaxProcs, DefaultMaxProcs)
+	def64(&o.MaxFileSize, DefaultMaxFileSize)
+	def64(&o.TmpSize, DefaultTmpSize)
+	def64(&o.WorkspaceQuota, DefaultWorkspaceQuota)
+	defInt(&o.SessionCommands, DefaultSessionCommands)
+	defInt(&o.MaxCommands, DefaultMaxCommands)
+	def64(&o.SnapshotHashBytes, DefaultSnapshotHashBytes)
+	if o.QuotaCheckInterval <= 0 {
+		o.QuotaCheckInterval = time.Second
+	}
+	if o.UIDBase == 0 {
+		o.UIDBase = DefaultUIDBase
+	}
+	if o.UIDCount == 0 {
+		o.UIDCount = DefaultUIDCount
+	}
 }
 
 // Manager provisions and tracks the sandboxes of sessions.
@@ -89,9 +241,19 @@ type Manager struct {
 	opts  Options
 	log   *slog.Logger
 	bwrap string // bubblewrap binary when isolation is active, else ""
+	// stage is set when the server is root: the launcher stages the
+	// sandbox's directories and switches to the sandbox's uid.
+	stage     bool
+	nofileMax uint64        // the hard limit on open files commands inherit
+	commands  chan struct{} // MaxCommands slots (nil: no limit)
+	gauge     commandGauge
+	// snapshotHook, set by tests, is called at each entry a snapshot
+	// walks.
+	snapshotHook func()
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards the following
 	boxes  map[string]*Sandbox
+	uids   *uidPool // nil unless stage
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -132,6 +294,7 @@ func NewManager(root string, opts Options) (*Manager, error) {
 	if opts.LineCountMaxSize <= 0 {
 		opts.LineCountMaxSize = 1 << 20
 	}
+	opts.setLimitDefaults()
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox: create root: %w", err)
 	}
@@ -144,8 +307,32 @@ func NewManager(root string, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("sandbox: resolve root: %w", err)
 	}
 	m := &Manager{root: real, opts: opts, log: opts.Logger, boxes: map[string]*Sandbox{}}
+	var nofile syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err == nil {
+		m.nofileMax = nofile.Max
+	}
+	if opts.MaxCommands > 0 {
+		m.commands = make(chan struct{}, opts.MaxCommands)
+	}
+	// As root, sandboxes run as uids of their own: the launcher must then
+	// stage their directories (see launcher.StageDir).
+	m.stage = os.Geteuid() == 0 && useLauncher
 	if err := m.setupBwrap(); err != nil {
 		return nil, err
+	}
+	if m.bwrap == "" {
+		m.stage = false
+	}
+	if m.stage {
+		m.uids = newUIDPool(opts.UIDBase, opts.UIDCount)
+		m.uids.load(m.root)
+	}
+	if m.CommandsAllowed() {
+		m.log.Info("sandbox: limits", "memory_per_process", FormatBytes(opts.MemoryLimit),
+			"processes", procLimitText(opts.MaxProcs, m.stage), "file_size", FormatBytes(opts.MaxFileSize),
+			"tmp", FormatBytes(opts.TmpSize), "workspace_quota", FormatBytes(opts.WorkspaceQuota),
+			"session_commands", opts.SessionCommands, "server_commands", opts.MaxCommands,
+			"uids", uidRangeText(m.stage, opts.UIDBase, opts.UIDCount))
 	}
 	switch {
 	case m.bwrap != "":
@@ -176,17 +363,12 @@ func (m *Manager) setupBwrap() error {
 		}
 		path = p
 	}
-	// Probe: the same arguments as a real command, running true.
-	probeDir, err := os.MkdirTemp(m.root, ".probe-")
+	// Probe: a real command (the launcher, the limits, the uid, the same
+	// bubblewrap arguments) running true.
+	m.bwrap = path
+	out, err := m.probe()
 	if err != nil {
-		return fmt.Errorf("sandbox: probe: %w", err)
-	}
-	defer os.RemoveAll(probeDir)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	args := append(bwrapArgs(probeDir, probeDir, m.opts.ReadOnlyPaths), "--", "true")
-	out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
-	if err != nil {
+		m.bwrap = ""
 		if m.opts.UseBwrap == BwrapOn {
 			return fmt.Errorf("sandbox: bubblewrap required but not usable: %v: %s", err, out)
 		}
@@ -194,9 +376,38 @@ func (m *Manager) setupBwrap() error {
 			"bwrap", path, "err", err, "output", string(out))
 		return nil
 	}
-	m.bwrap = path
 	m.log.Info("sandbox: bubblewrap process isolation active", "bwrap", path)
 	return nil
+}
+
+// probe runs true in a throwaway sandbox the way every command runs.
+func (m *Manager) probe() ([]byte, error) {
+	probeDir, err := os.MkdirTemp(m.root, ".probe-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: probe: %w", err)
+	}
+	defer os.RemoveAll(probeDir)
+	sb := &Sandbox{m: m, base: probeDir, dir: filepath.Join(probeDir, "work"), uid: -1, gid: -1}
+	if m.stage {
+		sb.uid, sb.gid = int(m.opts.UIDBase), int(m.opts.UIDBase)
+	}
+	if err := sb.provision(); err != nil {
+		return nil, fmt.Errorf("sandbox: probe: %w", err)
+	}
+	cmd, err := m.command(sb, launch{argv: []string{"true"}, env: commandEnv(sb.home(), "/tmp"), cpu: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(10*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	defer timer.Stop()
+	err = cmd.Wait()
+	return out.Bytes(), err
 }
 
 // Isolated reports whether commands run inside bubblewrap.
@@ -234,24 +445,24 @@ func (m *Manager) Get(ctx context.Context, sessionID string) (*Sandbox, bool, er
 	} else if err != nil {
 		return nil, false, fmt.Errorf("sandbox: %w", err)
 	}
-	for _, d := range []string{"work", "home", "tmp", "outputs"} {
-		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
-			return nil, false, fmt.Errorf("sandbox: provision: %w", err)
-		}
-	}
-	real, err := filepath.EvalSymlinks(work)
-	if err != nil {
-		return nil, false, fmt.Errorf("sandbox: provision: %w", err)
-	}
-	if real != work {
-		return nil, false, fmt.Errorf("sandbox: work directory %s is a symlink", work)
-	}
 	sb := &Sandbox{
 		m:     m,
 		id:    sessionID,
 		base:  base,
 		dir:   work,
+		uid:   -1,
+		gid:   -1,
 		procs: map[uint64]context.CancelCauseFunc{},
+		usage: -1,
+	}
+	if m.opts.SessionCommands > 0 {
+		sb.slots = make(chan struct{}, m.opts.SessionCommands)
+	}
+	if err := sb.provision(); err != nil {
+		if sb.uid >= 0 {
+			m.uids.release(sessionID, uint32(sb.uid))
+		}
+		return nil, false, fmt.Errorf("sandbox: provision: %w", err)
 	}
 	m.boxes[sessionID] = sb
 	if created {
@@ -292,6 +503,9 @@ func (m *Manager) Remove(sessionID string) error {
 	m.mu.Lock()
 	sb := m.boxes[sessionID]
 	delete(m.boxes, sessionID)
+	if sb != nil && sb.uid >= 0 {
+		m.uids.release(sessionID, uint32(sb.uid))
+	}
 	m.mu.Unlock()
 	if sb != nil {
 		sb.removed()

@@ -56,9 +56,10 @@ func openAt(dir, rel string, flag int, perm os.FileMode) (f *os.File, ok bool, e
 
 // mkdirAt creates the directories of rel (relative to dir) one by one, each
 // with mkdirat and reopened with RESOLVE_BENEATH, so a component swapped for
-// a symlink is refused instead of followed (os.MkdirAll follows it). ok is
-// false when openat2 is not available.
-func mkdirAt(dir, rel string) (ok bool, err error) {
+// a symlink is refused instead of followed (os.MkdirAll follows it). A
+// directory it creates is given to uid:gid unless uid is -1. ok is false
+// when openat2 is not available.
+func mkdirAt(dir, rel string, uid, gid int) (ok bool, err error) {
 	if noOpenat2.Load() {
 		return false, nil
 	}
@@ -71,7 +72,10 @@ func mkdirAt(dir, rel string) (ok bool, err error) {
 		if comp == "" || comp == "." {
 			continue
 		}
-		if err := unix.Mkdirat(fd, comp, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		created := true
+		if err := unix.Mkdirat(fd, comp, 0o755); errors.Is(err, unix.EEXIST) {
+			created = false
+		} else if err != nil {
 			return true, err
 		}
 		next, err := unix.Openat2(fd, comp, &unix.OpenHow{
@@ -87,6 +91,11 @@ func mkdirAt(dir, rel string) (ok bool, err error) {
 		}
 		unix.Close(fd)
 		fd = next
+		if created && uid >= 0 {
+			if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+				return true, err
+			}
+		}
 	}
 	return true, nil
 }

@@ -14,6 +14,6 @@ func openAt(dir, rel string, flag int, perm os.FileMode) (*os.File, bool, error)
 	return nil, false, nil
 }
 
-func mkdirAt(dir, rel string) (bool, error) { return false, nil }
+func mkdirAt(dir, rel string, uid, gid int) (bool, error) { return false, nil }
 
 func isEscape(err error) bool { return errors.Is(err, syscall.ELOOP) }

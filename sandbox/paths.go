@@ -133,6 +133,14 @@ func (s *Sandbox) openInside(abs string, flag int, perm os.FileMode) (*os.File, 
 			f.Close()
 			return nil, fmt.Errorf("the file has %d hard links; writing through it would also change its other names, which may be outside the sandbox: refused (write a new file instead)", n)
 		}
+		// A file the server wrote belongs to the sandbox's uid, like
+		// those its commands write: they may change it afterwards.
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && s.uid >= 0 && int(st.Uid) != s.uid {
+			if err := f.Chown(s.uid, s.gid); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
 	}
 	return f, nil
 }
@@ -165,15 +173,38 @@ func (s *Sandbox) mkdirInside(abs string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := mkdirAt(s.dir, rel)
+	ok, err := mkdirAt(s.dir, rel, s.uid, s.gid)
 	if !ok {
-		err = os.MkdirAll(abs, 0o755)
+		if err = os.MkdirAll(abs, 0o755); err == nil {
+			err = s.giveDirs(rel)
+		}
 	}
 	if err != nil {
 		if isEscape(err) {
 			return fmt.Errorf("a symlink appeared in the path after it was checked: refused: %w", ErrOutside)
 		}
 		return unwrapPathErr(err)
+	}
+	return nil
+}
+
+// giveDirs gives the directories of rel (below the work directory) that
+// the server owns to the sandbox's uid (the fallback of mkdirAt).
+func (s *Sandbox) giveDirs(rel string) error {
+	if s.uid < 0 {
+		return nil
+	}
+	p := s.dir
+	for _, comp := range strings.Split(filepath.ToSlash(rel), "/") {
+		if comp == "" || comp == "." {
+			continue
+		}
+		p = filepath.Join(p, comp)
+		if owner, ok := ownerOf(p); ok && int(owner) == os.Geteuid() {
+			if err := os.Lchown(p, s.uid, s.gid); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

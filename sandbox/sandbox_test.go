@@ -11,16 +11,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/forge-runtime/forge"
 )
 
-func newBox(t *testing.T, opts Options) (*Manager, *Sandbox) {
+func newBox(t testing.TB, opts Options) (*Manager, *Sandbox) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.UIDBase == 0 {
+		// Tests run in parallel, each with a Manager: as servers sharing
+		// a host must, they use disjoint uid ranges.
+		opts.UIDBase, opts.UIDCount = testUIDs()
 	}
 	m, err := NewManager(t.TempDir(), opts)
 	if err != nil {
@@ -38,6 +44,13 @@ func newBox(t *testing.T, opts Options) (*Manager, *Sandbox) {
 		t.Fatalf("get: %v created=%v", err, created)
 	}
 	return m, sb
+}
+
+var testUIDRanges atomic.Uint32
+
+// testUIDs is a uid range of 100 no other Manager of the test binary uses.
+func testUIDs() (base, count uint32) {
+	return DefaultUIDBase + 1_000_000 + testUIDRanges.Add(1)*100, 100
 }
 
 // commandModes are the two ways commands may run: inside bubblewrap (skipped
@@ -67,7 +80,7 @@ func forEachCommandMode(t *testing.T, base Options, f func(t *testing.T, isolate
 	}
 }
 
-func requireBwrap(t *testing.T) {
+func requireBwrap(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
 		t.Skip("bubblewrap not installed (/usr/bin/bwrap missing): isolation not exercised; install the bubblewrap package")
@@ -103,7 +116,19 @@ func mustCall(t *testing.T, sb *Sandbox, name string, args any) string {
 	return res.Output
 }
 
-func writeHost(t *testing.T, path, content string) {
+// giveToSandbox gives the files a test wrote into the work directory
+// directly (as the server's user) to the sandbox's uid, as the file tools
+// do for the files they write.
+func giveToSandbox(t *testing.T, sb *Sandbox) {
+	t.Helper()
+	if sb.UID() >= 0 {
+		if err := chownTree(sb.Dir(), sb.uid, sb.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeHost(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -418,11 +443,12 @@ func testDiff(t *testing.T, sb *Sandbox) {
 	writeHost(t, filepath.Join(d, "del.txt"), "x\ny\nz")
 	writeHost(t, filepath.Join(d, "big.txt"), strings.Repeat("line\n", 300))
 	writeHost(t, filepath.Join(d, ".git/HEAD"), "ref\n")
-	before, err := sb.Snapshot()
+	giveToSandbox(t, sb) // written by the test (root) directly, not by a file tool
+	before, err := sb.Snapshot(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _, _ := sb.Diff(before); !p.Empty() {
+	if p, _, _ := sb.Diff(t.Context(), before); !p.Empty() {
 		t.Fatalf("no change, patch %+v", p)
 	}
 	writeHost(t, filepath.Join(d, "mod.txt"), "a\nB\nc\nd\ne\nf\n") // -b +B +e +f
@@ -431,7 +457,7 @@ func testDiff(t *testing.T, sb *Sandbox) {
 	writeHost(t, filepath.Join(d, "bin.dat"), "\x00\x01\x02")
 	writeHost(t, filepath.Join(d, "big.txt"), strings.Repeat("line\n", 301))
 	writeHost(t, filepath.Join(d, ".git/HEAD"), "other\n")
-	p, after, err := sb.Diff(before)
+	p, after, err := sb.Diff(t.Context(), before)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +480,7 @@ func testDiff(t *testing.T, sb *Sandbox) {
 }
 
 func mustSnap(t *testing.T, sb *Sandbox) *Snapshot {
-	s, err := sb.Snapshot()
+	s, err := sb.Snapshot(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

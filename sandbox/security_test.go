@@ -6,13 +6,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge"
 )
 
 func randomSecret(t *testing.T, prefix string) string {
@@ -275,5 +281,270 @@ func TestSymlinkSwappedAfterResolve(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "f.txt")); string(b) != "outside\n" {
 		t.Fatalf("outside file changed: %q", b)
+	}
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a server running as root is what this exercises (run the tests as root)")
+	}
+}
+
+// hostProcess finds the host pid of the process whose command line is
+// argv, waiting up to 5 s for it to appear.
+func hostProcess(t *testing.T, argv ...string) int {
+	t.Helper()
+	want := strings.Join(argv, "\x00") + "\x00"
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			if b, err := os.ReadFile(d + "/cmdline"); err == nil && string(b) == want {
+				pid, _ := strconv.Atoi(filepath.Base(d))
+				return pid
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no host process runs %q", argv)
+	return 0
+}
+
+func statusField(t *testing.T, pid int, field string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return ""
+}
+
+// A server running as root used to hand its sandboxes uid 0 with every
+// capability: mount -o remount,bind,rw /usr then wrote the host's /usr,
+// /etc/hosts and /etc/passwd. Now a command runs as an unprivileged uid of
+// its own with no capability at all, and none of that works.
+func TestRootServerSandboxIsUnprivileged(t *testing.T) {
+	requireBwrap(t)
+	requireRoot(t)
+	secret := randomSecret(t, "sk-server-env-")
+	t.Setenv("FORGE_TEST_SERVER_SECRET", secret)
+	_, sb := newBox(t, Options{UseBwrap: BwrapOn})
+	uid := sb.UID()
+	if uid <= 0 {
+		t.Errorf("sandbox uid %d: a root server must give its sandboxes an unprivileged uid", uid)
+	}
+	run := func(cmd string) forge.ToolResult {
+		t.Helper()
+		res, err := call(t, sb, "bash", map[string]any{"command": cmd})
+		if err != nil {
+			t.Fatalf("%q: %v", cmd, err)
+		}
+		return res
+	}
+
+	caps := run("grep ^Cap /proc/self/status").Output
+	if n := strings.Count(caps, "\t0000000000000000\n"); n != 5 {
+		t.Errorf("capabilities inside the sandbox (want all five sets empty):\n%s", caps)
+	}
+	ids := strings.Fields(run("id -u; id -g; id -G; id -un").Output)
+	if want := []string{itoa(uid), itoa(uid), itoa(uid), "sandbox"}; !slices.Equal(ids, want) {
+		t.Errorf("ids inside: %q, want %q", ids, want)
+	}
+
+	hosts, _ := os.ReadFile("/etc/hosts")
+	passwd, _ := os.ReadFile("/etc/passwd")
+	marker := filepath.Join("/usr/local/share", randomSecret(t, "forge-escape-"))
+	t.Cleanup(func() { os.Remove(marker) })
+	for _, cmd := range []string{
+		"mount -o remount,bind,rw /usr",
+		"mount -o remount,bind,rw /usr; touch " + marker,
+		"touch " + marker,
+		"echo 6.6.6.6 pwned >> /etc/hosts",
+		"echo pwned::0:0::/:/bin/sh >> /etc/passwd",
+		"mount -t tmpfs none " + sb.Dir(),
+		"unshare -r id",    // no nested user namespace to gain capabilities in
+		"su -c id root",    // setuid binaries grant nothing
+		"kill -9 -1; true", // harmless: only the sandbox's own processes are visible
+	} {
+		if res := run(cmd); !res.IsError && !strings.HasPrefix(cmd, "kill") {
+			t.Errorf("%q succeeded inside the sandbox: %s", cmd, res.Output)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("a sandboxed command created %s on the host", marker)
+	}
+	if b, _ := os.ReadFile("/etc/hosts"); !bytes.Equal(b, hosts) {
+		t.Fatal("a sandboxed command changed the host's /etc/hosts")
+	}
+	if b, _ := os.ReadFile("/etc/passwd"); !bytes.Equal(b, passwd) {
+		t.Fatal("a sandboxed command changed the host's /etc/passwd")
+	}
+	if opts := strings.TrimSpace(run("findmnt -no OPTIONS /usr").Output); !strings.HasPrefix(opts, "ro,") {
+		t.Errorf("/usr inside: %q, want read-only", opts)
+	}
+
+	// The environment of the sandbox's pid 1 (bubblewrap) and of every
+	// process it sees is the sandbox's own minimal one, never the server's.
+	env := run("cat /proc/1/environ; cat /proc/$PPID/environ; for f in /proc/[0-9]*/environ; do cat $f; done").Output
+	if strings.Contains(env, secret) || !strings.Contains(env, "HOME="+sb.home()) {
+		t.Fatalf("environment seen inside:\n%s", env)
+	}
+
+	// The host sees the command as the sandbox's uid, without capabilities.
+	done := make(chan forge.ToolResult, 1)
+	go func() { done <- run("exec sleep 31.7") }()
+	pid := hostProcess(t, "sleep", "31.7")
+	if got, want := statusField(t, pid, "Uid"), strings.Repeat(itoa(uid)+" ", 4); got+" " != want {
+		t.Errorf("host view of the command's uids: %q, want %q", got, want)
+	}
+	if got := statusField(t, pid, "CapEff"); got != "0000000000000000" {
+		t.Errorf("host view of the command's capabilities: %s", got)
+	}
+	sb.Stop()
+	<-done
+}
+
+// Files keep working both ways: the server's file tools read and change
+// what commands create (even mode 0600), and what the file tools create
+// belongs to the sandbox's uid, so commands may change it.
+func TestSandboxFileOwnership(t *testing.T) {
+	requireBwrap(t)
+	requireRoot(t)
+	_, sb := newBox(t, Options{UseBwrap: BwrapOn})
+	uid := sb.UID()
+	mustCall(t, sb, "bash", map[string]any{"command": "umask 077; echo from-command > private.txt; mkdir -p made/deep"})
+	if out := mustCall(t, sb, "read_file", map[string]any{"path": "private.txt"}); out != "from-command\n" {
+		t.Fatalf("read_file of a command's 0600 file: %q", out)
+	}
+	mustCall(t, sb, "edit_file", map[string]any{"path": "private.txt", "old_string": "from-command", "new_string": "edited"})
+	mustCall(t, sb, "write_file", map[string]any{"path": "made/deep/tool.txt", "content": "by the tool\n"})
+	mustCall(t, sb, "write_file", map[string]any{"path": "new/dir/tool.txt", "content": "by the tool\n"})
+	writeHost(t, filepath.Join(sb.Dir(), "legacy.txt"), "written by root\n") // a file from before sandboxes had their uid
+	mustCall(t, sb, "write_file", map[string]any{"path": "legacy.txt", "content": "rewritten\n"})
+	for _, p := range []string{"private.txt", "made/deep/tool.txt", "new", "new/dir", "new/dir/tool.txt", "legacy.txt"} {
+		if owner, _ := ownerOf(filepath.Join(sb.Dir(), p)); int(owner) != uid {
+			t.Errorf("%s is owned by %d, want the sandbox's uid %d", p, owner, uid)
+		}
+	}
+	out := mustCall(t, sb, "bash", map[string]any{"command": "echo more >> new/dir/tool.txt && touch new/dir/other made/deep/x && " +
+		"echo again >> legacy.txt && cat private.txt new/dir/tool.txt legacy.txt"})
+	if out != "edited\nby the tool\nmore\nrewritten\nagain\n" {
+		t.Fatalf("the command's view: %q", out)
+	}
+}
+
+// Each sandbox has a uid of its own (so its process limit is its own, and
+// no sandbox may touch another's files or processes even on the host), the
+// uid survives a restart, and a sandbox made before uids (owned by root)
+// is given its uid.
+func TestSandboxUIDs(t *testing.T) {
+	requireBwrap(t)
+	requireRoot(t)
+	root := t.TempDir()
+	legacy := filepath.Join(root, "ses_legacy", "work")
+	writeHost(t, filepath.Join(legacy, "old.txt"), "old\n")
+	open := func(opts Options) (*Manager, map[string]int) {
+		opts.UseBwrap = BwrapOn
+		opts.Logger = slog.New(slog.DiscardHandler)
+		m, err := NewManager(root, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(context.Background()) })
+		uids := map[string]int{}
+		for _, id := range []string{"ses_a", "ses_b", "ses_legacy"} {
+			sb, _, err := m.Get(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uids[id] = sb.UID()
+			if owner, _ := ownerOf(sb.Dir()); int(owner) != sb.UID() {
+				t.Errorf("%s: work owned by %d, uid %d", id, owner, sb.UID())
+			}
+		}
+		return m, uids
+	}
+	m, first := open(Options{})
+	for id, uid := range first {
+		if uid < DefaultUIDBase || uid >= DefaultUIDBase+DefaultUIDCount {
+			t.Errorf("%s: uid %d outside the default range", id, uid)
+		}
+	}
+	if first["ses_a"] == first["ses_b"] || first["ses_a"] == first["ses_legacy"] || first["ses_b"] == first["ses_legacy"] {
+		t.Fatalf("sandboxes share uids: %v", first)
+	}
+	if owner, _ := ownerOf(filepath.Join(legacy, "old.txt")); int(owner) != first["ses_legacy"] {
+		t.Errorf("the legacy sandbox's file is owned by %d", owner)
+	}
+	m.Close(context.Background())
+	m2, again := open(Options{})
+	if !maps.Equal(first, again) {
+		t.Fatalf("uids after a restart %v, before %v", again, first)
+	}
+	sb, _, err := m2.Get(context.Background(), "ses_new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, uid := range first {
+		if sb.UID() == uid {
+			t.Fatalf("a new sandbox got the uid of %s (%d), found on disk", id, uid)
+		}
+	}
+	// One dedicated uid for all: UIDCount 1.
+	m3, err := NewManager(t.TempDir(), Options{UseBwrap: BwrapOn, UIDBase: 1_950_000_000, UIDCount: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m3.Close(context.Background())
+	for _, id := range []string{"ses_x", "ses_y"} {
+		sb, _, err := m3.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.UID() != 1_950_000_000 {
+			t.Errorf("%s: uid %d with a one-uid range", id, sb.UID())
+		}
+		if out := mustCall(t, sb, "bash", map[string]any{"command": "id -u"}); out != "1950000000\n" {
+			t.Errorf("%s: id -u %q", id, out)
+		}
+	}
+}
+
+// A stdio program (an MCP server) is built by the same function as a bash
+// command: no capability, the sandbox's uid, its limits and its /tmp.
+func TestStdioCommandIsHardened(t *testing.T) {
+	requireBwrap(t)
+	m, sb := newBox(t, Options{UseBwrap: BwrapOn, MemoryLimit: 512 << 20, MaxProcs: 100, MaxFileSize: 8 << 20, TmpSize: 4 << 20})
+	cmd, err := m.StdioCommand(context.Background(), sb.SessionID(), []string{"bash", "-c",
+		"grep ^CapEff /proc/self/status; id -u; ulimit -v; ulimit -u; ulimit -f; ulimit -t; df -k --output=size /tmp | tail -1; " +
+			"touch /usr/x 2>/dev/null || echo ro; echo $FOO; cat /proc/1/environ | tr '\\0' '\\n' | grep -c SECRET"},
+		map[string]string{"FOO": "bar"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FORGE_TEST_SECRET", "x")
+	out, err := cmd.CombinedOutput()
+	if err != nil && !strings.Contains(err.Error(), "exit status 1") { // grep -c finding nothing
+		t.Fatalf("%v: %s", err, out)
+	}
+	wantUID := os.Getuid()
+	procs := "unlimited" // the process limit needs a uid of its own
+	if sb.UID() >= 0 {
+		wantUID, procs = sb.UID(), "100"
+	}
+	want := []string{"CapEff:\t0000000000000000", itoa(wantUID), "524288", procs, "8192", "unlimited", "4096", "ro", "bar", "0"}
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := range got {
+		got[i] = strings.TrimSpace(got[i])
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("stdio program's view:\n%q\nwant\n%q", got, want)
 	}
 }

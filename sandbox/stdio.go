@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 )
 
 // StdioCommand returns, unstarted, a command that runs argv inside the
 // session's sandbox, for a program that speaks on its stdin and stdout (a
-// stdio MCP server): the same isolation as a bash command (bubblewrap, the
-// session's work and home directories, no network, none of the server's
-// environment), with env added to the sandbox's own minimal environment.
+// stdio MCP server): built exactly as a bash command is (Manager.command:
+// bubblewrap with no capability, the sandbox's uid, no network, the
+// session's work and home directories, the memory, process and file size
+// limits and the size-limited /tmp, none of the server's environment),
+// with env added to the sandbox's own minimal environment. It has no CPU
+// time limit (a server runs for long) and does not take a command slot.
 // It is ErrUnsandboxed when isolation is not active: a tenant's program
 // never runs on the host. The caller starts and waits for the command; it
 // runs in its own process group. The caller closes cmd.ExtraFiles (the
@@ -31,31 +32,29 @@ func (m *Manager) StdioCommand(ctx context.Context, sessionID string, argv []str
 	if err != nil {
 		return nil, err
 	}
-	home := filepath.Join(sb.base, "home")
-	args := bwrapArgs(sb.dir, home, m.opts.ReadOnlyPaths)
-	var envFile *os.File
+	l := launch{argv: argv, env: commandEnv(sb.home(), "/tmp")}
 	if len(env) > 0 {
 		// bubblewrap sets the declared variables for the program only
-		// (--setenv): in its own environment, on the host before it
-		// isolates anything, LD_PRELOAD or GCONV_PATH would load the
-		// tenant's code. They reach it through a file descriptor (--args),
-		// not its command line, which every host user can read.
+		// (--setenv): in the launcher's or bubblewrap's own environment,
+		// on the host before anything is isolated, LD_PRELOAD or
+		// GCONV_PATH would load the tenant's code. They reach bubblewrap
+		// through a file descriptor (--args), not its command line, which
+		// every host user can read.
 		f, err := envArgs(sb.base, env)
 		if err != nil {
 			return nil, err
 		}
-		envFile = f
-		args = append(args, "--args", "3")
+		l.bwrapArgs = []string{"--args", "3"}
+		l.files = []*os.File{f}
 	}
-	args = append(args, "--")
-	args = append(args, argv...)
-	cmd := exec.Command(m.bwrap, args...) // no context: a cancelled ctx would kill the server
-	cmd.Dir = sb.dir
-	cmd.Env = commandEnv(home, "/tmp")
-	if envFile != nil {
-		cmd.ExtraFiles = []*os.File{envFile}
+	// No context: a cancelled ctx would kill the server.
+	cmd, err := m.command(sb, l)
+	if err != nil {
+		for _, f := range l.files {
+			f.Close()
+		}
+		return nil, err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
 }
 

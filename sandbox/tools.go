@@ -108,10 +108,10 @@ func (t bashTool) Call(ctx context.Context, args json.RawMessage) (forge.ToolRes
 	if err != nil {
 		return forge.ToolResult{}, toolErr("bash", "", err)
 	}
-	return bashResult(res, timeout, t.s.m.opts.CommandTimeout)
+	return bashResult(res, timeout, t.s.m.opts.CommandTimeout, t.s.m.opts.WorkspaceQuota)
 }
 
-func bashResult(res *RunResult, timeout, def time.Duration) (forge.ToolResult, error) {
+func bashResult(res *RunResult, timeout, def time.Duration, quotaBytes int64) (forge.ToolResult, error) {
 	if timeout <= 0 {
 		timeout = def
 	}
@@ -126,7 +126,20 @@ func bashResult(res *RunResult, timeout, def time.Duration) (forge.ToolResult, e
 	if res.OutputID != "" {
 		note("[full output: %d bytes, saved as %s]\n", res.TotalBytes, res.OutputID)
 	}
+	if res.LimitMessage != "" {
+		note("[%s]\n", res.LimitMessage)
+	}
+	quota := FormatBytes(quotaBytes)
 	switch {
+	case res.OverQuota && !res.QuotaKilled:
+		note("[workspace quota exceeded: work/ and home/ use %s of %s; until files are deleted (rm), write_file and edit_file are refused "+
+			"and commands run with file writes disabled]\n", FormatBytes(res.WorkspaceBytes), quota)
+	case res.WritesDisabled && res.WorkspaceBytes >= 0:
+		note("[the workspace is back under its quota (%s of %s): file writes work again]\n", FormatBytes(res.WorkspaceBytes), quota)
+	}
+	switch {
+	case res.QuotaKilled:
+		return forge.ToolResult{Output: b.String(), IsError: true}, nil
 	case res.TimedOut:
 		note("[command timed out after %s and was killed]", timeout)
 		return forge.ToolResult{Output: b.String(), IsError: true}, nil
@@ -137,6 +150,8 @@ func bashResult(res *RunResult, timeout, def time.Duration) (forge.ToolResult, e
 		return forge.ToolResult{}, fmt.Errorf("bash: command canceled")
 	case res.ExitCode != 0:
 		note("[exit code %d]", res.ExitCode)
+		return forge.ToolResult{Output: b.String(), IsError: true}, nil
+	case res.OverQuota:
 		return forge.ToolResult{Output: b.String(), IsError: true}, nil
 	}
 	if b.Len() == 0 {
@@ -259,7 +274,7 @@ func (writeTool) Def() forge.ToolDef {
 	}
 }
 
-func (t writeTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResult, error) {
+func (t writeTool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult, error) {
 	var in struct {
 		Path    string  `json:"path"`
 		Content *string `json:"content"`
@@ -286,8 +301,15 @@ func (t writeTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResu
 	if again, err := t.s.Resolve(p); err != nil || again != p {
 		return forge.ToolResult{}, fmt.Errorf("write_file %s: path changed while writing: refused", in.Path)
 	}
-	_, statErr := os.Lstat(p)
+	old, statErr := os.Lstat(p)
 	existed := statErr == nil
+	delta := int64(len(*in.Content))
+	if existed && old.Mode().IsRegular() {
+		delta -= old.Size()
+	}
+	if err := t.s.reserveWrite(ctx, "write_file", delta); err != nil {
+		return forge.ToolResult{}, err
+	}
 	f, err := t.s.openInside(p, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return forge.ToolResult{}, toolErr("write_file", in.Path, err)
@@ -327,7 +349,7 @@ func (editTool) Def() forge.ToolDef {
 	}
 }
 
-func (t editTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResult, error) {
+func (t editTool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult, error) {
 	var in struct {
 		Path       string  `json:"path"`
 		Old        *string `json:"old_string"`
@@ -373,6 +395,9 @@ func (t editTool) Call(_ context.Context, args json.RawMessage) (forge.ToolResul
 		out = strings.ReplaceAll(content, *in.Old, *in.New)
 	} else {
 		out = strings.Replace(content, *in.Old, *in.New, 1)
+	}
+	if err := t.s.reserveWrite(ctx, "edit_file", int64(len(out)-len(data))); err != nil {
+		return forge.ToolResult{}, err
 	}
 	if err := f.Truncate(0); err != nil {
 		return forge.ToolResult{}, toolErr("edit_file", in.Path, err)
