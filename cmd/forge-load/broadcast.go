@@ -14,10 +14,11 @@ import (
 // its own, as forge serve is, so that its CPU time is read from /proc the
 // same way and the readers' is not counted), on the control server:
 //
-//	GET  /broadcast/subscribe  an SSE stream of what the runs send
-//	POST /broadcast/run?subscribers=K&deltas=N&pace=D
-//	                           waits until K streams are subscribed, then
-//	                           sends each of them N model.message.delta
+//	GET  /broadcast/subscribe?topic=T  an SSE stream of what the runs of
+//	                           topic T send
+//	POST /broadcast/run?topic=T&subscribers=K&deltas=N&pace=D
+//	                           waits until K streams are subscribed to T,
+//	                           then sends each of them N model.message.delta
 //	                           frames, D apart, and a turn.done frame
 //
 // Each frame is encoded once, with the bytes forge writes for a delta (the
@@ -26,8 +27,8 @@ import (
 // the queue is empty, as forge's streams do. Queues are unbounded: the
 // floor never drops a subscriber.
 type broadcaster struct {
-	mu   sync.Mutex // guards subs
-	subs map[*bcastSub]struct{}
+	mu   sync.Mutex                        // guards subs
+	subs map[string]map[*bcastSub]struct{} // by topic
 }
 
 type bcastSub struct {
@@ -37,7 +38,7 @@ type bcastSub struct {
 }
 
 func newBroadcaster() *broadcaster {
-	return &broadcaster{subs: map[*bcastSub]struct{}{}}
+	return &broadcaster{subs: map[string]map[*bcastSub]struct{}{}}
 }
 
 func (b *broadcaster) register(mux *http.ServeMux) {
@@ -46,13 +47,20 @@ func (b *broadcaster) register(mux *http.ServeMux) {
 }
 
 func (b *broadcaster) subscribe(w http.ResponseWriter, r *http.Request) {
+	topic := r.URL.Query().Get("topic")
 	s := &bcastSub{wake: make(chan struct{}, 1)}
 	b.mu.Lock()
-	b.subs[s] = struct{}{}
+	if b.subs[topic] == nil {
+		b.subs[topic] = map[*bcastSub]struct{}{}
+	}
+	b.subs[topic][s] = struct{}{}
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
-		delete(b.subs, s)
+		delete(b.subs[topic], s)
+		if len(b.subs[topic]) == 0 {
+			delete(b.subs, topic)
+		}
 		b.mu.Unlock()
 	}()
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -96,6 +104,7 @@ func (s *bcastSub) push(f []byte) {
 
 func (b *broadcaster) run(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	topic := q.Get("topic")
 	k, err1 := strconv.Atoi(q.Get("subscribers"))
 	n, err2 := strconv.Atoi(q.Get("deltas"))
 	pace, err3 := time.ParseDuration(q.Get("pace"))
@@ -108,8 +117,8 @@ func (b *broadcaster) run(w http.ResponseWriter, r *http.Request) {
 	var subs []*bcastSub
 	for {
 		b.mu.Lock()
-		if len(b.subs) >= k {
-			for s := range b.subs {
+		if len(b.subs[topic]) >= k {
+			for s := range b.subs[topic] {
 				subs = append(subs, s)
 			}
 		}

@@ -448,26 +448,38 @@ func format(k valueKind, v float64) string {
 	case kindDuration:
 		switch a := math.Abs(v); {
 		case a < 1e6:
-			return fmt.Sprintf("%.1f µs", v/1e3)
+			return sig3(v/1e3) + " µs"
 		case a < 1e9:
-			return fmt.Sprintf("%.2f ms", v/1e6)
+			return sig3(v/1e6) + " ms"
 		default:
-			return fmt.Sprintf("%.2f s", v/1e9)
+			return sig3(v/1e9) + " s"
 		}
 	case kindBytes:
 		switch a := math.Abs(v); {
 		case a < 1<<10:
 			return fmt.Sprintf("%.0f B", v)
 		case a < 1<<20:
-			return fmt.Sprintf("%.1f KiB", v/(1<<10))
+			return sig3(v/(1<<10)) + " KiB"
 		default:
-			return fmt.Sprintf("%.1f MiB", v/(1<<20))
+			return sig3(v/(1<<20)) + " MiB"
 		}
 	}
 	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+	return sig3(v)
+}
+
+// sig3 formats v with three significant digits, or as a whole number
+// when it has more before the point.
+func sig3(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func ratio(m, f float64) float64 {
@@ -487,18 +499,32 @@ func printFigures(out io.Writer, runs [][]figure) {
 	if len(runs) == 0 {
 		return
 	}
-	w := len("figure")
-	for _, f := range runs[0] {
-		w = max(w, len([]rune(f.label)))
-	}
-	fmt.Fprintf(out, "  %-*s  %-19s %-19s %-13s %s\n", w, "figure", "measured", "floor", "ratio", "floor is")
+	rows := [][]string{{"figure", "measured", "floor", "ratio", "floor is"}}
 	for i, f := range runs[0] {
 		var ms, fs, rs []float64
 		for _, r := range runs {
 			ms, fs = append(ms, r[i].measured), append(fs, r[i].floor)
 			rs = append(rs, ratio(r[i].measured, r[i].floor))
 		}
-		fmt.Fprintf(out, "  %-*s  %-19s %-19s %-13s %s\n", w, f.label, spread(f.kind, ms), spread(f.kind, fs), ratioSpread(rs), f.floorIs)
+		rows = append(rows, []string{f.label, spread(f.kind, ms), spread(f.kind, fs), ratioSpread(rs), f.floorIs})
+	}
+	width := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for c, cell := range r {
+			width[c] = max(width[c], len([]rune(cell)))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		b.WriteString(" ")
+		for c, cell := range r {
+			b.WriteString(" ")
+			b.WriteString(cell)
+			if c < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", width[c]-len([]rune(cell))+1))
+			}
+		}
+		fmt.Fprintln(out, b.String())
 	}
 }
 
@@ -515,19 +541,10 @@ func ratioSpread(v []float64) string {
 	if math.IsNaN(lo) {
 		return "—"
 	}
-	f := func(x float64) string {
-		switch a := math.Abs(x); {
-		case a >= 100:
-			return fmt.Sprintf("%.0f", x)
-		case a >= 10:
-			return fmt.Sprintf("%.1f", x)
-		}
-		return fmt.Sprintf("%.2f", x)
+	if a, b := sig3(lo), sig3(hi); a != b {
+		return a + "–" + b + "×"
 	}
-	if f(lo) == f(hi) {
-		return f(lo) + "×"
-	}
-	return f(lo) + "–" + f(hi) + "×"
+	return sig3(lo) + "×"
 }
 
 // minMax returns the least and greatest of v, NaN if any is NaN.

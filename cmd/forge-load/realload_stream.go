@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -307,13 +308,17 @@ type fanOut struct {
 // followers opens k readers with open and runs turns+1 rounds of start
 // (the first a warm-up, which also makes sure every reader is live),
 // measuring cpu over the others. start begins a turn and returns a
-// channel for its end.
+// channel for its end, which it sends once.
 func followers(ctx context.Context, k, turns int, open func(context.Context) (io.ReadCloser, error),
-	start func() <-chan error, cpu func() (time.Duration, error)) (fanOut, error) {
+	start func(context.Context) <-chan error, cpu func() (time.Duration, error)) (fanOut, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var ended <-chan error // the turn under way, if any
 	defer func() {
-		cancel() // ends the readers' streams
+		cancel() // ends the readers' streams, and a turn under way
+		if ended != nil {
+			<-ended
+		}
 		wg.Wait()
 	}()
 	type seen struct {
@@ -340,7 +345,7 @@ func followers(ctx context.Context, k, turns int, open func(context.Context) (io
 			cpu0 = c
 		}
 		t0 := time.Now()
-		ended := start()
+		ended = start(ctx)
 		var last time.Duration
 		timer := time.NewTimer(5 * time.Minute)
 		for got, done := 0, false; got < k || !done; {
@@ -409,7 +414,7 @@ func runSubscribers(ctx context.Context, e *rlEnv, c *realloadConfig) ([]figure,
 		sid := ids[0]
 		srv, err := followers(ctx, k, c.subscriberTurns,
 			func(ctx context.Context) (io.ReadCloser, error) { return e.t.subscribe(ctx, sid) },
-			func() <-chan error {
+			func(ctx context.Context) <-chan error {
 				ch := make(chan error, 1)
 				go func() {
 					_, err := e.t.waitTurn(ctx, sid, body)
@@ -421,11 +426,12 @@ func runSubscribers(ctx context.Context, e *rlEnv, c *realloadConfig) ([]figure,
 		if err != nil {
 			return nil, fmt.Errorf("%d readers of forge: %w", k, err)
 		}
+		topic := fmt.Sprintf("%d-%d", k, time.Now().UnixNano())
 		bare, err := followers(ctx, k, c.subscriberTurns,
-			func(ctx context.Context) (io.ReadCloser, error) { return e.bareSubscribe(ctx) },
-			func() <-chan error {
+			func(ctx context.Context) (io.ReadCloser, error) { return e.bareSubscribe(ctx, topic) },
+			func(ctx context.Context) <-chan error {
 				ch := make(chan error, 1)
-				go func() { ch <- e.bareRun(ctx, k, n, c.subscriberPace) }()
+				go func() { ch <- e.bareRun(ctx, topic, k, n, c.subscriberPace) }()
 				return ch
 			},
 			func() (time.Duration, error) { return cpuTime(e.fake.pid()) })
@@ -433,14 +439,15 @@ func runSubscribers(ctx context.Context, e *rlEnv, c *realloadConfig) ([]figure,
 			return nil, fmt.Errorf("%d readers of the bare broadcaster: %w", k, err)
 		}
 		l := plural(k, "reader") + ": "
-		perDelivered := func(f fanOut) time.Duration {
+		perDelivered := func(f fanOut) float64 {
 			if f.delivered == 0 {
-				return time.Duration(math.MaxInt64)
+				return math.NaN()
 			}
-			return f.cpu / time.Duration(f.delivered)
+			return float64(f.cpu) / float64(f.delivered)
 		}
 		figs = append(figs,
-			durFigure(l+"server CPU per delivered delta", perDelivered(srv), perDelivered(bare), "bare broadcaster, same readers"),
+			figure{label: l + "server CPU per delivered delta", kind: kindDuration, measured: perDelivered(srv), floor: perDelivered(bare),
+				floorIs: "bare broadcaster, same readers"},
 			durFigure(l+"server CPU per turn", srv.cpu/time.Duration(srv.turns), bare.cpu/time.Duration(bare.turns), "bare broadcaster"),
 			durFigure(l+"last reader's first delta (p50)", median(srv.last), median(bare.last), "bare broadcaster, from its start"),
 			figure{label: l + "deltas delivered per turn", kind: kindCount, measured: float64(srv.delivered) / float64(srv.turns),
@@ -451,8 +458,8 @@ func runSubscribers(ctx context.Context, e *rlEnv, c *realloadConfig) ([]figure,
 }
 
 // bareSubscribe opens a reader of the bare broadcaster.
-func (e *rlEnv) bareSubscribe(ctx context.Context) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.fake.control+"/broadcast/subscribe", nil)
+func (e *rlEnv) bareSubscribe(ctx context.Context, topic string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.fake.control+"/broadcast/subscribe?topic="+url.QueryEscape(topic), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -467,11 +474,11 @@ func (e *rlEnv) bareSubscribe(ctx context.Context) (io.ReadCloser, error) {
 	return resp.Body, nil
 }
 
-// bareRun makes the bare broadcaster send a turn of n deltas to its k
-// readers.
-func (e *rlEnv) bareRun(ctx context.Context, k, n int, pace time.Duration) error {
-	url := fmt.Sprintf("%s/broadcast/run?subscribers=%d&deltas=%d&pace=%s", e.fake.control, k, n, pace)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(""))
+// bareRun makes the bare broadcaster send a turn of n deltas to the k
+// readers of topic.
+func (e *rlEnv) bareRun(ctx context.Context, topic string, k, n int, pace time.Duration) error {
+	u := fmt.Sprintf("%s/broadcast/run?topic=%s&subscribers=%d&deltas=%d&pace=%s", e.fake.control, url.QueryEscape(topic), k, n, pace)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(""))
 	if err != nil {
 		return err
 	}

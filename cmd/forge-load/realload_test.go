@@ -223,7 +223,7 @@ func TestBroadcaster(t *testing.T) {
 	}()
 	got := make([][]client.Frame, readers)
 	for i := range readers {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/broadcast/subscribe", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/broadcast/subscribe?topic=t", nil)
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +243,7 @@ func TestBroadcaster(t *testing.T) {
 			}
 		})
 	}
-	resp, err := http.Post(fmt.Sprintf("%s/broadcast/run?subscribers=%d&deltas=%d&pace=1ms", srv.URL, readers, deltas), "text/plain", nil)
+	resp, err := http.Post(fmt.Sprintf("%s/broadcast/run?topic=t&subscribers=%d&deltas=%d&pace=1ms", srv.URL, readers, deltas), "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
