@@ -102,7 +102,7 @@ func runRealload(ctx context.Context, args []string, out, errOut io.Writer) erro
 	messages := intList{10, 10_000}
 	fs.Var(&messages, "messages", "long scenario: session lengths in messages, comma-separated, ascending (each even, 2..100000; a trivial turn adds 2)")
 	fs.IntVar(&c.longTurns, "long-turns", 100, "long scenario: trivial turns timed at each length (1..1000)")
-	fs.DurationVar(&c.buildTimeout, "build-timeout", 5*time.Minute, "long scenario: longest the building of one session may take (up to 1h)")
+	fs.DurationVar(&c.buildTimeout, "build-timeout", 5*time.Minute, "long scenario: longest the building of the sessions of one length may take (up to 1h)")
 	fs.IntVar(&c.rssTurns, "rss-turns", 10_000, "rss scenario: trivial turns in all (1..1000000)")
 	fs.IntVar(&c.rssSessions, "rss-sessions", 100, "rss scenario: sessions they are spread over, one client each (1..1000)")
 	fs.IntVar(&c.diskTurns, "disk-turns", 1000, "disk scenario: trivial turns in all (1..1000000)")
