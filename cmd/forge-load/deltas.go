@@ -101,6 +101,7 @@ type streamResult struct {
 	bytes  int64         // data bytes of the delta frames
 	span   time.Duration // first delta to last delta received
 	total  time.Duration // request sent to turn.done received
+	ttfd   time.Duration // request sent to the first delta received (0: none)
 }
 
 // streamTurn runs one streamed turn and reads its SSE frames until
@@ -147,6 +148,9 @@ func (t *target) streamTurn(ctx context.Context, sid string, timeout time.Durati
 		case forge.EventTurnDone:
 			r.total = time.Since(start)
 			r.span = last.Sub(first)
+			if r.deltas > 0 {
+				r.ttfd = first.Sub(start)
+			}
 			var ev struct {
 				Data struct {
 					ID     string          `json:"id"`

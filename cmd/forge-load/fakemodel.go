@@ -60,7 +60,7 @@ func runFakeModel(ctx context.Context, args []string, out, errOut io.Writer) err
 }
 
 // controlHandler lets the parent turn recording on or off and fetch the
-// recorded request bodies.
+// recorded request bodies, and serves the bare broadcaster (broadcast.go).
 func controlHandler(m fakeModel) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /record", func(w http.ResponseWriter, r *http.Request) {
@@ -70,6 +70,7 @@ func controlHandler(m fakeModel) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(m.takeBodies()) // [][]byte: base64 strings
 	})
+	newBroadcaster().register(mux)
 	return mux
 }
 
@@ -128,6 +129,9 @@ func startRemoteFake(ctx context.Context, command []string, env []string) (*remo
 }
 
 func (f *remoteFake) URL() string { return f.url }
+
+// pid is the fake model process's id.
+func (f *remoteFake) pid() int { return f.cmd.Process.Pid }
 
 // Close closes the child's stdin, which ends it, and waits for it (killing
 // it after 10 s).

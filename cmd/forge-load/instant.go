@@ -100,25 +100,57 @@ func (m *instantModel) serve(w http.ResponseWriter, r *http.Request) {
 		tail = `,"usage":null}` + "\n\n"
 	}
 	ev := make([]byte, 0, 512)
-	for _, choice := range []string{
-		`{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`,
-		`{"index":0,"delta":{"content":"ok"},"logprobs":null,"finish_reason":null}]`,
-		`{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]`,
-	} {
+	write := func(choice string) bool {
 		ev = append(append(append(ev[:0], head...), choice...), tail...)
 		if _, err := w.Write(ev); err != nil {
-			return
+			return false
 		}
 		rc.Flush()
+		return true
+	}
+	if !write(`{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`) {
+		return
+	}
+	replyBytes := 2 // "ok"
+	if spec, ok := parsePaced(model); ok {
+		// The content deltas, the first at once and each next one spec.pace
+		// after the one before it (on a schedule, so that sleeping late
+		// once does not slow the whole reply).
+		replyBytes = 0
+		start := time.Now()
+		var choice []byte
+		for i := range spec.deltas {
+			if i > 0 && spec.pace > 0 {
+				if d := time.Until(start.Add(time.Duration(i) * spec.pace)); d > 0 {
+					select {
+					case <-time.After(d):
+					case <-r.Context().Done():
+						return
+					}
+				}
+			}
+			piece := pacedPiece(i)
+			replyBytes += len(piece)
+			choice = append(appendJSONString(append(choice[:0], `{"index":0,"delta":{"content":`...), piece),
+				`},"logprobs":null,"finish_reason":null}]`...)
+			if !write(string(choice)) {
+				return
+			}
+		}
+	} else if !write(`{"index":0,"delta":{"content":"ok"},"logprobs":null,"finish_reason":null}]`) {
+		return
+	}
+	if !write(`{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]`) {
+		return
 	}
 	if usage {
 		// openaitest's estimate: a token per 4 bytes of the request, and of
 		// the reply.
-		in := max(1, len(body)/4)
+		in, out := max(1, len(body)/4), max(1, replyBytes/4)
 		ev = append(ev[:0], head...)
-		ev = fmt.Appendf(ev, `],"usage":{"prompt_tokens":%d,"completion_tokens":1,"total_tokens":%d,`+
+		ev = fmt.Appendf(ev, `],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,`+
 			`"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,`+
-			`"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`+"\n\n", in, in+1)
+			`"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`+"\n\n", in, out, in+out)
 		if _, err := w.Write(ev); err != nil {
 			return
 		}
@@ -137,3 +169,45 @@ func appendJSONString(b []byte, s string) []byte {
 	_ = enc.Encode(s) // a string always encodes
 	return append(b, strings.TrimSuffix(sb.String(), "\n")...)
 }
+
+// A paced reply: the instant model answers a request for the model
+// "paced-<N>x<D>" (paced-500x2ms, say) with N content deltas, one every D
+// (paced-500x0s: all at once), instead of "ok". Real models pause between
+// tokens; the model's name carries the pacing so that agents with
+// different pacings share one fake, and concurrent streams need no shared
+// setting.
+type pacedSpec struct {
+	deltas int
+	pace   time.Duration
+}
+
+// pacedModel is the model name of a reply of n deltas, pace apart.
+func pacedModel(n int, pace time.Duration) string {
+	return fmt.Sprintf("paced-%dx%s", n, pace)
+}
+
+// parsePaced reads a pacedModel name: at most a million deltas, at most
+// 10 s apart.
+func parsePaced(model string) (pacedSpec, bool) {
+	rest, ok := strings.CutPrefix(model, "paced-")
+	if !ok {
+		return pacedSpec{}, false
+	}
+	n, d, ok := strings.Cut(rest, "x")
+	if !ok {
+		return pacedSpec{}, false
+	}
+	deltas, err1 := strconv.Atoi(n)
+	pace, err2 := time.ParseDuration(d)
+	if err1 != nil || err2 != nil || deltas < 1 || deltas > 1_000_000 || pace < 0 || pace > 10*time.Second {
+		return pacedSpec{}, false
+	}
+	return pacedSpec{deltas: deltas, pace: pace}, true
+}
+
+// pacedWords are the deltas of a paced reply, in turn: a word each, about
+// a token.
+var pacedWords = [...]string{" the", " quick", " brown", " fox", " jumps", " over", " a", " lazy", " dog", "."}
+
+// pacedPiece is delta i of a paced reply.
+func pacedPiece(i int) string { return pacedWords[i%len(pacedWords)] }

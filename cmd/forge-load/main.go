@@ -6,6 +6,7 @@
 //	forge-load idle-sse [--server URL] [--subscribers N] [--duration D] [--pid P]
 //	forge-load trivial  [--provider openai|scripted] [--turns N] [--warmup N] [--repeat N]
 //	                    (--spawn [--forge-bin PATH] [--serve-arg FLAG]... | --server URL [--model-url URL])
+//	forge-load realload [--scenarios paced,concurrent,subscribers,long,rss,disk] [--repeat N] [sizes...]
 //	forge-load fake-model [--fake instant|openaitest] [--duration D]
 //
 // turns creates an agent on scripted/echo (an instant model) and N sessions;
@@ -19,7 +20,9 @@
 // turns one after the other on one session (the agent on openai/<model>
 // behind a fake Chat Completions server, or on scripted/echo) and prints
 // their p50/p90/p99 beside the floor: the same model call made directly;
-// --spawn starts its own forge serve and fake model server.
+// --spawn starts its own forge serve and fake model server. realload runs
+// the scenarios of a real load (realload.go) against a forge serve of its
+// own, printing each figure beside its floor, measured in the same run.
 //
 // Only loopback servers are accepted, and every mode ends by itself: each
 // loop is bounded in count and in time. Interrupting ends a run early.
@@ -61,6 +64,7 @@ modes:
   deltas    one streamed turn of N small deltas: deltas/s received over SSE
   idle-sse  N idle SSE subscribers held open: server RSS before and while open
   trivial   sequential trivial turns on one session, beside the model-call floor
+  realload  a real load (paced deltas, long sessions, many readers and streams): each figure beside its floor
   fake-model  a fake OpenAI Chat Completions server answering "ok" at once
 
 "forge-load MODE -h" lists the flags of a mode.
@@ -82,6 +86,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		mode = runIdleSSE
 	case "trivial":
 		mode = runTrivial
+	case "realload":
+		mode = runRealload
 	case "fake-model":
 		mode = runFakeModel
 	case "-h", "-help", "--help", "help":

@@ -26,6 +26,7 @@ type spawned struct {
 	url      string // forge's base URL
 	modelURL string // the fake's base URL, ending in /v1
 	pid      int
+	db       string // the database file
 
 	model fakeModel
 	cmd   *exec.Cmd
@@ -134,7 +135,7 @@ func spawn(ctx context.Context, forgeBin, fake string, inProcess bool, extra []s
 		}
 	}
 	cmd.Env = env
-	s := &spawned{modelURL: model.URL(), model: model, cmd: cmd, dir: dir, logs: &lockedBuffer{}, exit: make(chan error, 1)}
+	s := &spawned{modelURL: model.URL(), db: filepath.Join(dir, "forge.db"), model: model, cmd: cmd, dir: dir, logs: &lockedBuffer{}, exit: make(chan error, 1)}
 	cmd.Stderr = s.logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
