@@ -170,7 +170,7 @@ docs/distributed.md.`,
 		"let agents' MCP url servers reach loopback and private addresses (default: allowed while the server has no API key, refused once it has; forge.yaml mcp.allow_private_urls)")
 	f.BoolVar(&allowLinkLocal, "allow-link-local-mcp-urls", false,
 		"let agents' MCP url servers reach link-local addresses, cloud metadata endpoints (169.254.169.254) among them (forge.yaml mcp.allow_link_local_urls)")
-	sizeFlag(f, &o.sandbox.memory, "sandbox-memory", sandbox.DefaultMemoryLimit, "memory (address space) each process of a sandboxed command may use (0: no limit)")
+	sizeFlag(f, &o.sandbox.memory, "sandbox-memory", sandbox.DefaultMemoryLimit, "memory each process of a sandboxed command may use (RLIMIT_DATA; address space 8 times that; 0: no limit)")
 	f.IntVar(&o.sandbox.maxProcs, "sandbox-max-procs", sandbox.DefaultMaxProcs, "processes and threads a sandbox may run at once (-1: no limit; enforced when the server runs as root: each sandbox has a uid of its own)")
 	f.DurationVar(&o.sandbox.cpuTime, "sandbox-cpu-time", 0, "CPU time each process of a command may use (0: the command's timeout; -1s: no limit)")
 	sizeFlag(f, &o.sandbox.maxFileSize, "sandbox-max-file-size", sandbox.DefaultMaxFileSize, "largest file a sandboxed command may write (0: no limit)")

@@ -119,7 +119,15 @@ func (m *Manager) rlimits(sb *Sandbox, l launch) []launchRlimit {
 		out = append(out, launchRlimit{resource: res, cur: cur, max: max})
 	}
 	if o.MemoryLimit > 0 {
-		set(unix.RLIMIT_AS, uint64(o.MemoryLimit), uint64(o.MemoryLimit))
+		// The memory a process may write to (RLIMIT_DATA: its heap and
+		// private mappings), and a looser bound on what it may map at
+		// all (RLIMIT_AS), which catches shared anonymous mappings
+		// RLIMIT_DATA lets through yet leaves room for the address space
+		// runtimes reserve and never use (V8: Node.js MCP servers do not
+		// start under an address-space limit of 1 GiB).
+		set(unix.RLIMIT_DATA, uint64(o.MemoryLimit), uint64(o.MemoryLimit))
+		as := uint64(o.MemoryLimit) * addressSpaceFactor
+		set(unix.RLIMIT_AS, as, as)
 	}
 	if o.MaxProcs > 0 && sb.uid >= 0 {
 		set(unix.RLIMIT_NPROC, uint64(o.MaxProcs), uint64(o.MaxProcs))
@@ -213,6 +221,10 @@ func (m *Manager) bwrapArgs(sb *Sandbox) (args []string, staged []stagedPath) {
 		"--chdir", sb.dir)
 	return args, staged
 }
+
+// addressSpaceFactor is how much more address space than memory a process
+// may map (see rlimits).
+const addressSpaceFactor = 8
 
 // shmMax bounds /dev/shm (its size is the smaller of this and TmpSize).
 const shmMax = 64 << 20

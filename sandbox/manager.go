@@ -52,7 +52,8 @@
 // # Limits
 //
 // Per process (setrlimit, inherited by everything a command starts): memory
-// as address space (Options.MemoryLimit, 1 GiB), CPU time (CPUTime, by
+// (Options.MemoryLimit, 1 GiB, as RLIMIT_DATA, with eight times that as the
+// bound on address space), CPU time (CPUTime, by
 // default the command's timeout; none for stdio servers), file size
 // (MaxFileSize, 1 GiB), no core files. Per sandbox: processes and threads
 // (MaxProcs, 256; counted per uid, so only with a uid per sandbox), /tmp
@@ -134,8 +135,8 @@ type Options struct {
 	// Resource limits. Zero takes the default; a negative value turns the
 	// limit off. See the package documentation for what each bounds.
 
-	// MemoryLimit bounds the memory (address space) of each process a
-	// command runs (1 GiB). (forge serve --sandbox-memory.)
+	// MemoryLimit bounds the memory each process a command runs may
+	// write to (1 GiB; its address space is bounded at eight times it). (forge serve --sandbox-memory.)
 	MemoryLimit int64
 	// MaxProcs bounds the processes and threads a sandbox runs at once,
 	// its commands and stdio servers together (256). It holds when each

@@ -523,7 +523,7 @@ func TestStdioCommandIsHardened(t *testing.T) {
 	requireBwrap(t)
 	m, sb := newBox(t, Options{UseBwrap: BwrapOn, MemoryLimit: 512 << 20, MaxProcs: 100, MaxFileSize: 8 << 20, TmpSize: 4 << 20})
 	cmd, err := m.StdioCommand(context.Background(), sb.SessionID(), []string{"bash", "-c",
-		"grep ^CapEff /proc/self/status; id -u; ulimit -v; ulimit -u; ulimit -f; ulimit -t; df -k --output=size /tmp | tail -1; " +
+		"grep ^CapEff /proc/self/status; id -u; ulimit -d; ulimit -v; ulimit -u; ulimit -f; ulimit -t; df -k --output=size /tmp | tail -1; " +
 			"touch /usr/x 2>/dev/null || echo ro; echo $FOO; cat /proc/1/environ | tr '\\0' '\\n' | grep -c SECRET"},
 		map[string]string{"FOO": "bar"})
 	if err != nil {
@@ -539,7 +539,7 @@ func TestStdioCommandIsHardened(t *testing.T) {
 	if sb.UID() >= 0 {
 		wantUID, procs = sb.UID(), "100"
 	}
-	want := []string{"CapEff:\t0000000000000000", itoa(wantUID), "524288", procs, "8192", "unlimited", "4096", "ro", "bar", "0"}
+	want := []string{"CapEff:\t0000000000000000", itoa(wantUID), "524288", "4194304", procs, "8192", "unlimited", "4096", "ro", "bar", "0"}
 	got := strings.Split(strings.TrimSpace(string(out)), "\n")
 	for i := range got {
 		got[i] = strings.TrimSpace(got[i])
