@@ -240,6 +240,14 @@ func final(err error) bool {
 	return false
 }
 
+// Retrying runs op as the Log runs its own commits: again after each of
+// Config.RetryDelays while it fails with an error that is not final, with
+// a context that outlives a cancelled ctx. For a write that needs no seq
+// and no place among the session's events (a turn's checkpoint).
+func (l *Log) Retrying(ctx context.Context, op func(ctx context.Context) error) error {
+	return l.retrying(ctx, op)
+}
+
 // retrying runs op, and again after each retry delay while it fails with
 // an error that is not final. op runs with a context that outlives a
 // cancelled ctx: the terminal write of a cancelled turn must land.
