@@ -301,6 +301,10 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 		th := d.ThreadID
 		ev.ThreadID = &th
 	}
+	// Encoded once here, for the store and for every subscriber.
+	if err := ev.Encode(); err != nil {
+		return forge.Event{}, fmt.Errorf("encode %s event: %w", d.Type, err)
+	}
 	return ev, nil
 }
 

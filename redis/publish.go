@@ -117,7 +117,7 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 		if err != nil {
 			return false, err
 		}
-		raw, err := json.Marshal(ev)
+		raw, err := ev.JSON()
 		if err != nil {
 			return false, fmt.Errorf("redis: encode event %d: %w", ev.Seq, err)
 		}
