@@ -351,7 +351,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.wg.Wait()
 	e.workers.stop()
-	return nil
+	// Deltas still queued for a shared bus are published (each turn's
+	// terminal write drained its own; this waits for their flushers).
+	return e.events.Close(ctx)
 }
 
 func (e *Engine) giveUp() {

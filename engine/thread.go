@@ -99,7 +99,8 @@ func (th *thread) flush() error { return th.x.commit(&th.w, nil, nil) }
 // delta publishes a text or reasoning delta. When the thread has nothing
 // pending (the part's row and everything before it are committed) it is
 // published at once, on the bus alone: a delta never costs a store write
-// (DESIGN.md). Otherwise what came before it is written first, so seqs and
+// (DESIGN.md), and over a bus shared by replicas it is queued for a
+// flusher rather than waited for (eventlog.Log.QueueDelta). Otherwise what came before it is written first, so seqs and
 // the stored rows stay in order: with hold, the delta is queued in the
 // batch instead (the next flush assigns its seq among the rows before and
 // after it and publishes it after the commit, eventlog.Draft.BusOnly), and
@@ -112,7 +113,7 @@ func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 	d := eventlog.Draft{Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
 		Data: forge.DeltaData{Delta: text}}
 	if th.w.empty() {
-		if _, err := x.e.events.PublishDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
+		if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
 			return x.writeFailed(err)
 		}
 		x.streams.append(sp, text)
@@ -135,7 +136,7 @@ func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 	if err := th.flush(); err != nil {
 		return err
 	}
-	if _, err := x.e.events.PublishDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
+	if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
 		return x.writeFailed(err)
 	}
 	x.streams.append(sp, text)
