@@ -69,6 +69,29 @@ func (e *Event) Encode() error {
 	return nil
 }
 
+// EncodeTrusted is Encode for data the caller encoded itself with
+// json.Marshal or one of this package's AppendJSON methods (compact, valid
+// and escaped as Marshal escapes): the data is copied, not compacted again.
+func (e *Event) EncodeTrusted() error {
+	b, _, ok := e.appendHead(make([]byte, 0, len(e.Data)+192))
+	if !ok {
+		return e.Encode()
+	}
+	b = append(b, `,"data":`...)
+	at := len(b)
+	if e.Data == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, e.Data...)
+	}
+	b = append(b, '}')
+	e.Wire = b
+	if e.Data != nil {
+		e.Data = b[at : len(b)-1 : len(b)-1]
+	}
+	return nil
+}
+
 // JSON returns the event's envelope as JSON: Wire when it is set.
 func (e *Event) JSON() ([]byte, error) {
 	if e.Wire != nil {
@@ -90,6 +113,18 @@ func (e *Event) AppendJSON(b []byte) ([]byte, bool) {
 
 // appendJSON is AppendJSON; at is where the data begins in b.
 func (e *Event) appendJSON(b []byte) (_ []byte, at int, ok bool) {
+	b, _, ok = e.appendHead(b)
+	b = append(b, `,"data":`...)
+	at = len(b)
+	var rok bool
+	if b, rok = jsonenc.AppendRaw(b, e.Data); !rok {
+		ok = false
+	}
+	return append(b, '}'), at, ok
+}
+
+// appendHead appends the envelope up to its data member.
+func (e *Event) appendHead(b []byte) (_ []byte, at int, ok bool) {
 	ok = true
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
@@ -108,13 +143,7 @@ func (e *Event) appendJSON(b []byte) (_ []byte, at int, ok bool) {
 	if b, tok = jsonenc.AppendTime(b, e.CreatedAt); !tok {
 		ok = false
 	}
-	b = append(b, `,"data":`...)
-	at = len(b)
-	var rok bool
-	if b, rok = jsonenc.AppendRaw(b, e.Data); !rok {
-		ok = false
-	}
-	return append(b, '}'), at, ok
+	return b, len(b), ok
 }
 
 // Stored reports whether events of this type are persisted (deltas are

@@ -50,6 +50,13 @@ func TestEventAppendJSON(t *testing.T) {
 		if j, _ := enc.JSON(); !bytes.Equal(j, want) {
 			t.Fatalf("JSON = %s", j)
 		}
+		if compact, err := json.Marshal(ev.Data); err == nil && ev.Data != nil {
+			trusted := ev
+			trusted.Data = compact // what the event log hands EncodeTrusted
+			if err := trusted.EncodeTrusted(); err != nil || !bytes.Equal(trusted.Wire, want) {
+				t.Fatalf("EncodeTrusted = %s (%v), want %s", trusted.Wire, err, want)
+			}
+		}
 	}
 	bad := forge.Event{Seq: 1, Data: json.RawMessage(`{`)}
 	if err := bad.Encode(); err == nil {

@@ -312,8 +312,9 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 		th := d.ThreadID
 		ev.ThreadID = &th
 	}
-	// Encoded once here, for the store and for every subscriber.
-	if err := ev.Encode(); err != nil {
+	// Encoded once here, for the store and for every subscriber; the data
+	// comes from encodeData (Marshal or an AppendJSON), compact already.
+	if err := ev.EncodeTrusted(); err != nil {
 		return forge.Event{}, fmt.Errorf("encode %s event: %w", d.Type, err)
 	}
 	return ev, nil
