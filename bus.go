@@ -104,7 +104,8 @@ type WriterFence interface {
 	// and reports whether it did; false means take a hold and publish with
 	// Release (with a fresh seq if the hold is not fresh). A delta of a turn
 	// the bus saw end is refused with an error wrapping ErrTurnEnded.
-	PublishUnheld(ctx context.Context, ev Event) (bool, error)
+	// Several events are published together, in order, or none is.
+	PublishUnheld(ctx context.Context, evs ...Event) (bool, error)
 }
 
 // CancelSignal asks the replica running a turn to cancel it (distributed

@@ -2,7 +2,10 @@ package forge
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
+
+	"github.com/forge-runtime/forge/internal/jsonenc"
 )
 
 // Event types (API.md).
@@ -38,6 +41,109 @@ type Event struct {
 	ThreadID  *string         `json:"thread_id"`
 	CreatedAt time.Time       `json:"created_at"`
 	Data      json.RawMessage `json:"data"`
+	// Wire, when set, is the event's envelope as JSON (what json.Marshal
+	// writes), encoded once by the event log for every reader of the
+	// event: subscribers write these bytes instead of encoding the event
+	// again each. Data is then a slice of it.
+	Wire []byte `json:"-"`
+}
+
+// Encode sets e.Wire to e's envelope as JSON and makes e.Data the slice of
+// it that holds the data, so that the two share their bytes. It fails when
+// e.Data is not valid JSON.
+func (e *Event) Encode() error {
+	b, at, ok := e.appendJSON(make([]byte, 0, len(e.Data)+192))
+	if !ok {
+		w, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		e.Wire = w
+		return nil
+	}
+	e.Wire = b
+	if e.Data != nil {
+		// The data is the last member: `..."data":<data>}`.
+		e.Data = b[at : len(b)-1 : len(b)-1]
+	}
+	return nil
+}
+
+// EncodeTrusted is Encode for data the caller encoded itself with
+// json.Marshal or one of this package's AppendJSON methods (compact, valid
+// and escaped as Marshal escapes): the data is copied, not compacted again.
+func (e *Event) EncodeTrusted() error {
+	b, _, ok := e.appendHead(make([]byte, 0, len(e.Data)+192))
+	if !ok {
+		return e.Encode()
+	}
+	b = append(b, `,"data":`...)
+	at := len(b)
+	if e.Data == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, e.Data...)
+	}
+	b = append(b, '}')
+	e.Wire = b
+	if e.Data != nil {
+		e.Data = b[at : len(b)-1 : len(b)-1]
+	}
+	return nil
+}
+
+// JSON returns the event's envelope as JSON: Wire when it is set.
+func (e *Event) JSON() ([]byte, error) {
+	if e.Wire != nil {
+		return e.Wire, nil
+	}
+	if b, ok := e.AppendJSON(make([]byte, 0, len(e.Data)+192)); ok {
+		return b, nil
+	}
+	return json.Marshal(e)
+}
+
+// AppendJSON appends e's envelope as json.Marshal writes it; false when a
+// value is one this encoder is unsure of (the caller then uses
+// json.Marshal).
+func (e *Event) AppendJSON(b []byte) ([]byte, bool) {
+	b, _, ok := e.appendJSON(b)
+	return b, ok
+}
+
+// appendJSON is AppendJSON; at is where the data begins in b.
+func (e *Event) appendJSON(b []byte) (_ []byte, at int, ok bool) {
+	b, _, ok = e.appendHead(b)
+	b = append(b, `,"data":`...)
+	at = len(b)
+	var rok bool
+	if b, rok = jsonenc.AppendRaw(b, e.Data); !rok {
+		ok = false
+	}
+	return append(b, '}'), at, ok
+}
+
+// appendHead appends the envelope up to its data member.
+func (e *Event) appendHead(b []byte) (_ []byte, at int, ok bool) {
+	ok = true
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, `,"id":`...)
+	b = jsonenc.AppendString(b, e.ID)
+	b = append(b, `,"type":`...)
+	b = jsonenc.AppendString(b, e.Type)
+	b = append(b, `,"session_id":`...)
+	b = jsonenc.AppendString(b, e.SessionID)
+	b = append(b, `,"turn_id":`...)
+	b = appendStringPtr(b, e.TurnID)
+	b = append(b, `,"thread_id":`...)
+	b = appendStringPtr(b, e.ThreadID)
+	b = append(b, `,"created_at":`...)
+	var tok bool
+	if b, tok = jsonenc.AppendTime(b, e.CreatedAt); !tok {
+		ok = false
+	}
+	return b, len(b), ok
 }
 
 // Stored reports whether events of this type are persisted (deltas are

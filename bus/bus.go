@@ -7,19 +7,27 @@
 // resubscribes from its own cursor. A session's events are kept while a
 // turn runs (bounded by BacklogMax: the oldest half is dropped when it is
 // reached, and the text of dropped deltas of parts still streaming is
-// folded into their "text so far" rows) and for Retention after it ended,
-// across the next turn's start, so a subscriber cut off near a turn's end
-// still gets every delta it missed. Expiry is lazy (checked on every call
-// with the injected clock): the bus owns no goroutine.
+// folded into their "text so far" rows). Once a turn has ended its stored
+// events are dropped but its turn.done (they are in the store, where
+// readers take them), and its deltas are kept for Retention after its
+// end, across the next turn's start, so a subscriber cut off near a
+// turn's end still gets every delta it missed. Expiry is lazy (checked on
+// calls with the injected clock): the bus owns no goroutine.
+//
+// Each session has its own lock: publishing to one session never waits
+// for another, and the bus-wide lock guards only the map of sessions
+// (taken for reading on every call) and the expiry queue.
 package bus
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -39,8 +47,8 @@ type Options struct {
 	Buffer int
 	// BacklogMax bounds the events kept per session.
 	BacklogMax int
-	// Retention is how long a session's events are kept once no turn runs
-	// (after EndTurn, or after an event published outside any turn).
+	// Retention is how long an ended turn's deltas are kept (and a
+	// session's events once no turn runs).
 	Retention time.Duration
 	Clock     forge.Clock
 }
@@ -49,11 +57,16 @@ type Options struct {
 type Bus struct {
 	opts Options
 
-	mu     sync.Mutex // guards the following
+	mu     sync.RWMutex // guards topics; taken before any topic's lock
 	topics map[string]*topic
-	// expiring lists sessions with a retention deadline, oldest first (at
-	// most one entry per topic: topic.queued).
+
+	expMu sync.Mutex // guards expiring; taken after a topic's lock
+	// expiring lists sessions with a retention deadline (at most one
+	// entry per topic: topic.queued).
 	expiring []expiry
+	// nextSweep is the unix nanoseconds of expiring's first deadline
+	// (MaxInt64 when none): calls check it without a lock.
+	nextSweep atomic.Int64
 }
 
 var _ forge.Bus = (*Bus)(nil)
@@ -65,15 +78,32 @@ type expiry struct {
 
 // topic is one session's stream.
 type topic struct {
+	session string
+
+	mu sync.Mutex // guards the following
+	// dead is set once the topic left Bus.topics: a caller holding it
+	// looks the session up again.
+	dead   bool
 	subs   map[*subscription]struct{}
 	events []forge.Event // recent events in seq order, deltas included
 	last   int64         // last published seq
 	// open are the parts streaming now, by part id, with the text of
 	// their deltas already dropped from events.
-	open    map[string]*openPart
-	turn    string    // the running turn, "" when none
-	expires time.Time // zero while a turn runs or nothing is kept
+	open map[string]*openPart
+	turn string // the running turn, "" when none
+	// turnFirst is the seq of the running turn's first kept event (0:
+	// none yet).
+	turnFirst int64
+	// ended are the turns whose deltas are kept, oldest first: their
+	// events up to lastSeq go at their deadline.
+	ended   []endedTurn
+	expires time.Time // idle deadline: zero while a turn runs or nothing is kept
 	queued  bool      // an entry for this topic is in Bus.expiring
+}
+
+type endedTurn struct {
+	lastSeq int64
+	at      time.Time // when its events go
 }
 
 // openPart is a part still streaming: its row as its model.message start
@@ -107,74 +137,164 @@ func NewWithOptions(opts Options) *Bus {
 	if opts.Clock == nil {
 		opts.Clock = forge.SystemClock{}
 	}
-	return &Bus{opts: opts, topics: map[string]*topic{}}
+	b := &Bus{opts: opts, topics: map[string]*topic{}}
+	b.nextSweep.Store(math.MaxInt64)
+	return b
 }
 
-func (b *Bus) topicLocked(session string) *topic {
-	t := b.topics[session]
-	if t == nil {
-		t = &topic{subs: map[*subscription]struct{}{}, open: map[string]*openPart{}}
-		b.topics[session] = t
+// lock returns the session's topic, locked, creating it when create is
+// set (nil when it does not exist otherwise). It sweeps expired topics
+// first when one is due.
+func (b *Bus) lock(session string, now time.Time, create bool) *topic {
+	if now.UnixNano() >= b.nextSweep.Load() {
+		b.sweep(now)
 	}
-	return t
+	for {
+		b.mu.RLock()
+		t := b.topics[session]
+		b.mu.RUnlock()
+		if t == nil {
+			if !create {
+				return nil
+			}
+			b.mu.Lock()
+			if t = b.topics[session]; t == nil {
+				t = &topic{session: session, subs: map[*subscription]struct{}{}, open: map[string]*openPart{}}
+				b.topics[session] = t
+			}
+			b.mu.Unlock()
+		}
+		t.mu.Lock()
+		if !t.dead {
+			return t
+		}
+		t.mu.Unlock()
+	}
 }
 
-// gcLocked forgets a topic that holds nothing and has no subscriber.
-func (b *Bus) gcLocked(session string, t *topic) {
-	if len(t.subs) == 0 && t.turn == "" && len(t.events) == 0 && len(t.open) == 0 && !t.queued {
-		delete(b.topics, session)
+// emptyLocked reports whether t holds nothing and nobody reads it.
+func (t *topic) emptyLocked() bool {
+	return len(t.subs) == 0 && t.turn == "" && len(t.events) == 0 && len(t.open) == 0
+}
+
+// forget removes t from the map when it holds nothing. b.mu is held for
+// writing, t.mu by the caller.
+func (b *Bus) forgetLocked(t *topic) {
+	if t.emptyLocked() && !t.dead {
+		t.dead = true
+		delete(b.topics, t.session)
 	}
+}
+
+// expireLocked queues t's idle deadline (or the deadline of its oldest
+// ended turn) for the sweep.
+func (b *Bus) expireLocked(t *topic, at time.Time) {
+	if t.queued {
+		return
+	}
+	t.queued = true
+	b.expMu.Lock()
+	b.expiring = append(b.expiring, expiry{session: t.session, at: at})
+	if at.UnixNano() < b.nextSweep.Load() {
+		b.nextSweep.Store(at.UnixNano())
+	}
+	b.expMu.Unlock()
 }
 
 // idleLocked starts t's retention: its events go Retention from now.
-func (b *Bus) idleLocked(session string, t *topic, now time.Time) {
+func (b *Bus) idleLocked(t *topic, now time.Time) {
 	t.expires = now.Add(b.opts.Retention)
-	if !t.queued {
-		t.queued = true
-		b.expiring = append(b.expiring, expiry{session: session, at: t.expires})
-	}
+	b.expireLocked(t, t.expires)
 }
 
-// sweepLocked drops the events of topics whose retention is over.
-func (b *Bus) sweepLocked(now time.Time) {
-	i := 0
-	for ; i < len(b.expiring); i++ {
-		e := b.expiring[i]
+// sweep drops what expired by now: the deltas of ended turns past their
+// retention, the events of idle topics past theirs, and topics left empty.
+func (b *Bus) sweep(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expMu.Lock()
+	var due []expiry
+	b.expiring = slices.DeleteFunc(b.expiring, func(e expiry) bool {
 		if e.at.After(now) {
-			break
+			return false
 		}
+		due = append(due, e)
+		return true
+	})
+	b.storeNextSweepLocked()
+	b.expMu.Unlock()
+	for _, e := range due {
 		t := b.topics[e.session]
 		if t == nil {
 			continue
 		}
+		t.mu.Lock()
 		t.queued = false
+		b.expireTurnsLocked(t, now)
 		switch {
 		case t.turn != "" || t.expires.IsZero():
-			// A turn began since: nothing expires.
+			// A turn runs, or nothing idles: only ended turns expire.
 		case t.expires.After(now):
 			// Published to again while idle: wait for the new deadline.
-			t.queued = true
-			b.expiring = append(b.expiring, expiry{session: e.session, at: t.expires})
 		default:
 			t.events, t.expires = nil, time.Time{}
+			t.ended = nil
 			clear(t.open)
 		}
-		b.gcLocked(e.session, t)
+		if next := t.nextDeadline(); !next.IsZero() {
+			b.expireLocked(t, next)
+		}
+		b.forgetLocked(t)
+		t.mu.Unlock()
 	}
-	if i > 0 {
-		b.expiring = slices.Delete(b.expiring, 0, i)
+}
+
+func (b *Bus) storeNextSweepLocked() {
+	next := int64(math.MaxInt64)
+	for _, e := range b.expiring {
+		next = min(next, e.at.UnixNano())
 	}
+	b.nextSweep.Store(next)
+}
+
+// nextDeadline is t's earliest deadline, zero when none.
+func (t *topic) nextDeadline() time.Time {
+	var next time.Time
+	if len(t.ended) > 0 {
+		next = t.ended[0].at
+	}
+	if !t.expires.IsZero() && (next.IsZero() || t.expires.Before(next)) {
+		next = t.expires
+	}
+	return next
+}
+
+// expireTurnsLocked drops the events of ended turns whose retention is
+// over (with whatever precedes them).
+func (b *Bus) expireTurnsLocked(t *topic, now time.Time) {
+	n := 0
+	var upTo int64
+	for n < len(t.ended) && !t.ended[n].at.After(now) {
+		upTo = t.ended[n].lastSeq
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	t.ended = slices.Delete(t.ended, 0, n)
+	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].Seq > upTo })
+	m := copy(t.events, t.events[i:])
+	clear(t.events[m:])
+	t.events = t.events[:m]
 }
 
 // Publish appends ev to its session's stream and hands it to each
 // subscriber without blocking; a subscriber whose buffer is full is cut
 // off. A seq not above the session's last is refused.
 func (b *Bus) Publish(_ context.Context, ev forge.Event) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := b.opts.Clock.Now()
-	b.sweepLocked(now)
-	t := b.topicLocked(ev.SessionID)
+	t := b.lock(ev.SessionID, now, true)
+	defer t.mu.Unlock()
 	if ev.Seq <= t.last {
 		return forge.Errorf(forge.ErrConflict, "bus: seq %d of session %s is not above the last published seq %d", ev.Seq, ev.SessionID, t.last)
 	}
@@ -201,9 +321,12 @@ func (b *Bus) Publish(_ context.Context, ev forge.Event) error {
 	if len(t.events) >= b.opts.BacklogMax {
 		b.trimLocked(t)
 	}
+	if t.turn != "" && t.turnFirst == 0 && ev.TurnID != nil && *ev.TurnID == t.turn {
+		t.turnFirst = ev.Seq
+	}
 	t.events = append(t.events, ev)
 	if t.turn == "" {
-		b.idleLocked(ev.SessionID, t, now)
+		b.idleLocked(t, now)
 	}
 	for s := range t.subs {
 		if !s.push(ev) {
@@ -219,12 +342,11 @@ func (b *Bus) PublishEphemeral(_ context.Context, ev forge.Event) error {
 	if ev.Seq != 0 {
 		return forge.Errorf(forge.ErrInvalid, "bus: an ephemeral event has no seq (got %d)", ev.Seq)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[ev.SessionID]
+	t := b.lock(ev.SessionID, b.opts.Clock.Now(), false)
 	if t == nil {
 		return nil
 	}
+	defer t.mu.Unlock()
 	for s := range t.subs {
 		if !s.push(ev) {
 			b.dropLocked(t, s) // cut off: it fell behind
@@ -258,38 +380,63 @@ func (b *Bus) trimLocked(t *topic) {
 
 // BeginTurn keeps the session's events while turnID runs.
 func (b *Bus) BeginTurn(_ context.Context, session, turnID string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sweepLocked(b.opts.Clock.Now())
-	t := b.topicLocked(session)
-	t.turn, t.expires = turnID, time.Time{}
+	t := b.lock(session, b.opts.Clock.Now(), true)
+	defer t.mu.Unlock()
+	t.turn, t.turnFirst, t.expires = turnID, 0, time.Time{}
 	return nil
 }
 
-// EndTurn starts the retention of the session's events once turnID, its
-// running turn (or, when none runs, any turn), has ended.
+// EndTurn starts the retention of turnID's deltas once it, the running
+// turn (or, when none runs, any turn), has ended, and drops its stored
+// events but turn.done: readers take them from the store.
 func (b *Bus) EndTurn(_ context.Context, session, turnID string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := b.opts.Clock.Now()
-	b.sweepLocked(now)
-	t := b.topics[session]
-	if t == nil || (t.turn != "" && t.turn != turnID) {
+	t := b.lock(session, now, false)
+	if t == nil {
 		return nil
 	}
-	t.turn = ""
-	b.idleLocked(session, t, now)
+	defer t.mu.Unlock()
+	if t.turn != "" && t.turn != turnID {
+		return nil
+	}
+	if t.turn == turnID {
+		b.compactTurnLocked(t, turnID)
+		if len(t.events) > 0 {
+			at := now.Add(b.opts.Retention)
+			t.ended = append(t.ended, endedTurn{lastSeq: t.events[len(t.events)-1].Seq, at: at})
+			b.expireLocked(t, at)
+		}
+	}
+	t.turn, t.turnFirst = "", 0
+	b.idleLocked(t, now)
 	return nil
+}
+
+// compactTurnLocked drops turnID's kept events that the store holds
+// (every stored event but its turn.done, which readers use to tell an
+// ended turn), keeping its deltas.
+func (b *Bus) compactTurnLocked(t *topic, turnID string) {
+	if t.turnFirst == 0 {
+		return
+	}
+	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].Seq >= t.turnFirst })
+	kept := t.events[:i]
+	for _, ev := range t.events[i:] {
+		if ev.TurnID != nil && *ev.TurnID == turnID && ev.Type != forge.EventModelDelta && ev.Type != forge.EventTurnDone {
+			continue
+		}
+		kept = append(kept, ev)
+	}
+	clear(t.events[len(kept):])
+	t.events = kept
 }
 
 // Subscribe returns the session's kept events after after (led by the
 // text so far of parts whose deltas after after were trimmed) and a
 // subscription to every event published later.
 func (b *Bus) Subscribe(_ context.Context, session string, after int64) ([]forge.Event, forge.BusSubscription, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sweepLocked(b.opts.Clock.Now())
-	t := b.topicLocked(session)
+	t := b.lock(session, b.opts.Clock.Now(), true)
+	defer t.mu.Unlock()
 	held, err := textSoFar(t, after)
 	if err != nil {
 		return nil, nil, err
@@ -318,7 +465,7 @@ func textSoFar(t *topic, after int64) ([]forge.Event, error) {
 			return nil, fmt.Errorf("bus: text so far of %s: %w", row.ID, err)
 		}
 		ev := op.start
-		ev.Seq, ev.CreatedAt, ev.Data = op.lastSeq, op.lastAt, data
+		ev.Seq, ev.CreatedAt, ev.Data, ev.Wire = op.lastSeq, op.lastAt, data, nil
 		rows = append(rows, ev)
 	}
 	slices.SortFunc(rows, func(a, b forge.Event) int { return cmpSeq(a.Seq, b.Seq) })
@@ -335,6 +482,7 @@ func cmpSeq(a, b int64) int {
 	return 0
 }
 
+// dropLocked ends s; t.mu is held.
 func (b *Bus) dropLocked(t *topic, s *subscription) {
 	if s.closed {
 		return
@@ -342,18 +490,17 @@ func (b *Bus) dropLocked(t *topic, s *subscription) {
 	s.closed = true
 	s.end()
 	delete(t.subs, s)
-	b.gcLocked(s.session, t)
 }
 
 // Subscribers returns how many subscriptions a session has (tests,
 // metrics).
 func (b *Bus) Subscribers(session string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if t := b.topics[session]; t != nil {
-		return len(t.subs)
+	t := b.lock(session, b.opts.Clock.Now(), false)
+	if t == nil {
+		return 0
 	}
-	return 0
+	defer t.mu.Unlock()
+	return len(t.subs)
 }
 
 // subscription is one subscriber of a session. Its queue grows as events
@@ -363,7 +510,7 @@ type subscription struct {
 	bus     *Bus
 	session string
 	limit   int
-	closed  bool // guarded by bus.mu
+	closed  bool // guarded by the topic's lock
 	// notify holds a token when events were queued or the subscription
 	// ended since Next last looked.
 	notify chan struct{}
@@ -438,13 +585,17 @@ func (s *subscription) Next(ctx context.Context, wait bool) ([]forge.Event, erro
 	}
 }
 
-// Close ends the subscription. Safe to call more than once.
+// Close ends the subscription. Safe to call more than once. A topic left
+// with nothing is forgotten.
 func (s *subscription) Close() error {
 	b := s.bus
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t := b.topics[s.session]; t != nil {
+		t.mu.Lock()
 		b.dropLocked(t, s)
+		b.forgetLocked(t)
+		t.mu.Unlock()
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,5 +127,54 @@ func TestRetention(t *testing.T) {
 	b.mu.Unlock()
 	if kept {
 		t.Fatal("an expired topic with no subscriber is still kept")
+	}
+}
+
+// TestEndedTurnKeepsOnlyWhatAResumeNeeds: once a turn ends, the bus keeps
+// its deltas and its turn.done (the store has the rest), and drops even
+// those Retention after the end while later turns run: a busy session does
+// not keep every event of its past turns.
+func TestEndedTurnKeepsOnlyWhatAResumeNeeds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := &fakeClock{now: time.Unix(1700000000, 0)}
+	b := NewWithOptions(Options{Retention: time.Minute, Clock: clock})
+	turn1, turn2 := "t1", "t2"
+	stored := func(turn string, seq int64, typ string) forge.Event {
+		return forge.Event{Seq: seq, SessionID: "s", TurnID: &turn, Type: typ, Data: []byte(`{}`)}
+	}
+	held := func() string {
+		evs, sub, _ := b.Subscribe(ctx, "s", 0)
+		defer sub.Close()
+		var out []string
+		for _, e := range evs {
+			out = append(out, fmt.Sprintf("%d:%s", e.Seq, e.Type))
+		}
+		return strings.Join(out, " ")
+	}
+	_ = b.BeginTurn(ctx, "s", turn1)
+	_ = b.Publish(ctx, stored(turn1, 1, forge.EventTurnCreated))
+	_ = b.Publish(ctx, stored(turn1, 2, forge.EventModelMessage))
+	_ = b.Publish(ctx, ev("s", turn1, 3))
+	_ = b.Publish(ctx, ev("s", turn1, 4))
+	_ = b.Publish(ctx, stored(turn1, 5, forge.EventModelMessage))
+	if got, want := held(), "1:turn.created 2:model.message 3:model.message.delta 4:model.message.delta 5:model.message"; got != want {
+		t.Fatalf("running turn: held %q, want %q", got, want)
+	}
+	_ = b.Publish(ctx, stored(turn1, 6, forge.EventTurnDone))
+	_ = b.EndTurn(ctx, "s", turn1)
+	if got, want := held(), "3:model.message.delta 4:model.message.delta 6:turn.done"; got != want {
+		t.Fatalf("ended turn: held %q, want %q", got, want)
+	}
+	clock.advance(30 * time.Second)
+	_ = b.BeginTurn(ctx, "s", turn2)
+	_ = b.Publish(ctx, stored(turn2, 7, forge.EventTurnCreated))
+	_ = b.Publish(ctx, ev("s", turn2, 8))
+	if got, want := held(), "3:model.message.delta 4:model.message.delta 6:turn.done 7:turn.created 8:model.message.delta"; got != want {
+		t.Fatalf("next turn running: held %q, want %q", got, want)
+	}
+	clock.advance(31 * time.Second)
+	if got, want := held(), "7:turn.created 8:model.message.delta"; got != want {
+		t.Fatalf("past the first turn's retention: held %q, want %q", got, want)
 	}
 }

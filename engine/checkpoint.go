@@ -160,21 +160,23 @@ func (x *execution) stopCheckpoints() {
 }
 
 // checkpoint rewrites the dirty streaming parts' rows in one transaction,
-// fenced on the turn, with no event. It goes through the event log so it
-// is ordered with the turn's other writes: a part's completed row, written
-// after it stopped streaming, is never overwritten by an older checkpoint.
+// fenced on the turn, with no event. It is ordered with the turn's other
+// row writes by x.rows (a part's completed row, written after it stopped
+// streaming, is never overwritten by an older checkpoint), not by the
+// session's sequencer: deltas published meanwhile do not wait for it.
 func (x *execution) checkpoint() {
-	_, err := x.e.events.Write(x.ctx, x.tenant, x.session.ID, nil, func(ctx context.Context, _ []forge.Event) error {
-		rows, saved := x.streams.dirty(x.e.clock.Now())
-		if len(rows) == 0 {
-			return nil
+	x.rows.Lock()
+	rows, saved := x.streams.dirty(x.e.clock.Now())
+	var err error
+	if len(rows) > 0 {
+		err = x.e.events.Retrying(x.ctx, func(ctx context.Context) error {
+			return x.e.store.Commit(ctx, &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Parts: rows, Owner: x.e.owner()})
+		})
+		if err == nil {
+			saved()
 		}
-		if err := x.e.store.Commit(ctx, &forge.Batch{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, Parts: rows, Owner: x.e.owner()}); err != nil {
-			return err
-		}
-		saved()
-		return nil
-	})
+	}
+	x.rows.Unlock()
 	switch {
 	case errors.Is(err, forge.ErrTurnEnded):
 		x.loseTurn(err.Error())

@@ -80,6 +80,11 @@ type Config struct {
 	// published (deltas streamed in one burst share one write). 0 means
 	// 1 ms; negative, as soon as it waits.
 	DeltaLinger time.Duration
+	// DeltaMaxHold bounds how long deltas are held back at all, waits or
+	// not: a reply that streams in one long burst has its first deltas
+	// written and published once they have been held this long. 0 means
+	// 500 µs; negative, never (they wait for a wait or the next write).
+	DeltaMaxHold time.Duration
 	// ToolCancelWait bounds how long a cancel waits for running tool calls.
 	// 0 means 5 s.
 	ToolCancelWait time.Duration
@@ -227,6 +232,9 @@ func New(cfg Config) *Engine {
 	if cfg.DeltaLinger == 0 {
 		cfg.DeltaLinger = defaultDeltaLinger
 	}
+	if cfg.DeltaMaxHold == 0 {
+		cfg.DeltaMaxHold = defaultDeltaMaxHold
+	}
 	if cfg.SubagentDepth <= 0 {
 		cfg.SubagentDepth = 1
 	}
@@ -353,7 +361,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.wg.Wait()
 	e.workers.stop()
-	return nil
+	// Deltas still queued for a shared bus are published (each turn's
+	// terminal write drained its own; this waits for their flushers).
+	return e.events.Close(ctx)
 }
 
 func (e *Engine) giveUp() {

@@ -39,6 +39,9 @@ type reply struct {
 	// waitBetween: the model reports a wait before each delta after the
 	// first, and goes on at once (the next piece was on its way).
 	waitBetween bool
+	// gap is a pause before each delta after the first that the model
+	// does not report as a wait (a reply streamed in one long burst).
+	gap time.Duration
 	// onCall runs when the model is called; onCancel when block ends by
 	// the call's cancellation.
 	onCall, onCancel func()
@@ -97,6 +100,9 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		for i, d := range r.deltas {
 			if i > 0 && r.waitBetween {
 				wait()
+			}
+			if i > 0 && r.gap > 0 {
+				time.Sleep(r.gap)
 			}
 			if !yield(forge.ModelEvent{Type: forge.TextDelta, Delta: d}, nil) {
 				return

@@ -72,6 +72,10 @@ type execution struct {
 	// streams are the parts of every thread receiving deltas, checkpointed
 	// about once per CheckpointInterval.
 	streams checkpointer
+	// rows orders the commits of the turn's rows: its batches (taken
+	// inside the session's sequencer) and its checkpoints (which do not
+	// take the sequencer).
+	rows sync.Mutex
 
 	mu sync.Mutex // guards the following
 	// reason is the cancel reason, set once; reasonText the client's text.
@@ -235,7 +239,10 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 	}
 	_, err := x.e.events.Write(x.ctx, x.tenant, x.session.ID, w.events, func(ctx context.Context, evs []forge.Event) error {
 		b.Events = evs
-		if err := x.e.store.Commit(ctx, b); err != nil {
+		x.rows.Lock()
+		err := x.e.store.Commit(ctx, b)
+		x.rows.Unlock()
+		if err != nil {
 			return err
 		}
 		if committed != nil {

@@ -339,14 +339,15 @@ func TestStreamTurnCutOffResumesFromTheStore(t *testing.T) {
 // TestShortWaitsWriteNothing: a model that waits between its deltas but
 // goes on before DeltaLinger has passed costs no write for them (its reply
 // arrives in pieces a few microseconds apart); with a negative DeltaLinger
-// each wait writes what was held. Either way the deltas reach a subscriber
-// in order.
+// the first wait writes what was held (the part's first row with its first
+// delta), and the deltas after it are published on the bus alone. Either
+// way the deltas reach a subscriber in order.
 func TestShortWaitsWriteNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		linger time.Duration
 		writes int
-	}{{time.Hour, 2}, {-1, 4}} {
+	}{{time.Hour, 2}, {-1, 3}} {
 		wl := &writeLog{}
 		h := newHarness(t, func(c *engine.Config) {
 			wl.wrap(c)
@@ -362,6 +363,70 @@ func TestShortWaitsWriteNothing(t *testing.T) {
 		}
 		if got := len(wl.take()); got != tc.writes {
 			t.Fatalf("linger %v: %d writes, want %d", tc.linger, got, tc.writes)
+		}
+	}
+}
+
+// TestPacedDeltasCostNoWrites: a model that pauses before every delta
+// (longer than DeltaLinger) costs the same writes for 3 deltas as for 300:
+// its turn's creation, the part's first row with the first delta, the
+// terminal write (checkpoints aside: the interval is an hour here). No
+// delta waits on the store.
+func TestPacedDeltasCostNoWrites(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{3, 300} {
+		wl := &writeLog{}
+		h := newHarness(t, func(c *engine.Config) {
+			wl.wrap(c)
+			c.DeltaLinger = -1
+			c.CheckpointInterval = time.Hour
+		})
+		h.agent("a", nil)
+		s := h.session("a")
+		var deltas []string
+		for i := range n {
+			deltas = append(deltas, fmt.Sprintf("%d,", i))
+		}
+		h.model.push(reply{deltas: deltas, waitBetween: true})
+		wl.take()
+		evs := streamTurn(t, h, s.ID)
+		if got, want := deltaText(t, evs), strings.Join(deltas, ""); got != want {
+			t.Fatalf("%d deltas: got %d bytes, want %d", n, len(got), len(want))
+		}
+		if got := len(wl.take()); got != 3 {
+			t.Fatalf("%d paced deltas: %d writes, want 3", n, got)
+		}
+	}
+}
+
+// TestLongBurstIsNotHeldToItsEnd: deltas the model streams without
+// waiting are held at most DeltaMaxHold: the write that publishes the
+// first ones comes at the first delta past it, not with the terminal write
+// (then the rest go on the bus alone). With a negative DeltaMaxHold the
+// whole burst shares the terminal write.
+func TestLongBurstIsNotHeldToItsEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		maxHold time.Duration
+		writes  int
+	}{{time.Millisecond, 3}, {-1, 2}} {
+		wl := &writeLog{}
+		h := newHarness(t, func(c *engine.Config) {
+			wl.wrap(c)
+			c.DeltaLinger = time.Hour
+			c.DeltaMaxHold = tc.maxHold
+			c.CheckpointInterval = time.Hour
+		})
+		h.agent("a", nil)
+		s := h.session("a")
+		h.model.push(reply{deltas: []string{"a", "b", "c", "d"}, gap: 2 * time.Millisecond})
+		wl.take()
+		evs := streamTurn(t, h, s.ID)
+		if got := deltaText(t, evs); got != "abcd" {
+			t.Fatalf("max hold %v: deltas %q", tc.maxHold, got)
+		}
+		if got := len(wl.take()); got != tc.writes {
+			t.Fatalf("max hold %v: %d writes, want %d", tc.maxHold, got, tc.writes)
 		}
 	}
 }

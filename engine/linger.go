@@ -6,8 +6,11 @@ import (
 	"time"
 )
 
-// defaultDeltaLinger is Config.DeltaLinger's default.
-const defaultDeltaLinger = time.Millisecond
+// Defaults of Config.DeltaLinger and Config.DeltaMaxHold.
+const (
+	defaultDeltaLinger  = time.Millisecond
+	defaultDeltaMaxHold = 500 * time.Microsecond
+)
 
 // lingerer writes a stream's held deltas when its provider waits for the
 // model (forge.StreamWaits): once the wait has lasted DeltaLinger, on a

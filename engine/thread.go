@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/eventlog"
@@ -24,6 +25,8 @@ type thread struct {
 	// heldErr is the failure of a flush made while the model stream was
 	// running (releaseHeld); the stream ends with it.
 	heldErr error
+	// heldSince is when the batch's first held delta was queued.
+	heldSince time.Time
 	// iterations counts this thread's model calls; usage sums its calls'
 	// usage and its children's.
 	iterations int
@@ -93,26 +96,47 @@ func (th *thread) messageEvent(typ string, m *forge.Message) {
 // flush commits the thread's pending writes (see execution.commit).
 func (th *thread) flush() error { return th.x.commit(&th.w, nil, nil) }
 
-// delta publishes a text or reasoning delta, after flushing what came
-// before it so seqs and the stored rows stay in order (the part's row must
-// exist before it can be checkpointed). With hold, the delta is queued
-// instead: the next flush assigns its seq among the rows before and after
-// it and publishes it after the commit (eventlog.Draft.BusOnly).
+// delta publishes a text or reasoning delta. When the thread has nothing
+// pending (the part's row and everything before it are committed) it is
+// published at once, on the bus alone: a delta never costs a store write
+// (DESIGN.md), and over a bus shared by replicas it is queued for a
+// flusher rather than waited for (eventlog.Log.QueueDelta). Otherwise what came before it is written first, so seqs and
+// the stored rows stay in order: with hold, the delta is queued in the
+// batch instead (the next flush assigns its seq among the rows before and
+// after it and publishes it after the commit, eventlog.Draft.BusOnly), and
+// that flush comes at the provider's next wait (lingerer) or once deltas
+// have been held Config.DeltaMaxHold, whichever is first: a reply that
+// fits one burst shares the turn's terminal write, and a long burst's
+// first delta is not held until its end.
 func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 	x := th.x
 	d := eventlog.Draft{Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
 		Data: forge.DeltaData{Delta: text}}
+	if th.w.empty() {
+		if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
+			return x.writeFailed(err)
+		}
+		x.streams.append(sp, text)
+		return nil
+	}
 	if hold {
 		d.BusOnly = true
+		now := time.Now()
+		if th.w.held == 0 {
+			th.heldSince = now
+		}
 		th.w.event(d)
 		th.w.held++
 		x.streams.append(sp, text)
+		if maxHold := x.e.cfg.DeltaMaxHold; maxHold >= 0 && now.Sub(th.heldSince) >= maxHold {
+			return th.flush()
+		}
 		return nil
 	}
 	if err := th.flush(); err != nil {
 		return err
 	}
-	if _, err := x.e.events.PublishDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
+	if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
 		return x.writeFailed(err)
 	}
 	x.streams.append(sp, text)

@@ -415,3 +415,154 @@ func TestUpdateSaysWhetherAnotherReplicaWrote(t *testing.T) {
 		t.Fatalf("%d events stored, want 6", len(evs))
 	}
 }
+
+// TestQueuedDeltasAcrossReplicas: deltas queued (QueueDelta: the model
+// stream never waits for Redis) reach subscribers on both replicas whole
+// and in order, each after its part's first row and before the part's
+// completed row written next, while another replica writes into the
+// session meanwhile (its holds make the queued deltas take fresh seqs).
+func TestQueuedDeltasAcrossReplicas(t *testing.T) {
+	a, b, sess, turn := twoReplicas(t)
+	ctx := t.Context()
+	ids, now := forge.NewULIDGen(nil), turn.CreatedAt
+	if _, err := a.log.Begin(ctx, forge.DefaultTenant, &forge.BeginTurn{Turn: turn},
+		eventlog.Draft{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn}); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		mu  sync.Mutex
+		evs []forge.Event
+	}
+	subCtx, stopSubs := context.WithCancel(ctx)
+	defer stopSubs()
+	var wg sync.WaitGroup
+	var subs []*seen
+	for _, r := range []*replica{a, b} {
+		for range 2 {
+			s := &seen{}
+			subs = append(subs, s)
+			sub, err := r.log.Subscribe(subCtx, forge.DefaultTenant, sess.ID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ev, err := range sub.Events(subCtx, "") {
+					if err != nil {
+						return
+					}
+					s.mu.Lock()
+					s.evs = append(s.evs, ev)
+					s.mu.Unlock()
+				}
+			}()
+		}
+	}
+	const rounds, perPart = 40, 6
+	var writers sync.WaitGroup
+	writers.Add(2)
+	go func() { // replica a: the turn's owner streams parts
+		defer writers.Done()
+		for i := range rounds {
+			p := &forge.Part{ID: ids.New(forge.PrefixPart), MessageID: "msg_" + fmt.Sprint(i), Type: forge.PartText, State: forge.StateStreaming, CreatedAt: now, UpdatedAt: now}
+			msg := &forge.Message{ID: p.MessageID, Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, ThreadID: sess.MainThreadID, Role: forge.RoleAssistant, CreatedAt: now}
+			if _, err := a.log.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Messages: []*forge.Message{msg}, Parts: []*forge.Part{p}},
+				eventlog.Draft{Type: forge.EventModelMessage, ID: p.ID, TurnID: turn.ID, ThreadID: sess.MainThreadID, Data: p.Clone()}); err != nil {
+				t.Error(err)
+				return
+			}
+			text := ""
+			for j := range perPart {
+				d := fmt.Sprintf("%d.%d ", i, j)
+				text += d
+				if err := a.log.QueueDelta(ctx, forge.DefaultTenant, sess.ID, eventlog.Draft{Type: forge.EventModelDelta, ID: p.ID, TurnID: turn.ID,
+					ThreadID: sess.MainThreadID, Data: forge.DeltaData{Delta: d}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			p.Text, p.State = text, forge.StateCompleted
+			if _, err := a.log.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Parts: []*forge.Part{p}},
+				eventlog.Draft{Type: forge.EventModelMessage, ID: p.ID, TurnID: turn.ID, ThreadID: sess.MainThreadID, Data: p.Clone()}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	go func() { // replica b: writes outside the turn into the same session
+		defer writers.Done()
+		for i := range rounds {
+			if _, err := b.log.Write(ctx, forge.DefaultTenant, sess.ID,
+				[]eventlog.Draft{{Type: forge.EventMessageCreated, ID: fmt.Sprintf("msg_copy_%d", i), Data: map[string]int{"copy": i}}},
+				func(ctx context.Context, evs []forge.Event) error {
+					return b.store.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Events: evs})
+				}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	writers.Wait()
+	if t.Failed() {
+		return
+	}
+	turn.Status = forge.TurnDone
+	final := *turn
+	evs, err := a.log.Commit(ctx, &forge.Batch{Tenant: forge.DefaultTenant, SessionID: sess.ID, TurnID: turn.ID, Turn: turn},
+		eventlog.Draft{Type: forge.EventTurnDone, ID: turn.ID, TurnID: turn.ID, Data: &final})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastSeq := evs[0].Seq
+	deadline := time.Now().Add(20 * time.Second)
+	for i, s := range subs {
+		var got []forge.Event
+		for {
+			s.mu.Lock()
+			got = slices.Clone(s.evs)
+			s.mu.Unlock()
+			if n := len(got); n > 0 && got[n-1].Seq == lastSeq {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("subscriber %d stalled after %d events", i, len(got))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Per part: start, its deltas in order, then its completed row.
+		state := map[string]string{} // part -> text seen so far, "" once started
+		done := map[string]bool{}
+		copies := 0
+		for k, ev := range got {
+			if k > 0 && ev.Seq <= got[k-1].Seq {
+				t.Fatalf("subscriber %d: seq %d after %d", i, ev.Seq, got[k-1].Seq)
+			}
+			switch ev.Type {
+			case forge.EventModelMessage:
+				var p forge.Part
+				_ = json.Unmarshal(ev.Data, &p)
+				if p.State == forge.StateStreaming {
+					state[p.ID] = ""
+					continue
+				}
+				if state[p.ID] != p.Text {
+					t.Fatalf("subscriber %d: part %s completed with %q after deltas %q", i, p.ID, p.Text, state[p.ID])
+				}
+				done[p.ID] = true
+			case forge.EventModelDelta:
+				if _, ok := state[ev.ID]; !ok || done[ev.ID] {
+					t.Fatalf("subscriber %d: delta of %s outside its part's stream", i, ev.ID)
+				}
+				var d forge.DeltaData
+				_ = json.Unmarshal(ev.Data, &d)
+				state[ev.ID] += d.Delta
+			case forge.EventMessageCreated:
+				copies++
+			}
+		}
+		if len(done) != rounds || copies != rounds {
+			t.Fatalf("subscriber %d: %d parts completed, %d copies; want %d each", i, len(done), copies, rounds)
+		}
+	}
+}

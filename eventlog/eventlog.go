@@ -109,6 +109,9 @@ type Log struct {
 
 	mu   sync.Mutex // guards seqs
 	seqs map[string]*sequencer
+
+	// flushers are the goroutines publishing queued deltas (QueueDelta).
+	flushers sync.WaitGroup
 }
 
 // processLocal is implemented by a bus whose subscribers are all in this
@@ -174,6 +177,14 @@ type sequencer struct {
 	// wrote is set once this process has written the session through
 	// Update (its Prepare's view of the session is then its own to keep).
 	wrote bool
+
+	// The deltas QueueDelta took and no flush has published yet (with a
+	// Fence only). They get their seqs when they are published, in the
+	// order they were queued, before any later write of the session.
+	outMu    sync.Mutex // guards the following; taken after mu
+	out      []Draft
+	flushing bool  // a flusher goroutine runs
+	outErr   error // a failed publish's error, for the next QueueDelta
 }
 
 func (l *Log) sequencer(tenant, session string) *sequencer {
@@ -240,6 +251,14 @@ func final(err error) bool {
 	return false
 }
 
+// Retrying runs op as the Log runs its own commits: again after each of
+// Config.RetryDelays while it fails with an error that is not final, with
+// a context that outlives a cancelled ctx. For a write that needs no seq
+// and no place among the session's events (a turn's checkpoint).
+func (l *Log) Retrying(ctx context.Context, op func(ctx context.Context) error) error {
+	return l.retrying(ctx, op)
+}
+
 // retrying runs op, and again after each retry delay while it fails with
 // an error that is not final. op runs with a context that outlives a
 // cancelled ctx: the terminal write of a cancelled turn must land.
@@ -293,6 +312,11 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 		th := d.ThreadID
 		ev.ThreadID = &th
 	}
+	// Encoded once here, for the store and for every subscriber; the data
+	// comes from encodeData (Marshal or an AppendJSON), compact already.
+	if err := ev.EncodeTrusted(); err != nil {
+		return forge.Event{}, fmt.Errorf("encode %s event: %w", d.Type, err)
+	}
 	return ev, nil
 }
 
@@ -315,6 +339,7 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 	defer sq.mu.Unlock()
 	hold := ""
 	if l.fence != nil && len(drafts) > 0 {
+		l.drainLocked(ctx, sq)
 		var err error
 		if hold, err = l.acquireLocked(ctx, sq); err != nil {
 			return nil, err
@@ -365,6 +390,7 @@ func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prep
 	defer sq.mu.Unlock()
 	hold, fresh := "", sq.wrote
 	if l.fence != nil {
+		l.drainLocked(ctx, sq)
 		var err error
 		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
 			return nil, err
@@ -571,6 +597,136 @@ func (l *Log) PublishDelta(ctx context.Context, tenant, sessionID string, d Draf
 	}
 	l.publishLocked(ctx, ev)
 	return ev, nil
+}
+
+// QueueDelta publishes a bus-only event (a model.message.delta) without
+// making the caller wait for the bus: with a Fence (a bus shared by
+// processes, such as Redis), the delta is queued and a flusher gives the
+// queued deltas their seqs and publishes them together, in one bus call
+// for as many as were queued meanwhile, before any later write of the
+// session (Write and Update publish what is queued first, so a delta is
+// published before anything above it is committed). The error is an
+// earlier queued delta's failure to get a seq. Without a Fence it is
+// PublishDelta (the in-process bus costs no round trip).
+func (l *Log) QueueDelta(ctx context.Context, tenant, sessionID string, d Draft) error {
+	if l.fence == nil {
+		_, err := l.PublishDelta(ctx, tenant, sessionID, d)
+		return err
+	}
+	sq := l.sequencer(tenant, sessionID)
+	sq.outMu.Lock()
+	defer sq.outMu.Unlock()
+	if err := sq.outErr; err != nil {
+		sq.outErr = nil
+		return err
+	}
+	sq.out = append(sq.out, d)
+	if !sq.flushing {
+		sq.flushing = true
+		l.flushers.Add(1)
+		go l.flush(context.WithoutCancel(ctx), sq)
+	}
+	return nil
+}
+
+// flush is a flusher: it publishes what is queued until nothing is.
+func (l *Log) flush(ctx context.Context, sq *sequencer) {
+	defer l.flushers.Done()
+	for {
+		sq.mu.Lock()
+		sq.outMu.Lock()
+		if len(sq.out) == 0 {
+			sq.flushing = false
+			sq.outMu.Unlock()
+			sq.mu.Unlock()
+			return
+		}
+		sq.outMu.Unlock()
+		l.drainLocked(ctx, sq)
+		sq.mu.Unlock()
+	}
+}
+
+// drainLocked publishes the queued deltas (sq.mu held). A failure is kept
+// for the next QueueDelta when it is the seq reservation's, and logged
+// when it is the bus's (readers get the stored text, as for any delta a
+// bus lost).
+func (l *Log) drainLocked(ctx context.Context, sq *sequencer) {
+	sq.outMu.Lock()
+	drafts := sq.out
+	sq.out = nil
+	sq.outMu.Unlock()
+	if len(drafts) == 0 {
+		return
+	}
+	if err := l.publishQueuedLocked(ctx, sq, drafts); err != nil {
+		sq.outMu.Lock()
+		if sq.outErr == nil {
+			sq.outErr = err
+		}
+		sq.outMu.Unlock()
+	}
+}
+
+// publishQueuedLocked gives drafts their seqs and publishes them in one
+// bus call: without a hold when nobody holds the session and this process
+// wrote it last, else under a hold (with fresh seqs when another process
+// wrote the session since: the first ones might lie below its events).
+func (l *Log) publishQueuedLocked(ctx context.Context, sq *sequencer, drafts []Draft) error {
+	assign := func() ([]forge.Event, error) {
+		evs := make([]forge.Event, 0, len(drafts))
+		for _, d := range drafts {
+			seq, err := l.seqLocked(ctx, sq)
+			if err != nil {
+				return nil, err
+			}
+			ev, err := l.event(sq.session, seq, d)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev)
+		}
+		return evs, nil
+	}
+	if sq.next != 0 && sq.next+int64(len(drafts))-1 <= sq.reserved {
+		evs, err := assign()
+		if err != nil {
+			return err
+		}
+		ok, err := l.fence.PublishUnheld(context.WithoutCancel(ctx), evs...)
+		if err != nil {
+			l.log.Warn("bus: publish failed", "session_id", sq.session, "seq", evs[0].Seq, "events", len(evs), "err", err)
+			return nil
+		}
+		if ok {
+			return nil
+		}
+		// Another process holds the session or wrote it since.
+	}
+	hold, err := l.acquireLocked(ctx, sq)
+	if err != nil {
+		return err
+	}
+	evs, err := assign()
+	if err != nil {
+		l.release(ctx, sq.session, hold, nil)
+		return err
+	}
+	l.release(ctx, sq.session, hold, evs)
+	return nil
+}
+
+// Close waits, until ctx ends, for the flushers of queued deltas (every
+// write drains them, so they end with the turns that queued them).
+func (l *Log) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { l.flushers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // PublishEphemeral publishes an event that has no seq (a forum's

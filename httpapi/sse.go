@@ -33,7 +33,7 @@ func writeEvent(sw *sse.Writer, ev *forge.Event) error {
 		data, err = json.Marshal(ephemeralEnvelope{Type: ev.Type, SessionID: ev.SessionID, TurnID: ev.TurnID,
 			ThreadID: ev.ThreadID, CreatedAt: ev.CreatedAt, Data: ev.Data})
 	} else {
-		data, err = json.Marshal(ev)
+		data, err = ev.JSON() // encoded once for every subscriber
 	}
 	if err != nil {
 		return err

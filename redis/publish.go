@@ -93,10 +93,14 @@ func (b *Bus) Release(ctx context.Context, sessionID, hold string, evs []forge.E
 	return err
 }
 
-// PublishUnheld publishes a delta without a hold when nobody holds the
-// session and this process wrote it last.
-func (b *Bus) PublishUnheld(ctx context.Context, ev forge.Event) (bool, error) {
-	return b.publish(ctx, "unheld", b.opts.WriterID, ev.SessionID, []forge.Event{ev})
+// PublishUnheld publishes deltas (of one session, in seq order) without a
+// hold when nobody holds the session and this process wrote it last: all
+// of them in one script call, or none.
+func (b *Bus) PublishUnheld(ctx context.Context, evs ...forge.Event) (bool, error) {
+	if len(evs) == 0 {
+		return true, nil
+	}
+	return b.publish(ctx, "unheld", b.opts.WriterID, evs[0].SessionID, evs)
 }
 
 // publish runs publishScript and maps its answer: done is false for an
@@ -117,7 +121,7 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 		if err != nil {
 			return false, err
 		}
-		raw, err := json.Marshal(ev)
+		raw, err := ev.JSON()
 		if err != nil {
 			return false, fmt.Errorf("redis: encode event %d: %w", ev.Seq, err)
 		}

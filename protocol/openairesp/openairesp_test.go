@@ -127,7 +127,7 @@ func TestResumeWhileRunning(t *testing.T) {
 	for i, ev := range live {
 		// A resume of a running turn never ends by itself: read what it
 		// sends within a short wait.
-		rctx, rcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		rreq, _ := http.NewRequestWithContext(rctx, "GET", s.URL+"/openai/v1/responses/"+id+"?stream=true&starting_after="+itoa(int(ev.SequenceNumber)), nil)
 		rresp, err := http.DefaultClient.Do(rreq)
 		if err != nil {
