@@ -26,6 +26,9 @@ const (
 	chunk = 32 << 10
 	// defaultKeepAlive is the ping interval when none is given.
 	defaultKeepAlive = 15 * time.Second
+	// DefaultCoalesce is a new Writer's Coalesce: a paced stream's items
+	// wait at most this long for company before they are written.
+	DefaultCoalesce = 3 * time.Millisecond
 )
 
 // Writer writes Server-Sent Events frames to one response, batching the
@@ -36,11 +39,17 @@ type Writer struct {
 	rc   *http.ResponseController
 	buf  []byte
 	wait time.Duration
+	// Coalesce, when positive, is the least time between two flushes of
+	// Pump: an item that arrives sooner after the last flush waits with
+	// those that follow until this much time has passed since it, so a
+	// steadily paced stream costs one write per Coalesce, not one per
+	// item. An item after a quiet spell is flushed at once.
+	Coalesce time.Duration
 }
 
 // NewWriter returns a writer on w whose writes may each take wait.
 func NewWriter(w http.ResponseWriter, wait time.Duration) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 4096), wait: wait}
+	return &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 4096), wait: wait, Coalesce: DefaultCoalesce}
 }
 
 // Start writes the stream's status and headers (with those the caller set
@@ -155,17 +164,39 @@ func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keep
 	}
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
+	var (
+		lastFlush time.Time
+		hold      *time.Timer // the held flush's timer, nil when none is held
+		holdC     <-chan time.Time
+	)
+	defer func() {
+		if hold != nil {
+			hold.Stop()
+		}
+	}()
+	flush := func() bool {
+		if hold != nil {
+			hold.Stop()
+			hold, holdC = nil, nil
+		}
+		lastFlush = time.Now()
+		return w.Flush() == nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ping.C:
 			if idle != nil && idle() {
-				_ = w.Flush()
+				_ = flush()
 				return
 			}
 			w.Comment("ping")
-			if w.Flush() != nil {
+			if !flush() {
+				return
+			}
+		case <-holdC:
+			if !flush() {
 				return
 			}
 		case it, ok := <-ch:
@@ -188,7 +219,17 @@ func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keep
 				}
 				break
 			}
-			if w.Flush() != nil || end {
+			if !end && w.Coalesce > 0 && w.Buffered() < chunk {
+				if since := time.Since(lastFlush); since < w.Coalesce {
+					if hold == nil {
+						hold = time.NewTimer(w.Coalesce - since)
+						holdC = hold.C
+					}
+					ping.Reset(keepAlive)
+					continue
+				}
+			}
+			if !flush() || end {
 				return
 			}
 			ping.Reset(keepAlive)

@@ -218,3 +218,66 @@ func TestPumpWritesEveryItem(t *testing.T) {
 		t.Fatalf("the stream lost or reordered frames (%d bytes, want %d)", len(got), want.Len())
 	}
 }
+
+// TestPumpCoalescesAPacedStream: items arriving faster than Coalesce share
+// a flush, the first after a quiet spell is flushed at once, and a held
+// item is flushed Coalesce after the last flush, not when the next comes.
+func TestPumpCoalescesAPacedStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		rec := newRecorder()
+		w := sse.NewWriter(rec, time.Second)
+		w.Coalesce = 10 * time.Millisecond
+		type seen struct {
+			at      time.Duration
+			flushes int
+		}
+		start := time.Now()
+		var log []seen
+		items := func(yield func(int64, error) bool) {
+			// 1 at 0, 2 at 1 ms (held until 10 ms), 3 at 50 ms (at once),
+			// 4..8 every 2 ms (two flushes), then the end at 200 ms.
+			at := []time.Duration{0, time.Millisecond, 50 * time.Millisecond, 52 * time.Millisecond, 54 * time.Millisecond,
+				56 * time.Millisecond, 58 * time.Millisecond, 60 * time.Millisecond}
+			for i, d := range at {
+				time.Sleep(d - time.Since(start))
+				if !yield(int64(i+1), nil) {
+					return
+				}
+			}
+			time.Sleep(200*time.Millisecond - time.Since(start))
+		}
+		go func() {
+			for {
+				synctest.Wait()
+				rec.mu.Lock()
+				n := rec.flushes
+				rec.mu.Unlock()
+				if len(log) == 0 || log[len(log)-1].flushes != n {
+					log = append(log, seen{time.Since(start), n})
+				}
+				if time.Since(start) > 150*time.Millisecond {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		sse.Pump(ctx, cancel, w, time.Hour, items, func(i int64, err error) bool {
+			w.Event(i, "e", []byte("x"))
+			return false
+		}, nil)
+		synctest.Wait()
+		// Flush 1 is the headers; 2 item 1 at 0; 3 item 2 at 10 ms; 4
+		// item 3 at 50 ms; 5 items 4..5 at 60 ms... (4 at 52 joins 3's
+		// window: flushed at 60 with 5..8).
+		want := []seen{{0, 2}, {10 * time.Millisecond, 3}, {50 * time.Millisecond, 4}, {60 * time.Millisecond, 5}}
+		if len(log) < len(want) {
+			t.Fatalf("flushes %v, want %v", log, want)
+		}
+		for i, w := range want {
+			if log[i] != w {
+				t.Fatalf("flushes %v, want %v", log, want)
+			}
+		}
+	})
+}
