@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -269,4 +270,50 @@ func errMessage(a answer) string {
 	}
 	_ = json.Unmarshal(a.body, &e)
 	return e.Error.Message
+}
+
+// TestHeadOfAnEventStreamEnds (found by TestRouteFuzz): a HEAD of an
+// event stream answers the stream's headers and ends, freeing its slot
+// and its connection for the next request, on every stream route.
+func TestHeadOfAnEventStreamEnds(t *testing.T) {
+	t.Parallel()
+	// Two: a HEAD that kept its slot would leave none for the stream
+	// after it, with the stream of the round before possibly not yet
+	// released.
+	s := newStack(t, func(c *httpapi.Config) {
+		c.MaxStreamsPerSession = 2
+		c.Protocols = []httpapi.Protocol{openairesp.Protocol{}}
+	})
+	s.createAgent("slow", scripted.Step{Text: "thinking", Hang: true})
+	ses := s.createSession("slow")
+	sp := "/v1/sessions/" + ses.ID
+	var turn forge.Turn
+	s.call("POST", sp+"/turns", map[string]any{"input": msgTurn("go")["input"], "background": true}, 202, &turn)
+	var forum struct{ ID string }
+	s.call("POST", "/v1/forums", map[string]any{"title": "room"}, 201, &forum)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}, Timeout: 5 * time.Second}
+	for _, path := range []string{sp + "/events", sp + "/turns/" + turn.ID + "/events", "/v1/forums/" + forum.ID + "/events",
+		"/openai/v1/responses/" + turn.ID + "?stream=true"} {
+		hr := s.newRequest(req{method: "HEAD", path: path, header: sseHeader})
+		resp, err := client.Do(hr)
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			t.Errorf("HEAD %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		// The one connection serves the next request; the HEAD's stream
+		// slot is free again.
+		next, err := client.Do(s.newRequest(req{method: "GET", path: sp + "/events", header: sseHeader}))
+		if err != nil {
+			t.Fatalf("after HEAD %s: %v", path, err)
+		}
+		if next.StatusCode != 200 {
+			t.Errorf("a stream after HEAD %s: %d", path, next.StatusCode)
+		}
+		next.Body.Close()
+		client.CloseIdleConnections()
+	}
+	s.call("POST", sp+"/cancel", nil, 200, nil)
 }
