@@ -231,9 +231,11 @@ func (r *fuzzRequest) String() string {
 // check sends r and checks the answer.
 func (f *fuzzServer) check(t *testing.T, r *fuzzRequest, seed uint64) {
 	t.Helper()
-	wait := 3 * time.Second
-	if r.slow {
-		wait = 6 * time.Second
+	// Generous: the point is an answer, not its speed (the race detector
+	// on a loaded machine makes a 4 MiB body take seconds).
+	wait := 10 * time.Second
+	if r.slow || len(r.body) > 1<<20 {
+		wait = 30 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -316,7 +318,7 @@ func (f *fuzzServer) checkRaw(t *testing.T, raw []byte, seed uint64) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(4 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	go func() {
 		// The server may answer before it has read it all. Half-closing
 		// ends a body cut short (the server would otherwise wait for it).

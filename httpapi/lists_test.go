@@ -20,8 +20,8 @@ const maxLimit = 10000
 func (s *stack) pageOf(path string) (n int, next *string) {
 	s.t.Helper()
 	var page struct {
-		Data       []json.RawMessage `json:"data"`
-		NextCursor *string           `json:"next_cursor"`
+		Data       []struct{} `json:"data"` // counted, not kept
+		NextCursor *string    `json:"next_cursor"`
 	}
 	s.call("GET", path, nil, 200, &page)
 	return len(page.Data), page.NextCursor
@@ -73,21 +73,24 @@ func TestEventListsAtTheMaximumLimit(t *testing.T) {
 	ses := s.createSession("echo")
 	var turn forge.Turn
 	s.call("POST", "/v1/sessions/"+ses.ID+"/turns", msgTurn("hi"), 200, &turn)
-	stored, _ := s.pageOf("/v1/sessions/" + ses.ID + "/events?limit=10000")
-	s.appendEvents(ses.ID, turn.ID, maxLimit+7-stored)
-	s.checkMaxPages(t, "/v1/sessions/"+ses.ID+"/events", maxLimit+7)
-	s.checkMaxPages(t, "/v1/sessions/"+ses.ID+"/turns/"+turn.ID+"/events", maxLimit+7)
+	sp := "/v1/sessions/" + ses.ID
+	stored, _ := s.pageOf(sp + "/events")
+	// Exactly 10,000: one page without a cursor; 7 more make two.
+	s.appendEvents(ses.ID, turn.ID, maxLimit-stored)
+	if n, next := s.pageOf(sp + "/events?limit=10000"); n != maxLimit || next != nil {
+		t.Errorf("exactly 10000 events: %d, next_cursor %v", n, next)
+	}
+	s.appendEvents(ses.ID, turn.ID, 7)
+	s.checkMaxPages(t, sp+"/events", maxLimit+7)
+	// The turn's events are the same ones (all of the turn).
+	if n, next := s.pageOf(sp + "/turns/" + turn.ID + "/events?limit=10000"); n != maxLimit || next == nil {
+		t.Errorf("turn events at limit=10000: %d, next_cursor %v", n, next)
+	}
 
-	// A forum's: exactly 10,000 make one page without a cursor; one more
-	// makes two.
 	var forum struct{ ID string }
 	s.call("POST", "/v1/forums", map[string]any{"title": "room"}, 201, &forum)
 	stored, _ = s.pageOf("/v1/forums/" + forum.ID + "/events")
-	s.appendEvents(forum.ID, "", maxLimit-stored)
-	if n, next := s.pageOf("/v1/forums/" + forum.ID + "/events?limit=10000"); n != maxLimit || next != nil {
-		t.Errorf("exactly 10000 events: %d, next_cursor %v", n, next)
-	}
-	s.appendEvents(forum.ID, "", 1)
+	s.appendEvents(forum.ID, "", maxLimit+1-stored)
 	s.checkMaxPages(t, "/v1/forums/"+forum.ID+"/events", maxLimit+1)
 }
 
