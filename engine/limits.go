@@ -15,9 +15,12 @@ const (
 	// reasoning and tool calls, in every thread.
 	DefaultMaxTurnOutputBytes = 8 << 20
 	// DefaultMaxTurnOutputTokens bounds the output tokens of one turn's
-	// model calls, as the providers report them (Forge's estimate while a
-	// call streams).
-	DefaultMaxTurnOutputTokens = 1_000_000
+	// model calls, as the providers report them (Forge's estimate, 4 bytes
+	// a token, while a call streams). It is above what the byte limit's
+	// text makes (about 2.1M tokens), so streamed output stops at the byte
+	// limit, and output a provider counts without streaming it (hidden
+	// reasoning) at this one.
+	DefaultMaxTurnOutputTokens = 2_500_000
 )
 
 // Kinds of outputLimitError.
