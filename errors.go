@@ -3,6 +3,7 @@ package forge
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors callers branch on. Each has an API error code in
@@ -31,6 +32,12 @@ var (
 	// ErrUnavailable refuses work this server cannot take now (it is
 	// shutting down); another replica, or this one after a restart, can.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrRateLimited refuses work over a tenant's quota (the turns of the
+	// scripted provider); the refusal says when to retry (RetryAfter).
+	ErrRateLimited = errors.New("rate_limited")
+	// ErrTooManySubscribers refuses an event stream over the cap of
+	// streams open at once on a session or for a tenant.
+	ErrTooManySubscribers = errors.New("too_many_subscribers")
 
 	// ErrTurnEnded is returned by a write fenced on a turn that already has
 	// its terminal status: the first terminal write won, this one lost.
@@ -70,6 +77,8 @@ var errorKinds = []ErrorKind{
 	{ErrIdempotencyMismatch, "idempotency_mismatch"},
 	{ErrStore, CodeStoreError},
 	{ErrUnavailable, "unavailable"},
+	{ErrRateLimited, "rate_limited"},
+	{ErrTooManySubscribers, "too_many_subscribers"},
 	{ErrTurnEnded, "conflict"},
 	{ErrLocked, CodeStoreError},
 }
@@ -134,4 +143,28 @@ func ErrorForCode(code string) error {
 		}
 	}
 	return nil
+}
+
+// retryAfterError is a refusal that says when to retry.
+type retryAfterError struct {
+	error
+	after time.Duration
+}
+
+func (e *retryAfterError) Unwrap() error { return e.error }
+
+// WithRetryAfter returns err, telling a client to retry after d (HTTP
+// answers carry it as a Retry-After header, in whole seconds).
+func WithRetryAfter(err error, d time.Duration) error {
+	return &retryAfterError{error: err, after: d}
+}
+
+// RetryAfter returns how long err says to wait before retrying; ok is
+// false when it says nothing.
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after, true
+	}
+	return 0, false
 }

@@ -39,6 +39,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"ErrTooLarge": forge.ErrTooLarge, "ErrUnsupportedMediaType": forge.ErrUnsupportedMediaType,
 		"ErrIdempotencyMismatch": forge.ErrIdempotencyMismatch, "ErrStore": forge.ErrStore, "ErrUnavailable": forge.ErrUnavailable,
 		"ErrTurnEnded": forge.ErrTurnEnded, "ErrLocked": forge.ErrLocked,
+		"ErrRateLimited": forge.ErrRateLimited, "ErrTooManySubscribers": forge.ErrTooManySubscribers,
 	}
 	if len(names) < len(byName) {
 		t.Fatalf("found %d sentinels in errors.go: %v", len(names), names)

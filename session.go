@@ -57,6 +57,10 @@ const (
 	CodeToolError       = "tool_error"
 	CodeContextOverflow = "context_overflow"
 	CodeInternal        = "internal"
+	// CodeOutputLimit: the turn's output reached a limit of the server
+	// (bytes of text, reasoning and tool calls; output tokens). What was
+	// streamed is kept, its part interrupted.
+	CodeOutputLimit = "output_limit"
 )
 
 // Turn is one request/response cycle in a session.

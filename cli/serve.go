@@ -55,6 +55,16 @@ type serveOptions struct {
 	sandbox sandboxFlags
 	// maxParallelTools bounds a step's tool calls running at once.
 	maxParallelTools int
+
+	// Limits (0: the engine's and the API's defaults; negative: none).
+	maxTurnOutputBytes, maxTurnOutputTokens   int64
+	maxStreamsPerSession, maxStreamsPerTenant int
+	// The scripted provider's per-tenant quota; it applies when the server
+	// has API keys, or when a flag sets it (scriptedQuotaSet).
+	scriptedRunning, scriptedPerMinute int
+	scriptedQuotaSet                   bool
+	// operatorKey reads every series of /metrics.
+	operatorKey string
 }
 
 // sandboxFlags are the --sandbox-* limits, as sandbox.Options takes them.
@@ -100,6 +110,7 @@ func (sizeValue) Type() string { return "size" }
 func sizeFlag(f *pflag.FlagSet, p *int64, name string, def int64, usage string) {
 	*p = def
 	f.Var(sizeValue{p}, name, usage)
+
 }
 
 func newServeCommand() *cobra.Command {
@@ -128,10 +139,20 @@ and only listens on loopback addresses.
 
 Operations: GET /healthz (the process is up), GET /readyz (the store
 answers; 503 from the moment SIGTERM starts the drain), GET /metrics
-(Prometheus; --metrics=false turns it off). OTEL_EXPORTER_OTLP_ENDPOINT
-turns on OpenTelemetry traces over OTLP/HTTP (the other OTEL_* variables
-apply). --log-format json writes one JSON object per line on stderr.
-The GC runs with GOGC=400 unless GOGC is set (GOMEMLIMIT applies as usual).
+(Prometheus; --metrics=false turns it off): every series to the
+--operator-key (FORGE_OPERATOR_KEY), a tenant key its own tenant's only.
+OTEL_EXPORTER_OTLP_ENDPOINT turns on OpenTelemetry traces over OTLP/HTTP
+(the other OTEL_* variables apply). --log-format json writes one JSON
+object per line on stderr. The GC runs with GOGC=400 unless GOGC is set
+(GOMEMLIMIT applies as usual).
+
+Limits: a turn streams at most --max-turn-output-bytes and its model calls
+produce at most --max-turn-output-tokens (past either it ends errored with
+output_limit); a session has at most --max-streams-per-session event
+streams open, a tenant --max-streams-per-tenant (429 too_many_subscribers).
+With API keys, a tenant runs at most --scripted-max-running turns of
+scripted models at once and starts --scripted-turns-per-minute (429
+rate_limited with Retry-After).
 
 Several replicas: run identical servers behind a load balancer with
 --db postgres://... --redis redis://host:6379/0 (pool settings such as
@@ -148,6 +169,8 @@ docs/distributed.md.`,
 			if cmd.Flags().Changed("allow-link-local-mcp-urls") {
 				o.allowLinkLocalMCPURLs = &allowLinkLocal
 			}
+			f := cmd.Flags()
+			o.scriptedQuotaSet = f.Changed("scripted-max-running") || f.Changed("scripted-turns-per-minute")
 			return serve(cmd.Context(), o)
 		},
 	}
@@ -183,8 +206,31 @@ docs/distributed.md.`,
 	f.IntVar(&o.maxParallelTools, "max-parallel-tools", engine.DefaultMaxParallelTools, "tool calls of one step that run at once; the others wait their turn")
 	f.StringVar(&o.config, "config", "", "model providers config file, e.g. ./forge.yaml (env "+provider.ConfigEnv+")")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address, e.g. 127.0.0.1:6060 (off by default)")
+	f.Int64Var(&o.maxTurnOutputBytes, "max-turn-output-bytes", engine.DefaultMaxTurnOutputBytes,
+		"most bytes one turn may stream (text, reasoning, tool calls): past it the turn ends errored with output_limit, what was streamed kept (-1: no limit)")
+	f.Int64Var(&o.maxTurnOutputTokens, "max-turn-output-tokens", engine.DefaultMaxTurnOutputTokens,
+		"most output tokens one turn's model calls may produce: past it the turn ends errored with output_limit (-1: no limit)")
+	f.IntVar(&o.maxStreamsPerSession, "max-streams-per-session", httpapi.DefaultMaxStreamsPerSession,
+		"most event streams (SSE) open at once on one session: over it a stream is refused with 429 too_many_subscribers (-1: no cap)")
+	f.IntVar(&o.maxStreamsPerTenant, "max-streams-per-tenant", httpapi.DefaultMaxStreamsPerTenant,
+		"most event streams (SSE) open at once for one tenant (-1: no cap)")
+	f.IntVar(&o.scriptedRunning, "scripted-max-running", defaultScriptedRunning,
+		"most turns of scripted models (a provider that needs no key) one tenant may run at once: over it a turn is refused with 429 rate_limited (0: no limit; applies when the server has API keys, or when given)")
+	f.IntVar(&o.scriptedPerMinute, "scripted-turns-per-minute", defaultScriptedPerMinute,
+		"most turns of scripted models one tenant may start per minute (0: no limit; applies when the server has API keys, or when given)")
+	f.StringVar(&o.operatorKey, "operator-key", os.Getenv("FORGE_OPERATOR_KEY"),
+		"bearer key that reads every series of GET /metrics (tenant keys read their own tenant's only); no tenant's key, at least 16 characters (env FORGE_OPERATOR_KEY)")
 	return cmd
 }
+
+// Defaults of the scripted provider's per-tenant quota.
+const (
+	defaultScriptedRunning   = 64
+	defaultScriptedPerMinute = 6000
+)
+
+// minOperatorKey is the shortest operator key accepted.
+const minOperatorKey = 16
 
 func parseKeys(s string) (map[string]string, error) {
 	keys := map[string]string{}
@@ -250,6 +296,28 @@ func loadModels(cfg *provider.Config, log *slog.Logger) (*provider.Registry, err
 	return models, nil
 }
 
+// scriptedQuota is the per-tenant quota of the scripted providers' turns
+// (every provider of kind scripted): they need no key, and cost the
+// operator CPU and storage. It applies to a server with API keys (a
+// keyless one listens on loopback only: its one user is the operator),
+// or when a flag sets it; nil when it limits nothing.
+func scriptedQuota(o serveOptions, keyed bool, models *provider.Registry, log *slog.Logger) *engine.TurnQuota {
+	if !keyed && !o.scriptedQuotaSet {
+		return nil
+	}
+	q := &engine.TurnQuota{Running: max(o.scriptedRunning, 0), PerMinute: max(o.scriptedPerMinute, 0)}
+	for _, p := range models.Providers() {
+		if p.Kind == provider.KindScripted {
+			q.Providers = append(q.Providers, p.Name)
+		}
+	}
+	if len(q.Providers) == 0 || (q.Running == 0 && q.PerMinute == 0) {
+		return nil
+	}
+	log.Info("scripted provider quota per tenant", "providers", q.Providers, "running", q.Running, "per_minute", q.PerMinute)
+	return q
+}
+
 func serve(ctx context.Context, o serveOptions) error {
 	logOut := o.logOut
 	if logOut == nil {
@@ -270,6 +338,14 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	keys, err := parseKeys(o.apiKeys)
 	if err != nil {
 		return err
+	}
+	if k := o.operatorKey; k != "" {
+		if len(k) < minOperatorKey || strings.ContainsAny(k, " \t\r\n") {
+			return fmt.Errorf("--operator-key must be at least %d characters, without spaces", minOperatorKey)
+		}
+		if _, ok := keys[k]; ok {
+			return fmt.Errorf("--operator-key is also a tenant's API key: give the operator a key of its own")
+		}
 	}
 	if o.pprofAddr != "" && !isLoopback(o.pprofAddr) {
 		return fmt.Errorf("--pprof-addr %s: profiles expose the server's internals and have no authentication; use a loopback address", o.pprofAddr)
@@ -297,14 +373,16 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close(context.Background())
-	if len(keys) == 0 && !isLoopback(o.addr) {
+	keyed := len(keys) > 0
+	if !keyed {
 		stored, err := store.HasKeys(ctx)
 		if err != nil {
 			return err
 		}
-		if !stored {
+		if !stored && !isLoopback(o.addr) {
 			return fmt.Errorf("refusing to listen on %s without API keys: create one (forge keys create), set FORGE_API_KEYS or use a loopback address", o.addr)
 		}
+		keyed = stored
 	}
 
 	clock := forge.SystemClock{}
@@ -344,7 +422,9 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
 		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, Observer: tel.observer(), LeaseTTL: o.lease,
-		MaxParallelTools: o.maxParallelTools,
+		MaxParallelTools:   o.maxParallelTools,
+		MaxTurnOutputBytes: o.maxTurnOutputBytes, MaxTurnOutputTokens: o.maxTurnOutputTokens,
+		Quota: scriptedQuota(o, keyed, models, log),
 	}
 	ready := readiness(store)
 	if leases, ok := store.(forge.LeaseStore); ok {
@@ -381,7 +461,8 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Forums: forums, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
 		MCP: mcpServers, Logger: log, Clock: clock, IDs: ids, Models: models,
 		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}},
-		Metrics:   tel.metricsHandler(), Ready: ready})
+		Metrics:   tel.metricsHandler(), TenantMetrics: tel.tenantMetrics(), OperatorKey: o.operatorKey, Ready: ready,
+		MaxStreamsPerSession: o.maxStreamsPerSession, MaxStreamsPerTenant: o.maxStreamsPerTenant})
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

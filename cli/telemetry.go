@@ -132,6 +132,15 @@ func (t *telemetry) metricsHandler() http.Handler {
 	return t.metrics.Handler()
 }
 
+// tenantMetrics serves a tenant key's /metrics: its tenant's series
+// (nil: not served).
+func (t *telemetry) tenantMetrics() func(tenant string) http.Handler {
+	if t.metrics == nil {
+		return nil
+	}
+	return t.metrics.TenantHandler
+}
+
 // serving wraps the API's handler (a caller's trace context continues into
 // its turns) and counts its event streams.
 func (t *telemetry) serving(api *httpapi.Server) http.Handler {

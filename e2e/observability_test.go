@@ -200,12 +200,12 @@ func TestMetricsAndTracesOfServe(t *testing.T) {
 		t.Fatalf("metrics: %d %s", resp.StatusCode, body)
 	}
 	for _, line := range []string{
-		`forge_turns_total{status="done"} 1`,
-		`forge_model_tokens_total{direction="input"} 100`,
-		`forge_model_tokens_total{direction="output"} 10`,
-		`forge_tool_calls_total{outcome="ok",tool="echo"} 1`,
-		`forge_turn_duration_seconds_count{status="done"} 1`,
-		`forge_model_time_to_first_token_seconds_count 2`,
+		`forge_turns_total{status="done",tenant="default"} 1`,
+		`forge_model_tokens_total{direction="input",tenant="default"} 100`,
+		`forge_model_tokens_total{direction="output",tenant="default"} 10`,
+		`forge_tool_calls_total{outcome="ok",tenant="default",tool="echo"} 1`,
+		`forge_turn_duration_seconds_count{status="done",tenant="default"} 1`,
+		`forge_model_time_to_first_token_seconds_count{tenant="default"} 2`,
 		`forge_sse_subscribers 0`,
 	} {
 		if !strings.Contains(string(body), "\n"+line+"\n") {

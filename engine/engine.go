@@ -92,6 +92,21 @@ type Config struct {
 	// (delegations included); the others wait their turn, in order. 0
 	// means 16.
 	MaxParallelTools int
+	// MaxTurnOutputBytes bounds what one turn streams (text, reasoning,
+	// tool names and arguments, every thread included): past it the turn
+	// ends errored with code output_limit, what was streamed kept (its
+	// part interrupted). 0 means DefaultMaxTurnOutputBytes; negative, no
+	// limit.
+	MaxTurnOutputBytes int64
+	// MaxTurnOutputTokens bounds the output tokens of one turn's model
+	// calls (as reported; estimated while a call streams): a call is cut
+	// when its estimate crosses it, and no model call or tool call follows
+	// a call whose reported tokens reached it (a final answer that did
+	// stands). 0 means DefaultMaxTurnOutputTokens; negative, no limit.
+	MaxTurnOutputTokens int64
+	// Quota, when set, limits per tenant the turns of some providers'
+	// models (forge serve: the scripted provider's).
+	Quota *TurnQuota
 	// MaxToolOutput is the most of a tool's output the model is shown;
 	// longer outputs are cut with a marker and kept whole on the part
 	// (data.full_output). 0 means 64 KiB.
@@ -185,6 +200,8 @@ type Engine struct {
 	obs    Observer // nil: nothing observes
 	// sandboxTools are the names of the sandbox's tools.
 	sandboxTools map[string]bool
+	// quotas counts the tenants' turns under Config.Quota (nil: none).
+	quotas *quotas
 
 	wg        sync.WaitGroup
 	workers   *workers // the executions' goroutines
@@ -241,6 +258,8 @@ func New(cfg Config) *Engine {
 	if cfg.MaxToolOutput <= 0 {
 		cfg.MaxToolOutput = 64 << 10
 	}
+	cfg.MaxTurnOutputBytes = limit(cfg.MaxTurnOutputBytes, DefaultMaxTurnOutputBytes)
+	cfg.MaxTurnOutputTokens = limit(cfg.MaxTurnOutputTokens, DefaultMaxTurnOutputTokens)
 	if cfg.ToolCancelWait <= 0 {
 		cfg.ToolCancelWait = 5 * time.Second
 	}
@@ -277,6 +296,7 @@ func New(cfg Config) *Engine {
 		running:      map[string]*execution{},
 		deleting:     map[string]chan struct{}{},
 		monologues:   cfg.Monologues,
+		quotas:       newQuotas(cfg.Quota, cfg.Clock),
 	}
 	if cfg.Sandboxes != nil {
 		for _, name := range cfg.Sandboxes.ToolNames() {

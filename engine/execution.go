@@ -76,6 +76,12 @@ type execution struct {
 	// inside the session's sequencer) and its checkpoints (which do not
 	// take the sequencer).
 	rows sync.Mutex
+	// output counts what the turn's model calls produce against the
+	// server's limits.
+	output *outputBudget
+	// releaseQuota gives back the turn's slot of its tenant's quota (nil:
+	// it took none); the executor calls it once the turn has ended.
+	releaseQuota func()
 
 	mu sync.Mutex // guards the following
 	// reason is the cancel reason, set once; reasonText the client's text.
@@ -99,6 +105,7 @@ func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Tu
 		e: e, tenant: tenant, session: sess, turn: turn, base: base,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), ended: make(chan struct{}), begun: make(chan struct{}),
 		streams: checkpointer{parts: map[string]*streamingPart{}},
+		output:  newOutputBudget(e.cfg.MaxTurnOutputBytes, e.cfg.MaxTurnOutputTokens),
 	}
 }
 
@@ -134,6 +141,14 @@ func (x *execution) speculative() bool {
 	th := x.main
 	return x.e.events.Local() && th.resolutions == nil && !th.usesSandbox() &&
 		(x.e.cfg.MCP == nil || len(th.agent.MCPServers) == 0)
+}
+
+// freeQuota gives back the turn's slot of its tenant's quota, if it took
+// one (once).
+func (x *execution) freeQuota() {
+	if x.releaseQuota != nil {
+		x.releaseQuota()
+	}
 }
 
 // markEnded closes x.ended (once).

@@ -96,6 +96,7 @@ func (x *execution) finish(out outcome) {
 // turn back sees it counted.
 func (x *execution) landed() {
 	x.e.unregister(x)
+	x.freeQuota()
 	x.observeTurnEnd()
 	x.markEnded()
 }

@@ -29,6 +29,7 @@ func (e *Engine) execute(x *execution) {
 	th := x.main
 	if !x.speculative() && !x.awaitBegun() {
 		e.unregister(x)
+		x.freeQuota()
 		x.markEnded()
 		close(x.done)
 		return
@@ -46,6 +47,7 @@ func (e *Engine) execute(x *execution) {
 		x.observeNotCreated()
 	}
 	e.unregister(x)
+	x.freeQuota() // landed freed it already, unless the terminal write failed
 	x.markEnded()
 	close(x.done)
 	if o := e.monologueObserver(); created && !x.lost.Load() && o != nil && x.session.Kind == forge.KindMonologue {
@@ -99,6 +101,10 @@ func (th *thread) loop() outcome {
 		if x.cancelled() {
 			return th.cancelledOutcome()
 		}
+		if err := x.output.reached(); err != nil {
+			// Reached in this thread's last call, or in a child's.
+			return th.failure(err)
+		}
 		// At most one compaction per step: before it when over the
 		// threshold, else after a refusal as too long (then the step is
 		// retried once).
@@ -131,6 +137,12 @@ func (th *thread) loop() outcome {
 		if len(calls) == 0 {
 			return outcome{status: forge.TurnDone, output: &forge.TurnOutput{MessageID: msg.ID, Text: textOf(msg)}}
 		}
+		if err := x.output.reached(); err != nil {
+			for _, c := range calls {
+				th.toolError(c.part, "not run: the turn reached its output limit")
+			}
+			return th.failure(err)
+		}
 		if th.iterations >= th.agent.IterationLimit {
 			for _, c := range calls {
 				th.toolError(c.part, "not run: the turn reached its iteration limit")
@@ -155,9 +167,12 @@ func (th *thread) failure(err error) outcome {
 	code := forge.CodeInternal
 	var me *forge.ModelError
 	var se *storeError
+	var le *outputLimitError
 	switch {
 	case errors.As(err, &se):
 		code = forge.CodeStoreError
+	case errors.As(err, &le):
+		code = forge.CodeOutputLimit
 	case errors.As(err, &me):
 		code = forge.CodeModelError
 		if me.ContextOverflow {

@@ -71,8 +71,8 @@ type TurnEnd struct {
 
 // ModelCallStart describes a model call about to be sent.
 type ModelCallStart struct {
-	SessionID, TurnID, ThreadID string
-	Agent                       string
+	Tenant, SessionID, TurnID, ThreadID string
+	Agent                               string
 	// Provider is the provider's name (the prefix of the agent's model);
 	// Model is the model id as sent to it.
 	Provider, Model string
@@ -85,6 +85,8 @@ type ModelCallStart struct {
 
 // ModelCallEnd describes a model call's end.
 type ModelCallEnd struct {
+	// Tenant is the turn's tenant.
+	Tenant          string
 	Provider, Model string
 	// Finish is the finish reason (stop, tool_calls, length,
 	// content_filter), or error when the call failed or was cancelled.
@@ -115,8 +117,8 @@ const (
 
 // ToolCallStart describes a server-side tool call about to run.
 type ToolCallStart struct {
-	SessionID, TurnID, ThreadID string
-	Tool, CallID                string
+	Tenant, SessionID, TurnID, ThreadID string
+	Tool, CallID                        string
 	// Subagent is set for a delegation: the agent it hands the task to.
 	Subagent string
 	Start    time.Time
@@ -124,6 +126,8 @@ type ToolCallStart struct {
 
 // ToolCallEnd describes a tool call's end.
 type ToolCallEnd struct {
+	// Tenant is the turn's tenant.
+	Tenant       string
 	Tool, CallID string
 	Outcome      string // one of the Tool* outcomes
 	// Err is the tool's failure (nil when it answered, even with an error
@@ -288,7 +292,7 @@ func (th *thread) observeModelCall(req *forge.ModelRequest, summary bool) *model
 	x := th.x
 	provider, _, _ := strings.Cut(th.agent.Model, "/")
 	mc := &modelCall{start: ModelCallStart{
-		SessionID: x.session.ID, TurnID: x.turn.ID, ThreadID: th.id, Agent: th.agent.Name,
+		Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, ThreadID: th.id, Agent: th.agent.Name,
 		Provider: provider, Model: req.Model, Iteration: th.iterations, Summary: summary, Start: x.e.clock.Now(),
 	}}
 	mc.ctx = o.ModelCallStarted(th.observed(), mc.start)
@@ -308,7 +312,7 @@ func (mc *modelCall) ended(th *thread, finish string, usage forge.Usage, err err
 		return
 	}
 	x := th.x
-	end := ModelCallEnd{Provider: mc.start.Provider, Model: mc.start.Model, Finish: finish, Err: err,
+	end := ModelCallEnd{Tenant: mc.start.Tenant, Provider: mc.start.Provider, Model: mc.start.Model, Finish: finish, Err: err,
 		Cancelled: err != nil && x.cancelled(), Usage: usage, End: x.e.clock.Now()}
 	end.Duration = max(0, end.End.Sub(mc.start.Start))
 	if !mc.firstToken.IsZero() {
@@ -332,7 +336,7 @@ func (th *thread) observeToolCall(c *call, tool, callID string) *toolCall {
 		return nil
 	}
 	x := th.x
-	tc := &toolCall{start: ToolCallStart{SessionID: x.session.ID, TurnID: x.turn.ID, ThreadID: th.id,
+	tc := &toolCall{start: ToolCallStart{Tenant: x.tenant, SessionID: x.session.ID, TurnID: x.turn.ID, ThreadID: th.id,
 		Tool: tool, CallID: callID, Start: x.e.clock.Now()}}
 	if c.run.kind == delegation {
 		tc.start.Subagent = c.run.sub.Name
@@ -355,7 +359,7 @@ func (tc *toolCall) ended(e *Engine, outcome string, err error) {
 	if tc == nil {
 		return
 	}
-	end := ToolCallEnd{Tool: tc.start.Tool, CallID: tc.start.CallID, Outcome: outcome, Err: err, End: e.clock.Now()}
+	end := ToolCallEnd{Tenant: tc.start.Tenant, Tool: tc.start.Tool, CallID: tc.start.CallID, Outcome: outcome, Err: err, End: e.clock.Now()}
 	end.Duration = max(0, end.End.Sub(tc.start.Start))
 	e.obs.ToolCallEnded(tc.ctx, end)
 }

@@ -133,14 +133,31 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 			if *slot == nil {
 				*slot = open(typ)
 			}
-			streamed += len(ev.Delta)
-			streamErr = th.delta(*slot, ev.Delta, hold && waits.Reported())
+			delta := ev.Delta
+			fit, over := x.output.take(len(delta), streamed)
+			if over != nil {
+				// What fits of the delta is kept: the part ends
+				// interrupted with the text up to the limit.
+				delta = cutUTF8(delta, fit)
+			}
+			if delta != "" {
+				streamed += len(delta)
+				streamErr = th.delta(*slot, delta, hold && waits.Reported())
+			}
+			if streamErr == nil && over != nil {
+				streamErr = over
+			}
 		case forge.TextEnd, forge.ReasoningEnd:
 			closePart(slot, forge.StateCompleted, ev.Provider)
 		case forge.ToolCallEvent:
 			observed.output(x.e.clock)
+			n := len(ev.ToolCall.Name) + len(ev.ToolCall.Arguments)
+			if _, over := x.output.take(n, streamed); over != nil {
+				streamErr = over // a call is not cut: it is dropped
+				break
+			}
 			toolCalls = append(toolCalls, *ev.ToolCall)
-			streamed += len(ev.ToolCall.Name) + len(ev.ToolCall.Arguments)
+			streamed += n
 		case forge.FinishEvent:
 			finish = ev.Finish
 		}
@@ -171,6 +188,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 		if msg.Usage != nil {
 			used = *msg.Usage
 		}
+		x.output.ended(used)
 		observed.ended(th, forge.FinishError, used, streamErr)
 		return streamErr
 	}
@@ -188,6 +206,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 	}
 	usage := finish.Usage
 	th.usage.Add(usage)
+	x.output.ended(usage)
 	end := th.newPart(msg, forge.PartStepFinish)
 	end.Data = mustJSON(forge.StepFinishData{Iteration: iteration, Finish: finish.Reason, Usage: usage})
 	msg.Parts = append(msg.Parts, end)

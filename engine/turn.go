@@ -182,7 +182,13 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		drafts = append(drafts, eventlog.Draft{Type: forge.EventMessageCreated, ID: msg.ID, TurnID: turn.ID, ThreadID: msg.ThreadID, Data: msg})
 	}
 
+	// The quota is taken last, once the request is known to be valid, and
+	// before anything is stored: a refused turn leaves no trace.
+	if x.releaseQuota, err = e.quotas.acquire(tenant, agent.Model); err != nil {
+		return nil, false, err
+	}
 	if ok, deleting := e.register(x); !ok {
+		x.freeQuota()
 		if e.isClosing() {
 			return nil, false, ErrShuttingDown
 		}

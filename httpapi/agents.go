@@ -109,10 +109,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Normalize(s.rt.IsBuiltin); err != nil {
-		return err
-	}
-	if err := s.checkSubagents(r, a); err != nil {
+	if err := s.checkAgent(r, a); err != nil {
 		return err
 	}
 	if err := s.checkMCPServers(r, a); err != nil {
@@ -176,10 +173,7 @@ func (s *Server) putAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Normalize(s.rt.IsBuiltin); err != nil {
-		return err
-	}
-	if err := s.checkSubagents(r, a); err != nil {
+	if err := s.checkAgent(r, a); err != nil {
 		return err
 	}
 	if err := s.checkMCPServers(r, a); err != nil {
@@ -261,6 +255,22 @@ func (s *Server) checkMCPServers(r *http.Request, a *forge.Agent) error {
 		}
 	}
 	return nil
+}
+
+// checkAgent normalizes a and checks what it refers to: a model the
+// server can run with those parameters (the catalog's CheckModel: its
+// provider configured, a scripted script valid), and live subagents.
+// Without a catalog the model is not checked.
+func (s *Server) checkAgent(r *http.Request, a *forge.Agent) error {
+	if err := a.Normalize(s.rt.IsBuiltin); err != nil {
+		return err
+	}
+	if s.models != nil {
+		if err := s.models.CheckModel(a.Model, a.ModelParams); err != nil {
+			return err
+		}
+	}
+	return s.checkSubagents(r, a)
 }
 
 // checkSubagents refuses subagents that name no live agent of the tenant,

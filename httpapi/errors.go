@@ -10,6 +10,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/protocol"
 )
 
 // apiError is the body of every error answer: {"error": {"code", "message"}}.
@@ -45,6 +46,8 @@ var codeStatus = map[string]struct {
 	"idempotency_mismatch":   {http.StatusUnprocessableEntity, "this Idempotency-Key was first used with another request"},
 	"store_error":            {http.StatusServiceUnavailable, "the store failed; retry later"},
 	"unavailable":            {http.StatusServiceUnavailable, "the server is shutting down; retry (another replica serves the request)"},
+	"rate_limited":           {http.StatusTooManyRequests, "over this tenant's quota; retry after the Retry-After delay"},
+	"too_many_subscribers":   {http.StatusTooManyRequests, "too many event streams are open; close one, or retry after the Retry-After delay"},
 	// The HTTP layer's own codes (httpKinds).
 	"method_not_allowed": {http.StatusMethodNotAllowed, "method not allowed"},
 	"header_too_large":   {http.StatusRequestHeaderFieldsTooLarge, "the request's header fields exceed 64 KiB"},
@@ -123,6 +126,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="forge"`)
 	}
+	protocol.SetRetryAfter(w, err)
 	if p := s.protocolFor(r); p != nil {
 		p.WriteError(w, status, code, msg)
 		return

@@ -7,7 +7,6 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -443,29 +442,33 @@ func (s *Server) forumEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	tenant := tenantOf(r)
 	if !acceptsSSE(r) {
 		limit, err := parseLimit(r.URL.Query(), defaultEventLimit)
 		if err != nil {
 			return err
 		}
-		evs, err := s.store.ListEvents(r.Context(), tenantOf(r), forge.EventQuery{SessionID: f.ID, After: after, Limit: limit + 1})
+		evs, next, err := s.eventPage(r.Context(), tenant, forge.EventQuery{SessionID: f.ID, After: after}, limit)
 		if err != nil {
 			return err
-		}
-		next := ""
-		if len(evs) > limit {
-			evs = evs[:limit]
-			next = strconv.FormatInt(evs[limit-1].Seq, 10)
 		}
 		writeList(w, evs, next)
 		return nil
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	events, err := fs.Events(ctx, tenantOf(r), f.ID, after)
+	if err := s.checkCursor(r.Context(), tenant, f, after); err != nil {
+		return err
+	}
+	release, err := s.streams.open(tenant, f.ID)
 	if err != nil {
 		return err
 	}
-	s.streamEvents(ctx, cancel, w, r, f.ID, "", events)
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	events, err := fs.Events(ctx, tenant, f.ID, after)
+	if err != nil {
+		return err
+	}
+	s.streamEvents(ctx, cancel, w, r, f.ID, "", after, events)
 	return nil
 }

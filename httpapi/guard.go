@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"mime"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -47,11 +49,46 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		if r.Method == http.MethodHead {
+			// A HEAD of an event stream gets the stream's headers, then
+			// its handler ends: it would otherwise stream, unread, for
+			// ever, and the client, whose answer is complete, would wait
+			// on the connection behind it.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			w, r = &headWriter{ResponseWriter: w, cancel: cancel}, r.WithContext(ctx)
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// headWriter is the writer of a HEAD request: once its answer starts as
+// an event stream, it cancels the request's context, ending the stream.
+type headWriter struct {
+	http.ResponseWriter
+	cancel context.CancelFunc
+}
+
+func (h *headWriter) WriteHeader(code int) {
+	h.ResponseWriter.WriteHeader(code)
+	if strings.HasPrefix(h.Header().Get("Content-Type"), "text/event-stream") {
+		h.cancel()
+	}
+}
+
+func (h *headWriter) Write(b []byte) (int, error) { return h.ResponseWriter.Write(b) }
+
+func (h *headWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
 func (s *Server) admit(r *http.Request) error {
+	// What http.ServeMux answers by itself, in plain text or with no body
+	// (the asterisk form of a request target, CONNECT), is refused here.
+	if r.RequestURI == "*" {
+		return invalid("the request target * is for OPTIONS only (net/http answers OPTIONS * itself)")
+	}
+	if r.Method == http.MethodConnect {
+		return forge.Errorf(errMethodNotAllowed, "CONNECT is not supported: this server is no proxy")
+	}
 	if n := headerSize(r); n > MaxHeaderBytes {
 		return forge.Errorf(errHeaderTooLarge, "the request line and header fields take %d bytes; at most %d (64 KiB) are accepted", n, MaxHeaderBytes)
 	}
@@ -216,7 +253,11 @@ type jsonErrorConn struct{ net.Conn }
 const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 func (c jsonErrorConn) Write(b []byte) (int, error) {
-	if answer, ok := jsonError(b); ok {
+	answer, ok := jsonError(b)
+	if !ok {
+		answer, ok = expectationJSON(b)
+	}
+	if ok {
 		if _, err := c.Conn.Write(answer); err != nil {
 			return 0, err
 		}
@@ -257,6 +298,11 @@ func jsonError(b []byte) ([]byte, bool) {
 		code, msg = "header_too_large", "the request's header fields exceed the server's limit"
 	case status == http.StatusNotImplemented:
 		code, msg = "not_implemented", "unsupported transfer encoding"
+	case status == http.StatusHTTPVersionNotSupported:
+		// A request in another protocol than HTTP/1.x is malformed for
+		// this server: no request yields a 5xx.
+		status, code, msg = http.StatusBadRequest, "invalid_request", "malformed HTTP request: only HTTP/1.0 and HTTP/1.1 are served"
+		detail = ""
 	case status < 500:
 		code, msg = "invalid_request", "malformed HTTP request"
 	default:
@@ -265,12 +311,34 @@ func jsonError(b []byte) ([]byte, bool) {
 	if detail != "" {
 		msg += ": " + detail
 	}
+	return jsonAnswer(status, code, msg), true
+}
+
+// expectationFailed is how net/http answers, before any handler runs, a
+// request whose Expect header is not 100-continue: a 417 with no body,
+// written at once with its Date and Connection: close. No handler of the
+// API answers 417.
+var expectationFailed = regexp.MustCompile("^HTTP/1\\.1 417 Expectation Failed\r\nConnection: close\r\nDate: [^\r\n]+\r\nContent-Length: 0\r\n\r\n$")
+
+// expectationJSON returns the JSON answer replacing b when b is net/http's
+// own 417.
+func expectationJSON(b []byte) ([]byte, bool) {
+	if !expectationFailed.Match(b) {
+		return nil, false
+	}
+	return jsonAnswer(http.StatusExpectationFailed, "invalid_request",
+		"unsupported Expect header: only Expect: 100-continue is understood"), true
+}
+
+// jsonAnswer is a whole HTTP/1.1 answer carrying the API's JSON error,
+// closing the connection.
+func jsonAnswer(status int, code, msg string) []byte {
 	body, _ := json.Marshal(errorBody{apiError{Code: code, Message: msg}})
 	body = append(body, '\n')
 	var out bytes.Buffer
-	out.WriteString(prefix + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
+	out.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
 	out.WriteString("Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n")
 	out.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
 	out.Write(body)
-	return out.Bytes(), true
+	return out.Bytes()
 }

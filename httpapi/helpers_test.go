@@ -53,6 +53,13 @@ func newStack(t *testing.T, opts ...stackOption) *stack {
 // end) stops it, and another stack may then open the same file.
 func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 	t.Helper()
+	return newStackEngine(t, db, nil, opts...)
+}
+
+// newStackEngine is newStackAt with engineOpt (when set) tuning the
+// engine's configuration.
+func newStackEngine(t *testing.T, db string, engineOpt func(*engine.Config), opts ...stackOption) *stack {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, db)
 	if err != nil {
@@ -65,10 +72,14 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 	models := provider.NewRegistry()
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
 	ids := forge.NewULIDGen(nil)
-	eng := engine.New(engine.Config{
+	ecfg := engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
-	})
+	}
+	if engineOpt != nil {
+		engineOpt(&ecfg)
+	}
+	eng := engine.New(ecfg)
 	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
 	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {

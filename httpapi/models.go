@@ -16,6 +16,11 @@ type ModelCatalog interface {
 	// KnownModels lists the models with known settings (context window,
 	// max output, prices).
 	KnownModels() []forge.ModelInfo
+	// CheckModel tells whether an agent may run on the model with params:
+	// its provider is configured and usable, and its parameters are valid
+	// for it (a scripted script). Errors wrap forge.ErrInvalid and say
+	// what is configured.
+	CheckModel(name string, params forge.ModelParams) error
 }
 
 // modelsPage is the answer of GET /v1/models: the known models as data,

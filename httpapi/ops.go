@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"net/http"
 	"sync"
 	"time"
@@ -85,11 +86,36 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // on every route (the Forge API and the protocols).
 func (s *Server) SSESubscribers() int64 { return s.sseOpen.Load() }
 
-// serveMetrics serves Config.Metrics (behind the API's authentication).
+// serveMetrics serves GET /metrics: every series (Config.Metrics) to the
+// operator key, and to everyone on loopback when the server has no keys
+// (the guard has checked the Host: the one user is the operator); a
+// tenant key gets its tenant's series only (Config.TenantMetrics), since
+// the others name other tenants' tools, subagents and MCP servers.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	if s.metrics == nil {
 		return forge.Errorf(forge.ErrNotFound, "metrics are not enabled on this server")
 	}
-	s.metrics.ServeHTTP(w, r)
+	if s.operatorKey != "" {
+		if token, err := bearerToken(r); err == nil && subtle.ConstantTimeCompare([]byte(token), []byte(s.operatorKey)) == 1 {
+			s.metrics.ServeHTTP(w, r)
+			return nil
+		}
+	}
+	keyed, err := s.keysConfigured(r.Context())
+	if err != nil {
+		return err
+	}
+	if !keyed {
+		s.metrics.ServeHTTP(w, r)
+		return nil
+	}
+	tenant, err := s.tenantFor(r)
+	if err != nil {
+		return err
+	}
+	if s.tenantMetrics == nil {
+		return forge.Errorf(forge.ErrForbidden, "this server's metrics are served to its operator key only")
+	}
+	s.tenantMetrics(tenant).ServeHTTP(w, r)
 	return nil
 }

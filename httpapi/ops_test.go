@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -101,19 +102,30 @@ func TestReadyzCheckHonoursTheRequestsEnd(t *testing.T) {
 	}
 }
 
+// TestMetricsRouteNeedsAKeyWhenKeysAreConfigured: with keys, /metrics
+// answers the operator key with every series, a tenant key with its
+// tenant's only (refused when the server serves no tenant view), and
+// anything else unauthorized.
 func TestMetricsRouteNeedsAKeyWhenKeysAreConfigured(t *testing.T) {
 	t.Parallel()
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = w.Write([]byte("forge_up 1\n"))
 	})
-	s := newStack(t, withKeys(map[string]string{"k1": "acme", "k2": "globex"}), func(c *httpapi.Config) { c.Metrics = metrics })
+	perTenant := func(tenant string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = fmt.Fprintf(w, "forge_up{tenant=%q} 1\n", tenant)
+		})
+	}
+	s := newStack(t, withKeys(map[string]string{"k1": "acme", "k2": "globex"}), func(c *httpapi.Config) {
+		c.Metrics, c.TenantMetrics, c.OperatorKey = metrics, perTenant, "op-key"
+	})
 	if a := s.do(req{method: "GET", path: "/metrics"}); a.status != 401 || a.errCode() != "unauthorized" {
 		t.Fatalf("metrics without a key: %s", a)
 	}
-	for _, key := range []string{"k1", "k2"} {
+	for key, want := range map[string]string{"k1": "forge_up{tenant=\"acme\"} 1\n", "k2": "forge_up{tenant=\"globex\"} 1\n", "op-key": "forge_up 1\n"} {
 		s.key = key
-		if a := s.do(req{method: "GET", path: "/metrics"}); a.status != 200 || string(a.body) != "forge_up 1\n" {
+		if a := s.do(req{method: "GET", path: "/metrics"}); a.status != 200 || string(a.body) != want {
 			t.Fatalf("metrics with key %s: %s", key, a)
 		}
 	}
@@ -121,9 +133,18 @@ func TestMetricsRouteNeedsAKeyWhenKeysAreConfigured(t *testing.T) {
 	if a := s.do(req{method: "GET", path: "/metrics"}); a.status != 401 {
 		t.Fatalf("metrics with a wrong key: %s", a)
 	}
+	s.key = "op-key"
+	if a := s.do(req{method: "GET", path: "/v1/agents"}); a.status != 401 {
+		t.Fatalf("the operator key on the API: %s", a)
+	}
 	s.key = "k1"
 	if a := s.do(req{method: "POST", path: "/metrics", body: "{}"}); a.status != 405 {
 		t.Fatalf("POST /metrics: %s", a)
+	}
+	noTenantView := newStack(t, withKeys(map[string]string{"k1": "acme"}), func(c *httpapi.Config) { c.Metrics, c.OperatorKey = metrics, "op-key" })
+	noTenantView.key = "k1"
+	if a := noTenantView.do(req{method: "GET", path: "/metrics"}); a.status != 403 || a.errCode() != "forbidden" {
+		t.Fatalf("a tenant key without a tenant view: %s", a)
 	}
 }
 

@@ -86,6 +86,16 @@ func TestServeAnswersNetHTTPRefusalsInJSON(t *testing.T) {
 		{"no Host", "GET /v1/agents HTTP/1.1\r\n\r\n", 400, "invalid_request", "Host"},
 		{"unknown transfer coding", "POST /v1/agents HTTP/1.1\r\nHost: " + addr + "\r\nTransfer-Encoding: gzip\r\n\r\n",
 			501, "not_implemented", "transfer"},
+		// Found by TestRouteFuzz: answered by net/http or its ServeMux in
+		// plain text, with no body, or as a 5xx.
+		{"another HTTP version", "GET /v1/agents HTTP/2.5\r\nHost: " + addr + "\r\n\r\n", 400, "invalid_request", "HTTP/1.1"},
+		{"HTTP/0.9", "GET /v1/agents HTTP/0.9\r\nHost: " + addr + "\r\n\r\n", 400, "invalid_request", "HTTP/1.1"},
+		{"an Expect other than 100-continue", "POST /v1/agents HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}",
+			417, "invalid_request", "Expect"},
+		{"the asterisk target", "GET * HTTP/1.1\r\nHost: " + addr + "\r\n\r\n", 400, "invalid_request", "OPTIONS"},
+		{"CONNECT", "CONNECT " + addr + " HTTP/1.1\r\nHost: " + addr + "\r\n\r\n", 405, "method_not_allowed", "CONNECT"},
+		{"an inspector page that does not exist", "GET /ui/nope HTTP/1.1\r\nHost: " + addr + "\r\n\r\n", 404, "not_found", "/ui/nope"},
+		{"a write to the inspector", "POST /ui/ HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 0\r\n\r\n", 405, "method_not_allowed", "GET, HEAD"},
 	} {
 		status, ct, body := rawExchange(t, addr, c.request)
 		var e struct {

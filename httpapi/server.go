@@ -71,9 +71,22 @@ type Config struct {
 	Protocols []Protocol
 	// Forums, when set, serves /v1/forums (normally a *forum.Service).
 	Forums Forums
-	// Metrics, when set, is served at GET /metrics to callers with any
-	// valid key (to all on loopback without keys).
+	// Metrics, when set, is served at GET /metrics: every series, to a
+	// request bearing OperatorKey, and to everyone on loopback when the
+	// server has no keys.
 	Metrics http.Handler
+	// TenantMetrics, when set, serves a tenant key's GET /metrics: only
+	// that tenant's series. Nil: tenant keys are refused (403).
+	TenantMetrics func(tenant string) http.Handler
+	// OperatorKey, when set, is the bearer key that reads every series of
+	// GET /metrics. It is no tenant's key: the /v1 routes refuse it.
+	OperatorKey string
+	// MaxStreamsPerSession and MaxStreamsPerTenant cap the event streams
+	// open at once on one session and for one tenant (every SSE route, the
+	// protocols' included); over them a stream is refused with 429
+	// too_many_subscribers. 0 means DefaultMaxStreamsPerSession and
+	// DefaultMaxStreamsPerTenant; negative, no cap.
+	MaxStreamsPerSession, MaxStreamsPerTenant int
 	// Ready are the dependencies GET /readyz checks.
 	Ready []ReadyCheck
 	// MCP, when set, vets agents' MCP servers on POST and PUT /v1/agents.
@@ -96,6 +109,11 @@ type Server struct {
 	forumSvc  Forums
 	metrics   http.Handler
 	mcp       MCPChecker
+	// tenantMetrics serves a tenant's own series (nil: none).
+	tenantMetrics func(tenant string) http.Handler
+	operatorKey   string
+	// streams caps the event streams open at once.
+	streams *streamCaps
 
 	readyChecks []ReadyCheck
 	draining    atomic.Bool  // Drain was called
@@ -125,6 +143,10 @@ func New(cfg Config) *Server {
 		forumSvc:  cfg.Forums,
 		metrics:   cfg.Metrics,
 		mcp:       cfg.MCP,
+
+		tenantMetrics: cfg.TenantMetrics,
+		operatorKey:   cfg.OperatorKey,
+		streams:       newStreamCaps(cfg.MaxStreamsPerSession, cfg.MaxStreamsPerTenant),
 
 		readyChecks: cfg.Ready,
 	}
@@ -166,7 +188,7 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{"GET", "/healthz", s.health, true},
 		{"GET", "/readyz", s.ready, true},
-		{"GET", "/metrics", s.serveMetrics, false},
+		{"GET", "/metrics", s.serveMetrics, true}, // authenticates itself (operator key)
 		{"GET", "/v1/openapi.json", s.openAPI, true},
 
 		{"POST", "/v1/agents", s.createAgent, false},
@@ -287,14 +309,9 @@ func (s *Server) tenantFor(r *http.Request) (string, error) {
 	if !keyed {
 		return forge.DefaultTenant, nil
 	}
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return "", forge.Errorf(forge.ErrUnauthorized, "missing Authorization header: send Authorization: Bearer <API key>")
-	}
-	scheme, token, ok := strings.Cut(h, " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return "", forge.Errorf(forge.ErrUnauthorized, "malformed Authorization header: send Authorization: Bearer <API key>")
+	token, err := bearerToken(r)
+	if err != nil {
+		return "", err
 	}
 	// Compare against every key in constant time, so the answer's timing
 	// does not tell how much of a key matched.
@@ -315,6 +332,20 @@ func (s *Server) tenantFor(r *http.Request) (string, error) {
 		return "", forge.Errorf(forge.ErrUnauthorized, "invalid API key")
 	}
 	return tenant, nil
+}
+
+// bearerToken returns the key of r's Authorization: Bearer header.
+func bearerToken(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", forge.Errorf(forge.ErrUnauthorized, "missing Authorization header: send Authorization: Bearer <API key>")
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", forge.Errorf(forge.ErrUnauthorized, "malformed Authorization header: send Authorization: Bearer <API key>")
+	}
+	return token, nil
 }
 
 //go:embed openapi.json

@@ -57,22 +57,53 @@ func writeError(sw *sse.Writer, code, message string) {
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, sid string, q engine.EventsQuery) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	s.streamEvents(ctx, cancel, w, r, sid, q.TurnID, s.rt.Events(ctx, tenant, sid, q))
+	after := q.After
+	if q.TurnID != "" {
+		after = 0 // a turn stream ends with its turn
+	}
+	s.streamEvents(ctx, cancel, w, r, sid, q.TurnID, after, s.rt.Events(ctx, tenant, sid, q))
 }
 
 // streamEvents writes events as SSE (sse.Pump); ctx is the iterator's
 // context and cancel ends it when the client leaves. A stream whose
 // session (or forum) is deleted ends with a not_found error frame, noticed
 // at a keep-alive tick: nothing more will come, and a client would
-// otherwise follow a deleted session forever.
-func (s *Server) streamEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, sid, turnID string, events iter.Seq2[forge.Event, error]) {
+// otherwise follow a deleted session forever. So does, with an
+// invalid_request frame, a stream resumed after after (not 0) that has
+// sent nothing when its session's log turns out to end below the cursor
+// (the turn running when it started ended below it: pastEnd).
+func (s *Server) streamEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, sid, turnID string, after int64, events iter.Seq2[forge.Event, error]) {
 	sw := sse.NewWriter(w, s.writeWait)
 	tenant := tenantOf(r)
+	sent := false // an event with a seq was sent
 	sse.Pump(ctx, cancel, sw, s.keepAlive, events, func(ev forge.Event, err error) bool {
+		sent = sent || (err == nil && ev.Seq > 0)
 		return s.frame(sw, ev, err, turnID, sid)
 	}, func() bool {
-		return s.sessionGone(ctx, sw, tenant, sid)
+		if s.sessionGone(ctx, sw, tenant, sid) {
+			return true
+		}
+		return after > 0 && !sent && s.cursorPastEnd(ctx, sw, tenant, sid, after)
 	})
+}
+
+// cursorPastEnd reports whether the stream's cursor lies past the end of
+// its session's log, appending the error frame that ends the stream.
+// Failures are let pass: the next tick looks again.
+func (s *Server) cursorPastEnd(ctx context.Context, sw *sse.Writer, tenant, sid string, after int64) bool {
+	if s.store == nil {
+		return false
+	}
+	ses, err := s.store.GetSession(ctx, tenant, sid)
+	if err != nil {
+		return false
+	}
+	if past, err := s.pastEnd(ctx, tenant, ses, after); err != nil || !past {
+		return false
+	}
+	_, code, msg := classify(errCursorPastEnd(sid, after))
+	writeError(sw, code, msg)
+	return true
 }
 
 // sessionGone reports whether the session is deleted, appending the

@@ -202,6 +202,15 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 	if q != nil {
 		req.IdempotencyKey = q.key
 	}
+	if mode == modeStream {
+		// The stream's slot is taken before the turn starts: a refused
+		// stream starts nothing.
+		release, err := s.streams.open(tenantOf(r), ses.ID)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	streamCtx, cancelStream := context.WithCancel(r.Context())
 	defer cancelStream()
 	st, err := s.startTurn(streamCtx, r, ses.ID, req, mode == modeStream, q)
@@ -218,7 +227,7 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 		if st.replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
-		s.streamEvents(streamCtx, cancelStream, w, r, ses.ID, st.id, st.events)
+		s.streamEvents(streamCtx, cancelStream, w, r, ses.ID, st.id, 0, st.events)
 		return nil
 	}
 	return s.answerTurn(w, r, ses.ID, st, mode == modeBackground)

@@ -3,11 +3,17 @@
 // write timer, a gauge of SSE subscribers, and the /metrics handler in the
 // Prometheus text format (API.md, Operations).
 //
-// Label values come from a fixed set, except the tool label: tool names
-// come from agents, MCP servers and subagents, which tenants define, so
-// the distinct tool names are capped (MaxToolLabels; later ones count
-// under "_other") and kept short and valid UTF-8. Model ids, tenants and
-// sessions are never labels.
+// The series of turns, model calls and tool calls carry a tenant label:
+// Handler serves every series (the operator's view), TenantHandler only
+// one tenant's, without the process-wide ones (runtime, store, streams),
+// so that a tenant's scrape shows nothing of another tenant: not its tool,
+// subagent or MCP server names, not its volumes.
+//
+// Label values come from a fixed set, except tenant and tool: tenants are
+// the operator's (keys), tool names come from agents, MCP servers and
+// subagents, which tenants define, so each tenant's distinct tool names
+// are capped (MaxToolLabels; later ones count under "_other"), and both
+// are kept short and valid UTF-8. Model ids and sessions are never labels.
 package metrics
 
 import (
@@ -23,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
@@ -30,8 +37,9 @@ import (
 
 var _ engine.Observer = (*Metrics)(nil)
 
-// MaxToolLabels is how many distinct tool names get a label value of
-// their own; calls of tools seen after them count under OtherTool.
+// MaxToolLabels is how many distinct tool names of one tenant get a label
+// value of their own; calls of tools seen after them count under
+// OtherTool.
 const MaxToolLabels = 200
 
 // OtherTool is the tool label of the tools beyond MaxToolLabels.
@@ -65,15 +73,14 @@ type Metrics struct {
 	handler http.Handler
 
 	turns        *prometheus.CounterVec
-	turnsRunning prometheus.Gauge
+	turnsRunning *prometheus.GaugeVec
 	turnDuration *prometheus.HistogramVec
 
 	modelCalls    *prometheus.CounterVec
-	modelDuration prometheus.Histogram
-	firstToken    prometheus.Histogram
-	inputTokens   prometheus.Counter
-	outputTokens  prometheus.Counter
-	cost          prometheus.Counter
+	modelDuration *prometheus.HistogramVec
+	firstToken    *prometheus.HistogramVec
+	tokens        *prometheus.CounterVec
+	cost          *prometheus.CounterVec
 
 	toolCalls    *prometheus.CounterVec
 	toolDuration *prometheus.HistogramVec
@@ -81,45 +88,46 @@ type Metrics struct {
 	storeWrites        prometheus.Histogram
 	storeWriteFailures prometheus.Counter
 
-	mu    sync.Mutex // guards the following
-	tools map[string]bool
+	hopts promhttp.HandlerOpts
+
+	mu    sync.Mutex                 // guards the following
+	tools map[string]map[string]bool // by tenant
 	sse   []func() int64
 }
 
 // New registers Forge's metrics on a new registry.
 func New(opts Options) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), tools: map[string]bool{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), tools: map[string]map[string]bool{}}
 	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "forge_turns_total", Help: "Turns ended, by status (done, cancelled, errored); turns recovery ended count as cancelled.",
-	}, []string{"status"})
-	m.turnsRunning = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "forge_turns_running", Help: "Turns executing in this process.",
-	})
+		Name: "forge_turns_total", Help: "Turns ended, by tenant and status (done, cancelled, errored); turns recovery ended count as cancelled.",
+	}, []string{TenantLabel, "status"})
+	m.turnsRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "forge_turns_running", Help: "Turns executing in this process, by tenant.",
+	}, []string{TenantLabel})
 	m.turnDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "forge_turn_duration_seconds", Help: "Time from a turn's creation to its terminal write, by status.", Buckets: turnBuckets,
-	}, []string{"status"})
+		Name: "forge_turn_duration_seconds", Help: "Time from a turn's creation to its terminal write, by tenant and status.", Buckets: turnBuckets,
+	}, []string{TenantLabel, "status"})
 	m.modelCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "forge_model_calls_total", Help: "Model calls ended, by outcome (ok, error, cancelled).",
-	}, []string{"outcome"})
-	m.modelDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "forge_model_call_duration_seconds", Help: "Duration of model calls, from sending the request to the end of the stream.", Buckets: modelBuckets,
-	})
-	m.firstToken = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "forge_model_time_to_first_token_seconds", Help: "Time from sending a model request to its first streamed output (text, reasoning or a tool call).", Buckets: modelBuckets,
-	})
-	tokens := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "forge_model_tokens_total", Help: "Tokens of model calls, by direction (input, output), as the provider reported them or Forge estimated them.",
-	}, []string{"direction"})
-	m.inputTokens, m.outputTokens = tokens.WithLabelValues("input"), tokens.WithLabelValues("output")
-	m.cost = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "forge_model_cost_total", Help: "Cost of model calls in US dollars, for models with configured prices.",
-	})
+		Name: "forge_model_calls_total", Help: "Model calls ended, by tenant and outcome (ok, error, cancelled).",
+	}, []string{TenantLabel, "outcome"})
+	m.modelDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "forge_model_call_duration_seconds", Help: "Duration of model calls, from sending the request to the end of the stream, by tenant.", Buckets: modelBuckets,
+	}, []string{TenantLabel})
+	m.firstToken = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "forge_model_time_to_first_token_seconds", Help: "Time from sending a model request to its first streamed output (text, reasoning or a tool call), by tenant.", Buckets: modelBuckets,
+	}, []string{TenantLabel})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "forge_model_tokens_total", Help: "Tokens of model calls, by tenant and direction (input, output), as the provider reported them or Forge estimated them.",
+	}, []string{TenantLabel, "direction"})
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "forge_model_cost_total", Help: "Cost of model calls in US dollars, for models with configured prices, by tenant.",
+	}, []string{TenantLabel})
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "forge_tool_calls_total", Help: "Server-side tool calls ended, by tool and outcome (ok, error, cancelled, auth_required, paused).",
-	}, []string{"tool", "outcome"})
+		Name: "forge_tool_calls_total", Help: "Server-side tool calls ended, by tenant, tool and outcome (ok, error, cancelled, auth_required, paused).",
+	}, []string{TenantLabel, "tool", "outcome"})
 	m.toolDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "forge_tool_duration_seconds", Help: "Duration of server-side tool calls, by tool.", Buckets: toolBuckets,
-	}, []string{"tool"})
+		Name: "forge_tool_duration_seconds", Help: "Duration of server-side tool calls, by tenant and tool.", Buckets: toolBuckets,
+	}, []string{TenantLabel, "tool"})
 	m.storeWrites = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "forge_store_write_duration_seconds", Help: "Duration of store write transactions, waiting for the writer or a connection included.", Buckets: storeBuckets,
 	})
@@ -129,20 +137,65 @@ func New(opts Options) *Metrics {
 	sse := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "forge_sse_subscribers", Help: "Open Server-Sent Events streams.",
 	}, m.sseSubscribers)
-	m.reg.MustRegister(m.turns, m.turnsRunning, m.turnDuration, m.modelCalls, m.modelDuration, m.firstToken, tokens,
+	m.reg.MustRegister(m.turns, m.turnsRunning, m.turnDuration, m.modelCalls, m.modelDuration, m.firstToken, m.tokens,
 		m.cost, m.toolCalls, m.toolDuration, m.storeWrites, m.storeWriteFailures, sse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	hopts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
 	if opts.Logger != nil {
 		hopts.ErrorLog = slog.NewLogLogger(opts.Logger.Handler(), slog.LevelError)
 	}
+	m.hopts = hopts
 	m.handler = promhttp.HandlerFor(m.reg, hopts)
 	return m
 }
 
-// Handler serves the metrics in the Prometheus text format (or another
-// format the scraper asks for).
+// TenantLabel is the label naming the tenant of a series.
+const TenantLabel = "tenant"
+
+// Handler serves every metric in the Prometheus text format (or another
+// format the scraper asks for): the operator's view.
 func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// TenantHandler serves only tenant's series: those labelled with it, and
+// no process-wide metric.
+func (m *Metrics) TenantHandler(tenant string) http.Handler {
+	return promhttp.HandlerFor(tenantGatherer{reg: m.reg, tenant: cleanLabel(tenant)}, m.hopts)
+}
+
+// tenantGatherer gathers the series of one tenant.
+type tenantGatherer struct {
+	reg    prometheus.Gatherer
+	tenant string
+}
+
+func (g tenantGatherer) Gather() ([]*dto.MetricFamily, error) {
+	fams, err := g.reg.Gather()
+	out := fams[:0]
+	for _, f := range fams {
+		kept := f.Metric[:0]
+		for _, s := range f.Metric {
+			if t, ok := tenantOf(s); ok && t == g.tenant {
+				kept = append(kept, s)
+			}
+		}
+		if len(kept) > 0 {
+			f.Metric = kept
+			out = append(out, f)
+		}
+	}
+	return out, err
+}
+
+// tenantOf is the value of a series' tenant label; ok is false when it
+// has none (a process-wide series).
+func tenantOf(s *dto.Metric) (tenant string, ok bool) {
+	for _, l := range s.Label {
+		if l.GetName() == TenantLabel {
+			return l.GetValue(), true
+		}
+	}
+	return "", false
+}
 
 // Registry is where the metrics are registered, for adding more.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
@@ -189,23 +242,24 @@ func storeFailure(err error) bool {
 }
 
 // TurnStarted implements engine.Observer.
-func (m *Metrics) TurnStarted(ctx context.Context, _ engine.TurnStart) context.Context {
-	m.turnsRunning.Inc()
+func (m *Metrics) TurnStarted(ctx context.Context, t engine.TurnStart) context.Context {
+	m.turnsRunning.WithLabelValues(cleanLabel(t.Tenant)).Inc()
 	return ctx
 }
 
 // TurnEnded implements engine.Observer.
 func (m *Metrics) TurnEnded(_ context.Context, t engine.TurnEnd) {
+	tenant := cleanLabel(t.Tenant)
 	if !t.Recovered {
-		m.turnsRunning.Dec()
+		m.turnsRunning.WithLabelValues(tenant).Dec()
 	}
 	if t.EndedElsewhere || t.NotCreated {
 		return
 	}
 	status := statusLabel(t.Status)
-	m.turns.WithLabelValues(status).Inc()
+	m.turns.WithLabelValues(tenant, status).Inc()
 	if !t.Recovered {
-		m.turnDuration.WithLabelValues(status).Observe(t.Duration.Seconds())
+		m.turnDuration.WithLabelValues(tenant, status).Observe(t.Duration.Seconds())
 	}
 }
 
@@ -231,19 +285,20 @@ func (m *Metrics) ModelCallEnded(_ context.Context, c engine.ModelCallEnd) {
 	case c.Err != nil:
 		outcome = "error"
 	}
-	m.modelCalls.WithLabelValues(outcome).Inc()
-	m.modelDuration.Observe(c.Duration.Seconds())
+	tenant := cleanLabel(c.Tenant)
+	m.modelCalls.WithLabelValues(tenant, outcome).Inc()
+	m.modelDuration.WithLabelValues(tenant).Observe(c.Duration.Seconds())
 	if c.FirstToken > 0 {
-		m.firstToken.Observe(c.FirstToken.Seconds())
+		m.firstToken.WithLabelValues(tenant).Observe(c.FirstToken.Seconds())
 	}
 	if c.Usage.InputTokens > 0 {
-		m.inputTokens.Add(float64(c.Usage.InputTokens))
+		m.tokens.WithLabelValues(tenant, "input").Add(float64(c.Usage.InputTokens))
 	}
 	if c.Usage.OutputTokens > 0 {
-		m.outputTokens.Add(float64(c.Usage.OutputTokens))
+		m.tokens.WithLabelValues(tenant, "output").Add(float64(c.Usage.OutputTokens))
 	}
 	if c.Usage.Cost > 0 {
-		m.cost.Add(c.Usage.Cost)
+		m.cost.WithLabelValues(tenant).Add(c.Usage.Cost)
 	}
 }
 
@@ -254,9 +309,10 @@ func (m *Metrics) ToolCallStarted(ctx context.Context, _ engine.ToolCallStart) c
 
 // ToolCallEnded implements engine.Observer.
 func (m *Metrics) ToolCallEnded(_ context.Context, c engine.ToolCallEnd) {
-	tool := m.toolLabel(c.Tool)
-	m.toolCalls.WithLabelValues(tool, outcomeLabel(c.Outcome)).Inc()
-	m.toolDuration.WithLabelValues(tool).Observe(c.Duration.Seconds())
+	tenant := cleanLabel(c.Tenant)
+	tool := m.toolLabel(tenant, c.Tool)
+	m.toolCalls.WithLabelValues(tenant, tool, outcomeLabel(c.Outcome)).Inc()
+	m.toolDuration.WithLabelValues(tenant, tool).Observe(c.Duration.Seconds())
 }
 
 func outcomeLabel(o string) string {
@@ -267,20 +323,25 @@ func outcomeLabel(o string) string {
 	return "unknown"
 }
 
-// toolLabel is the label value of a tool name: the name, made valid UTF-8
-// and cut to maxToolLabelBytes, while fewer than MaxToolLabels names have
-// been seen; OtherTool after.
-func (m *Metrics) toolLabel(name string) string {
+// toolLabel is the label value of a tenant's tool name: the name, made
+// valid UTF-8 and cut to maxToolLabelBytes, while fewer than
+// MaxToolLabels names of the tenant have been seen; OtherTool after.
+func (m *Metrics) toolLabel(tenant, name string) string {
 	name = cleanLabel(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.tools[name] {
+	seen := m.tools[tenant]
+	if seen == nil {
+		seen = map[string]bool{}
+		m.tools[tenant] = seen
+	}
+	if seen[name] {
 		return name
 	}
-	if len(m.tools) >= MaxToolLabels {
+	if len(seen) >= MaxToolLabels {
 		return OtherTool
 	}
-	m.tools[name] = true
+	seen[name] = true
 	return name
 }
 

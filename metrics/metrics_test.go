@@ -39,6 +39,9 @@ type stack struct {
 	key string
 }
 
+// operatorKey is the stacks' operator key (httpapi.Config.OperatorKey).
+const operatorKey = "operator-secret"
+
 func newStack(t *testing.T, keys map[string]string) *stack {
 	t.Helper()
 	ctx := context.Background()
@@ -65,7 +68,8 @@ func newStack(t *testing.T, keys map[string]string) *stack {
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Store: st, Engine: eng, Logger: logger, Keys: keys, Metrics: m.Handler()})
+	api := httpapi.New(httpapi.Config{Store: st, Engine: eng, Logger: logger, Keys: keys, Metrics: m.Handler(),
+		TenantMetrics: m.TenantHandler, OperatorKey: operatorKey})
 	m.WatchSSE(api.SSESubscribers)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(func() {
@@ -178,29 +182,38 @@ func (s *stack) waitEvent(sid, typ, want string) {
 	s.t.Fatalf("no %s event with %s", typ, want)
 }
 
-// scrape reads /metrics in the text format and parses it.
+// scrape reads /metrics with the operator key, in the text format, and
+// parses it.
 func (s *stack) scrape() map[string]*dto.MetricFamily {
+	s.t.Helper()
+	fams, _ := s.scrapeAs(operatorKey)
+	return fams
+}
+
+// scrapeAs reads /metrics with key ("" none) and parses it; text is the
+// answer as it came.
+func (s *stack) scrapeAs(key string) (fams map[string]*dto.MetricFamily, text string) {
 	s.t.Helper()
 	req, _ := http.NewRequest("GET", s.url+"/metrics", nil)
 	req.Header.Set("Accept", "text/plain")
-	if s.key != "" {
-		req.Header.Set("Authorization", "Bearer "+s.key)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		b, _ := io.ReadAll(resp.Body)
 		s.t.Fatalf("GET /metrics: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err = p.TextToMetricFamilies(bytes.NewReader(b))
 	if err != nil {
 		s.t.Fatalf("the scrape is not the Prometheus text format: %v", err)
 	}
-	return fams
+	return fams, string(b)
 }
 
 // value returns the value of the series of family name with exactly the
@@ -293,7 +306,7 @@ func TestScrapeAfterRealTurns(t *testing.T) {
 	if got := value(s.scrape(), "forge_sse_subscribers"); got != 2 {
 		t.Fatalf("forge_sse_subscribers = %v with two streams open", got)
 	}
-	if got := value(s.scrape(), "forge_turns_running"); got != 1 {
+	if got := value(s.scrape(), "forge_turns_running", "tenant", "acme"); got != 1 {
 		t.Fatalf("forge_turns_running = %v while one turn runs", got)
 	}
 	resp.Body.Close()
@@ -321,27 +334,27 @@ func TestScrapeAfterRealTurns(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"forge_turns_total", []string{"status", "done"}, 1},
-		{"forge_turns_total", []string{"status", "errored"}, 1},
-		{"forge_turns_total", []string{"status", "cancelled"}, 2},
-		{"forge_turn_duration_seconds", []string{"status", "done"}, 1},
-		{"forge_turn_duration_seconds", []string{"status", "cancelled"}, 2},
-		{"forge_turns_running", nil, 0},
+		{"forge_turns_total", []string{"tenant", "acme", "status", "done"}, 1},
+		{"forge_turns_total", []string{"tenant", "acme", "status", "errored"}, 1},
+		{"forge_turns_total", []string{"tenant", "acme", "status", "cancelled"}, 2},
+		{"forge_turn_duration_seconds", []string{"tenant", "acme", "status", "done"}, 1},
+		{"forge_turn_duration_seconds", []string{"tenant", "acme", "status", "cancelled"}, 2},
+		{"forge_turns_running", []string{"tenant", "acme"}, 0},
 		// tooler's two steps and sleeper's step ok, broken's error, the
 		// hanger's cancelled.
-		{"forge_model_calls_total", []string{"outcome", "ok"}, 3},
-		{"forge_model_calls_total", []string{"outcome", "error"}, 1},
-		{"forge_model_calls_total", []string{"outcome", "cancelled"}, 1},
-		{"forge_model_call_duration_seconds", nil, 5},
+		{"forge_model_calls_total", []string{"tenant", "acme", "outcome", "ok"}, 3},
+		{"forge_model_calls_total", []string{"tenant", "acme", "outcome", "error"}, 1},
+		{"forge_model_calls_total", []string{"tenant", "acme", "outcome", "cancelled"}, 1},
+		{"forge_model_call_duration_seconds", []string{"tenant", "acme"}, 5},
 		// Every call but broken's streamed something.
-		{"forge_model_time_to_first_token_seconds", nil, 4},
-		{"forge_model_tokens_total", []string{"direction", "input"}, float64(sum.InputTokens)},
-		{"forge_model_tokens_total", []string{"direction", "output"}, float64(sum.OutputTokens)},
-		{"forge_tool_calls_total", []string{"tool", "echo", "outcome", "ok"}, 1},
-		{"forge_tool_calls_total", []string{"tool", "echo", "outcome", "error"}, 1},
-		{"forge_tool_calls_total", []string{"tool", "sleep", "outcome", "cancelled"}, 1},
-		{"forge_tool_duration_seconds", []string{"tool", "echo"}, 2},
-		{"forge_tool_duration_seconds", []string{"tool", "sleep"}, 1},
+		{"forge_model_time_to_first_token_seconds", []string{"tenant", "acme"}, 4},
+		{"forge_model_tokens_total", []string{"tenant", "acme", "direction", "input"}, float64(sum.InputTokens)},
+		{"forge_model_tokens_total", []string{"tenant", "acme", "direction", "output"}, float64(sum.OutputTokens)},
+		{"forge_tool_calls_total", []string{"tenant", "acme", "tool", "echo", "outcome", "ok"}, 1},
+		{"forge_tool_calls_total", []string{"tenant", "acme", "tool", "echo", "outcome", "error"}, 1},
+		{"forge_tool_calls_total", []string{"tenant", "acme", "tool", "sleep", "outcome", "cancelled"}, 1},
+		{"forge_tool_duration_seconds", []string{"tenant", "acme", "tool", "echo"}, 2},
+		{"forge_tool_duration_seconds", []string{"tenant", "acme", "tool", "sleep"}, 1},
 	} {
 		if got := value(fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -353,7 +366,7 @@ func TestScrapeAfterRealTurns(t *testing.T) {
 		t.Errorf("turn usage %+v lacks the scripted tokens", sum)
 	}
 	// Only scripted/priced has prices: (300 × $1 + 30 × $2) per million.
-	if got := value(fams, "forge_model_cost_total"); math.Abs(got-360e-6) > 1e-12 || math.Abs(sum.Cost-got) > 1e-12 {
+	if got := value(fams, "forge_model_cost_total", "tenant", "acme"); math.Abs(got-360e-6) > 1e-12 || math.Abs(sum.Cost-got) > 1e-12 {
 		t.Errorf("forge_model_cost_total = %v, turns cost %v, want 0.00036", got, sum.Cost)
 	}
 	// Each turn wrote several times: creation, steps, the terminal write.
@@ -429,5 +442,110 @@ func TestToolLabelsAreBounded(t *testing.T) {
 	}
 	if tools["ok_tool"] != 2 || tools[metrics.OtherTool] != float64(len(names)-metrics.MaxToolLabels) {
 		t.Fatalf("ok_tool %v, %s %v", tools["ok_tool"], metrics.OtherTool, tools[metrics.OtherTool])
+	}
+}
+
+// TestTenantScrapeShowsOnlyItsTenant: with two tenants running turns with
+// tools of their own, each tenant key's scrape holds its own series only
+// (nothing naming the other tenant or its tools, and no process-wide
+// series), while the operator key's holds both tenants' and the
+// process's; a key that is neither is refused.
+func TestTenantScrapeShowsOnlyItsTenant(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, map[string]string{"ka": "acme", "kg": "globex"})
+	run := func(key, agent, tool, args string) {
+		s.key = key
+		s.do("POST", "/v1/agents", map[string]any{"name": agent, "model": "scripted/echo", "tools": []any{tool},
+			"model_params": map[string]any{"script": scripted.Script(
+				scripted.Step{ToolCalls: []scripted.ToolCall{{Name: tool, Arguments: json.RawMessage(args)}}},
+				scripted.Step{Text: "done"})}}, 201, nil)
+		var tu turnUsage
+		s.do("POST", "/v1/sessions/"+s.session(agent)+"/turns", message("go"), 200, &tu)
+		if tu.Status != "done" {
+			t.Fatalf("%s turn: %+v", agent, tu)
+		}
+	}
+	run("ka", "acme-support", "echo", `{"text":"hi"}`)
+	run("kg", "globex-secret-agent", "sleep", `{"ms":1}`)
+
+	for _, c := range []struct {
+		key, tenant, tool, otherTenant, otherTool string
+	}{{"ka", "acme", "echo", "globex", "sleep"}, {"kg", "globex", "sleep", "acme", "echo"}} {
+		fams, text := s.scrapeAs(c.key)
+		if got := value(fams, "forge_tool_calls_total", "tenant", c.tenant, "tool", c.tool, "outcome", "ok"); got != 1 {
+			t.Errorf("%s: its own tool calls = %v", c.tenant, got)
+		}
+		if got := value(fams, "forge_turns_total", "tenant", c.tenant, "status", "done"); got != 1 {
+			t.Errorf("%s: its own turns = %v", c.tenant, got)
+		}
+		if strings.Contains(text, c.otherTenant) || strings.Contains(text, `tool="`+c.otherTool+`"`) {
+			t.Errorf("%s's scrape shows %s or its tool %s:\n%s", c.tenant, c.otherTenant, c.otherTool, text)
+		}
+		for name, f := range fams {
+			for _, m := range f.Metric {
+				tenant := ""
+				for _, l := range m.Label {
+					if l.GetName() == metrics.TenantLabel {
+						tenant = l.GetValue()
+					}
+				}
+				if tenant != c.tenant {
+					t.Errorf("%s's scrape has %s with tenant %q", c.tenant, name, tenant)
+				}
+			}
+		}
+		for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "forge_store_write_duration_seconds", "forge_sse_subscribers"} {
+			if fams[name] != nil {
+				t.Errorf("%s's scrape has the process-wide %s", c.tenant, name)
+			}
+		}
+	}
+	all := s.scrape()
+	for _, c := range [][]string{{"acme", "echo"}, {"globex", "sleep"}} {
+		if got := value(all, "forge_tool_calls_total", "tenant", c[0], "tool", c[1], "outcome", "ok"); got != 1 {
+			t.Errorf("operator: %s's %s calls = %v", c[0], c[1], got)
+		}
+	}
+	if all["go_goroutines"] == nil || all["forge_store_write_duration_seconds"] == nil {
+		t.Error("the operator's scrape lacks the process-wide series")
+	}
+	for _, key := range []string{"", "wrong"} {
+		req, _ := http.NewRequest("GET", s.url+"/metrics", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("metrics with key %q: %d", key, resp.StatusCode)
+		}
+	}
+	// The operator key is no tenant's: the API refuses it.
+	s.key = operatorKey
+	s.do("GET", "/v1/agents", nil, 401, nil)
+}
+
+// TestToolLabelsAreCappedPerTenant: a tenant that defines many tools
+// fills its own label values, not another tenant's.
+func TestToolLabelsAreCappedPerTenant(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{})
+	for i := range 2 * metrics.MaxToolLabels {
+		m.ToolCallEnded(context.Background(), engine.ToolCallEnd{Tenant: "noisy", Tool: fmt.Sprintf("t%d", i), Outcome: engine.ToolOK})
+	}
+	m.ToolCallEnded(context.Background(), engine.ToolCallEnd{Tenant: "quiet", Tool: "lookup", Outcome: engine.ToolOK})
+	srv := httptest.NewServer(m.TenantHandler("quiet"))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), `forge_tool_calls_total{outcome="ok",tenant="quiet",tool="lookup"} 1`) || strings.Contains(string(b), "noisy") {
+		t.Fatalf("quiet's scrape:\n%s", b)
 	}
 }

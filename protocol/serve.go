@@ -4,7 +4,9 @@ import (
 	"context"
 	"iter"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/forge-runtime/forge"
@@ -38,6 +40,20 @@ type Env struct {
 	Clock     forge.Clock
 	IDs       forge.IDGen
 	KeepAlive time.Duration
+	// OpenStream, when set, takes a slot of the server's caps on event
+	// streams open at once, for a stream of tenant on sessionID, before
+	// the stream starts (or its turn does); over a cap it refuses with
+	// forge.ErrTooManySubscribers, saying when to retry. release gives the
+	// slot back once the stream has ended. Nil: no cap.
+	OpenStream func(tenant, sessionID string) (release func(), err error)
+}
+
+// Open takes a stream slot through env.OpenStream; release is never nil.
+func (env Env) Open(tenant, sessionID string) (release func(), err error) {
+	if env.OpenStream == nil {
+		return func() {}, nil
+	}
+	return env.OpenStream(tenant, sessionID)
 }
 
 // TurnEvents returns every event of a turn from its turn.created: the
@@ -67,6 +83,15 @@ func StoredTurnEvents(ctx context.Context, store forge.Store, tenant, sessionID,
 				return
 			}
 		}
+	}
+}
+
+// SetRetryAfter sets the Retry-After header (whole seconds, at least 1)
+// of an error answer when err says when to retry (forge.RetryAfter: a
+// quota, a cap on streams). Call it before writing the answer.
+func SetRetryAfter(w http.ResponseWriter, err error) {
+	if d, ok := forge.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(d.Seconds()))), 10))
 	}
 }
 

@@ -110,24 +110,9 @@ var setup = map[string]string{
 // Resolve implements forge.Models: "openai/gpt-4.1-mini" gives the openai
 // provider's Model and "gpt-4.1-mini". Errors wrap forge.ErrInvalid.
 func (r *Registry) Resolve(name string) (forge.Model, string, error) {
-	prov, id, err := forge.SplitModel(name)
+	e, id, err := r.usable(name)
 	if err != nil {
 		return nil, "", err
-	}
-	e := r.get(prov)
-	if e == nil {
-		if how, ok := setup[prov]; ok {
-			return nil, "", forge.Errorf(forge.ErrInvalid, "provider %q is not configured: %s", prov, how)
-		}
-		configured := strings.Join(r.Names(), ", ")
-		if configured == "" {
-			configured = "none"
-		}
-		return nil, "", forge.Errorf(forge.ErrInvalid, "unknown model provider %q in %q (configured providers: %s)",
-			prov, name, configured)
-	}
-	if e.problem != "" {
-		return nil, "", forge.Errorf(forge.ErrInvalid, "provider %q is not usable: %s", prov, e.problem)
 	}
 	m, err := e.factory(id)
 	if err != nil {
@@ -147,6 +132,52 @@ func (r *Registry) Resolve(name string) (forge.Model, string, error) {
 		m = Wrap(m, o)
 	}
 	return m, id, nil
+}
+
+// usable returns the entry of name's provider and the model id, or why
+// the provider cannot serve it: it is not registered (the error names the
+// registered ones and, for a provider Forge knows, how to configure it),
+// or it has a problem. Errors wrap forge.ErrInvalid.
+func (r *Registry) usable(name string) (*entry, string, error) {
+	prov, id, err := forge.SplitModel(name)
+	if err != nil {
+		return nil, "", err
+	}
+	e := r.get(prov)
+	if e == nil {
+		configured := strings.Join(r.Names(), ", ")
+		if configured == "" {
+			configured = "none"
+		}
+		if how, ok := setup[prov]; ok {
+			return nil, "", forge.Errorf(forge.ErrInvalid, "provider %q is not configured: %s; configured providers: %s", prov, how, configured)
+		}
+		return nil, "", forge.Errorf(forge.ErrInvalid, "unknown model provider %q in %q (configured providers: %s)",
+			prov, name, configured)
+	}
+	if e.problem != "" {
+		return nil, "", forge.Errorf(forge.ErrInvalid, "provider %q is not usable: %s", prov, e.problem)
+	}
+	return e, id, nil
+}
+
+// CheckModel tells whether an agent may run on the model name with
+// params: its provider is registered and usable, and, for a model that
+// validates its parameters up front (a scripted model's script), they are
+// valid. Errors wrap forge.ErrInvalid and name the field.
+func (r *Registry) CheckModel(name string, params forge.ModelParams) error {
+	e, id, err := r.usable(name)
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	m, err := e.factory(id)
+	if err != nil || m == nil {
+		return forge.Errorf(forge.ErrInvalid, "model: %q is not available", name)
+	}
+	if c, ok := m.(interface{ CheckParams(forge.ModelParams) error }); ok {
+		return c.CheckParams(params)
+	}
+	return nil
 }
 
 // Info returns the settings of a "provider/model" name: those of the config

@@ -64,8 +64,8 @@ func TestResolveErrors(t *testing.T) {
 	}{
 		{"not provider/model", "gpt-4", `model "gpt-4" must be written provider/model, e.g. openai/gpt-4.1-mini`, forge.ErrInvalid},
 		{"empty model", "openai/", `model "openai/" must be written provider/model, e.g. openai/gpt-4.1-mini`, forge.ErrInvalid},
-		{"openai unconfigured", "openai/gpt-4.1-mini", `provider "openai" is not configured: set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)`, forge.ErrInvalid},
-		{"anthropic unconfigured", "anthropic/claude-sonnet-4-5", `provider "anthropic" is not configured: set ANTHROPIC_API_KEY`, forge.ErrInvalid},
+		{"openai unconfigured", "openai/gpt-4.1-mini", `provider "openai" is not configured: set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server); configured providers: broken, picky, scripted`, forge.ErrInvalid},
+		{"anthropic unconfigured", "anthropic/claude-sonnet-4-5", `provider "anthropic" is not configured: set ANTHROPIC_API_KEY; configured providers: broken, picky, scripted`, forge.ErrInvalid},
 		{"unknown", "acme/m1", `unknown model provider "acme" in "acme/m1" (configured providers: broken, picky, scripted)`, forge.ErrInvalid},
 		{"factory error", "broken/x", `model "broken/x": no such model "x"`, forge.ErrInvalid},
 		{"factory sentinel kept", "picky/x", `model "x" does not exist`, forge.ErrNotFound},
@@ -141,5 +141,50 @@ func TestRegistryImplementsModels(t *testing.T) {
 	zero.Register("x", func(string) (forge.Model, error) { return nil, nil })
 	if _, _, err := zero.Resolve("x/y"); !errors.Is(err, forge.ErrInvalid) {
 		t.Errorf("nil model: %v", err)
+	}
+}
+
+// TestCheckModel: an agent's model is refused up front when its provider
+// is not configured (naming it and what is), or not usable, or when its
+// scripted script is invalid (naming the field); scripted/* is always
+// there, and a valid script or a configured provider passes.
+func TestCheckModel(t *testing.T) {
+	t.Parallel()
+	r := provider.FromEnv(env(map[string]string{"OPENAI_API_KEY": "sk-x"}))
+	script := func(s string) forge.ModelParams { return forge.ModelParams{Script: []byte(s)} }
+	tests := []struct {
+		name, model string
+		params      forge.ModelParams
+		want        string // "" passes
+	}{
+		{"scripted echo", "scripted/echo", forge.ModelParams{}, ""},
+		{"valid script", "scripted/x", script(`[{"text":"hi","chunk":2,"delay_ms":5}]`), ""},
+		{"configured provider", "openai/gpt-4.1-mini", forge.ModelParams{}, ""},
+		{"unconfigured known provider", "anthropic/claude-sonnet-4-5", forge.ModelParams{},
+			`model: provider "anthropic" is not configured: set ANTHROPIC_API_KEY; configured providers: openai, scripted`},
+		{"unknown provider", "acme/m1", forge.ModelParams{},
+			`model: unknown model provider "acme" in "acme/m1" (configured providers: openai, scripted)`},
+		{"negative chunk", "scripted/x", script(`[{"text":"hi"},{"text":"a","chunk":-1}]`),
+			"model_params.script: step 1: chunk must not be negative"},
+		{"huge delay", "scripted/x", script(`[{"text":"hi","delay_ms":1e12}]`), "delay_ms"},
+		{"delay out of range", "scripted/x", script(`[{"text":"hi","delay_ms":700000}]`),
+			"model_params.script: step 0: delay_ms must be between 0 and 600000"},
+		{"unknown step field", "scripted/x", script(`[{"txt":"hi"}]`), `unknown field "txt"`},
+		{"not an array", "scripted/x", script(`{"text":"hi"}`), "model_params.script: must be a JSON array of steps"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := r.CheckModel(tt.model, tt.params)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("CheckModel: %v", err)
+			case tt.want != "" && (!errors.Is(err, forge.ErrInvalid) || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("CheckModel = %v, want an invalid_request containing %q", err, tt.want)
+			}
+		})
+	}
+	// A script given to another provider is not its business.
+	if err := r.CheckModel("openai/gpt-4.1", script(`[{"chunk":-1}]`)); err != nil {
+		t.Errorf("openai with a script: %v", err)
 	}
 }

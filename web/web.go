@@ -22,6 +22,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -122,6 +123,15 @@ func page(rest string) string {
 	return ""
 }
 
+// writeError answers an error in the API's shape ({"error": {"code",
+// "message"}}), as every route of the server does.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	b, _ := json.Marshal(map[string]map[string]string{"error": {"code": code, "message": message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
 // ServeHTTP answers GET and HEAD for the pages and assets.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
@@ -133,7 +143,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hd.Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path+" (allowed: GET, HEAD)")
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, Prefix)
@@ -142,7 +152,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f = h.files[page(rest)]
 	}
 	if f == nil {
-		http.Error(w, "not found", http.StatusNotFound)
+		writeError(w, http.StatusNotFound, "not_found", "no such page of the inspector: "+r.URL.Path)
 		return
 	}
 	hd.Set("Content-Type", f.contentType)

@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
@@ -73,10 +74,13 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 		if resp.Header.Get("Content-Security-Policy") == "" {
 			t.Errorf("GET %s: a 404 without the policy", p)
 		}
+		if !jsonError(t, resp, "not_found") {
+			t.Errorf("GET %s: the 404 is not the API's JSON error", p)
+		}
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE", "PATCH"} {
 		resp := get(t, h, m, "/ui/")
-		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" || !jsonError(t, resp, "method_not_allowed") {
 			t.Errorf("%s /ui/: %d allow %q", m, resp.StatusCode, resp.Header.Get("Allow"))
 		}
 	}
@@ -165,4 +169,14 @@ func TestAssetsBuildNoMarkupFromStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// jsonError reports whether resp is the API's JSON error with code.
+func jsonError(t *testing.T, resp *http.Response, code string) bool {
+	t.Helper()
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") &&
+		json.Unmarshal([]byte(body(t, resp)), &e) == nil && e.Error.Code == code && e.Error.Message != ""
 }

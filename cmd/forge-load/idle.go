@@ -19,7 +19,7 @@ func runIdleSSE(ctx context.Context, args []string, out, errOut io.Writer) error
 	fs := flag.NewFlagSet("idle-sse", flag.ContinueOnError)
 	var c common
 	c.register(fs)
-	subscribers := fs.Int("subscribers", 1000, "idle SSE subscriptions to hold open, each on its own session (1..10000)")
+	subscribers := fs.Int("subscribers", 1000, "idle SSE subscriptions to hold open, each on its own session (1..10000; above 1000, start the server with a larger --max-streams-per-tenant)")
 	duration := fs.Duration("duration", 10*time.Second, "how long to hold them once all are open (up to 1h)")
 	pid := fs.Int("pid", 0, "process id of the server: print its RSS from /proc/PID/status (0: do not)")
 	if err := parseFlags(fs, args, errOut); err != nil {

@@ -70,6 +70,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	status, code, msg := h.env.Classify(err)
+	protocol.SetRetryAfter(w, err)
 	if status >= 500 {
 		h.env.Log.Error("ai sdk chat request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
@@ -221,6 +222,11 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request, tenant, agent str
 	if err != nil {
 		return err
 	}
+	release, err := h.env.Open(tenant, ses.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, ses.ID, p.req)
@@ -268,6 +274,11 @@ func (h *handler) resume(w http.ResponseWriter, r *http.Request, tenant, agent s
 		x := branch[n-1]
 		earlier, messageID = x.turns[:len(x.turns)-1], x.uiID()
 	}
+	release, err := h.env.Open(tenant, ses.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	h.stream(ctx, cancel, w, tenant, ses, messageID, earlier, tip.ID, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, tip.ID))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/protocol"
 )
 
 // apiError is an error answered with OpenAI's fields: a param and a code
@@ -79,6 +80,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	status, code, msg := h.env.Classify(err)
+	protocol.SetRetryAfter(w, err)
 	if status >= 500 {
 		h.env.Log.Error("openai responses request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

@@ -280,6 +280,11 @@ func startError(err error) error {
 
 // createStream starts the turn subscribed, and streams it.
 func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant string, ses *forge.Session, req engine.TurnRequest, rec record) error {
+	release, err := h.env.Open(tenant, ses.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, ses.ID, req)
@@ -399,6 +404,11 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, tenant string, arg
 	}
 	rec := h.loadRecord(r.Context(), tenant, t.ID)
 	if stream {
+		release, err := h.env.Open(tenant, ses.ID)
+		if err != nil {
+			return err
+		}
+		defer release()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		h.stream(ctx, cancel, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after)

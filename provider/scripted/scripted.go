@@ -200,6 +200,17 @@ type Model struct {
 // New returns the scripted model id.
 func New(id string) *Model { return &Model{id: id} }
 
+// CheckParams validates the script in p as every call would (Parse), so
+// that an agent with an invalid script is refused when it is defined.
+// Errors wrap forge.ErrInvalid and name the field
+// (model_params.script: step 0: chunk must not be negative).
+func (m *Model) CheckParams(p forge.ModelParams) error {
+	if _, err := Parse(p.Script); err != nil {
+		return forge.Errorf(forge.ErrInvalid, "model_params.script: %s", strings.TrimPrefix(err.Error(), "invalid script: "))
+	}
+	return nil
+}
+
 // Stream implements forge.Model.
 func (m *Model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[forge.ModelEvent, error] {
 	return func(yield func(forge.ModelEvent, error) bool) {
