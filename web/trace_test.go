@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,7 +66,7 @@ func startTrace(b *browser) func() mainThreadTasks {
 		b.t.Fatal(err)
 	}
 	if _, err := chromedp.Call(b.ctx, tracing.Start, tracing.StartParams{TransferMode: tracing.StartTransferModeReportEvents,
-		TraceConfig: &tracing.TraceConfig{IncludedCategories: []string{"toplevel", "__metadata"}}}); err != nil {
+		TraceConfig: &tracing.TraceConfig{IncludedCategories: []string{"toplevel", "devtools.timeline", "__metadata"}}}); err != nil {
 		b.t.Fatal(err)
 	}
 	return func() mainThreadTasks {
@@ -120,7 +121,30 @@ func startTrace(b *browser) func() mainThreadTasks {
 		}
 		sort.Slice(tasks, func(i, j int) bool { return tasks[i].TDur > tasks[j].TDur })
 		for _, e := range tasks[:min(5, len(tasks))] {
-			out.Top = append(out.Top, fmt.Sprintf("%.0f+%.0f/%.0f", (e.Ts-start)/1000, e.TDur/1000, e.Dur/1000))
+			// What the task was made of: the timeline events inside it.
+			inside := map[string]float64{}
+			for _, c := range events {
+				if c.Ph == "X" && c.Pid == e.Pid && c.Tid == e.Tid && c.Ts >= e.Ts && c.Ts+c.Dur <= e.Ts+e.Dur && c.Name != e.Name {
+					name := c.Name
+					if d, ok := c.Args["data"].(map[string]any); ok {
+						if u, ok := d["url"].(string); ok && u != "" {
+							name += " " + u[strings.LastIndex(u, "/")+1:]
+						}
+						if f, ok := d["functionName"].(string); ok && f != "" {
+							name += " " + f
+						}
+					}
+					inside[name] += c.TDur / 1000
+				}
+			}
+			var parts []string
+			for n, d := range inside {
+				if d >= 2 {
+					parts = append(parts, fmt.Sprintf("%s %.0f", n, d))
+				}
+			}
+			sort.Strings(parts)
+			out.Top = append(out.Top, fmt.Sprintf("%.0f+%.0f/%.0f ms [%s]", (e.Ts-start)/1000, e.TDur/1000, e.Dur/1000, strings.Join(parts, "; ")))
 		}
 		return out
 	}
