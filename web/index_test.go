@@ -128,3 +128,76 @@ func TestScriptUnits(t *testing.T) {
 	}
 	b.checkConsole()
 }
+
+// TestHistoryUnits runs the parts of the paged timeline that need no
+// server, in the browser: how the older history is cut into pages, and
+// what the shared turn index says (numbers, forks, the branch, answers,
+// usage) before and after it knows every turn, across two page timelines.
+func TestHistoryUnits(t *testing.T) {
+	s := newServer(t)
+	b := newBrowser(t)
+	b.navigate(s.URL + "/ui/")
+	cuts := eval[string](b, `(async () => {
+		const {partition} = await import('/ui/assets/history.js');
+		const turns = (seqs, running) => seqs.map((s, i) => ({id: 't' + i, lastSeq: s, status: running === i ? 'running' : 'done'}));
+		const show = (ps) => ps.map((p) => p.lo + '-' + p.hi + ':' + p.turns).join(' ');
+		return [
+			show(partition(turns(Array.from({length: 40}, (_, i) => 10 * (i + 1))), 300)),
+			show(partition(turns([10, 2000, 2010]), 2010)),
+			show(partition(turns([10, 5, 30]), 30)),
+			show(partition(turns([10, 20, 30], 2), 20)),
+			show(partition([], 50)),
+			show(partition([], 0)),
+		].join(' | ');
+	})()`)
+	// 30 turns end by seq 300: 16 in the newest page, 14 before; a page
+	// ends early once it spans 1,500 seqs; seqs that go back count as the
+	// highest before them; running turns are not cut; events outside turns
+	// only make one page.
+	if want := "0-140:14 140-300:16 | 0-10:1 10-2010:2 | 0-30:3 | 0-20:2 | 0-50:0 | "; cuts != want {
+		t.Fatalf("partition\n got %s\nwant %s", cuts, want)
+	}
+
+	got := eval[string](b, `(async () => {
+		const {Timeline, TurnIndex} = await import('/ui/assets/timeline.js');
+		const out = [];
+		const turn = (id, prev, input, extra) => Object.assign({id, previous_turn_id: prev, status: 'done', input: [{type: input || 'message'}], usage: {input_tokens: 10, output_tokens: 1}}, extra);
+		const created = (seq, t) => ({seq, type: 'turn.created', turn_id: t.id, data: Object.assign({}, t, {status: 'running'})});
+		const done = (seq, t) => ({seq, type: 'turn.done', turn_id: t.id, data: t});
+		const t1 = turn('t1', null), t2 = turn('t2', 't1'), t3 = turn('t3', 't2'), t4 = turn('t4', 't1');
+		// The latest page only: t2..t4 (t4 forks from t1, which it has not seen).
+		const idx = new TurnIndex({complete: false});
+		const a = new Timeline(document.createElement('div'), {index: idx, mainThread: 'm'});
+		for (const ev of [created(11, t2), done(12, t2), created(13, t3), done(14, t3), created(15, t4), done(16, t4)]) {
+			idx.observe(ev);
+			a.apply(ev);
+		}
+		a.markBranch();
+		const state = (tl) => tl.order.map((v) => (v.el.dataset.n || '?') + ':' + v.title.textContent + ':' + v.meta.querySelector('.fork-of')?.textContent + ':' + (v.onBranch ? 'on' : 'off')).join(',');
+		out.push(state(a), String(idx.createdBefore('t2')), JSON.stringify(idx.usage({input_tokens: 5})));
+		// The turn list arrives: every number is known.
+		idx.load([t1, t2, t3, t4]);
+		a.renumber();
+		out.push(state(a), String(idx.createdBefore('t1')), JSON.stringify(idx.usage({input_tokens: 5})));
+		// An older page mounts t1; a live turn answers t4 (paused) and is shown on the first page.
+		const older = new Timeline(document.createElement('div'), {index: idx, mainThread: 'm'});
+		older.apply(created(1, t1));
+		older.apply(done(2, t1));
+		older.markBranch();
+		const t5 = turn('t5', 't4', 'approval');
+		idx.observe(created(17, t5));
+		a.apply(created(17, t5));
+		out.push(state(older), String(idx.resolverOf('t4') && idx.resolverOf('t4').n), idx.label('t5'), String(idx.running() && idx.running().id));
+		// A page that leaves forgets its views.
+		older.dispose();
+		out.push(String(idx.views.has('t1')), String(idx.views.has('t5')));
+		return out.join(' | ');
+	})()`)
+	want := "?:Turn:undefined:off,?:Turn:undefined:off,?:Turn:forked from t1:on | undefined | {\"input_tokens\":5,\"output_tokens\":0,\"reasoning_tokens\":0,\"cache_read_tokens\":0,\"cache_write_tokens\":0,\"cost\":0}" +
+		" | 2:Turn 2:undefined:off,3:Turn 3:undefined:off,4:Turn 4:forked from turn 1:on | null | {\"input_tokens\":40,\"output_tokens\":4,\"reasoning_tokens\":0,\"cache_read_tokens\":0,\"cache_write_tokens\":0,\"cost\":0}" +
+		" | 1:Turn 1:undefined:on | 5 | turn 5 | t5 | false | true"
+	if got != want {
+		t.Fatalf("turn index\n got %s\nwant %s", got, want)
+	}
+	b.checkConsole()
+}

@@ -44,6 +44,7 @@ func TestPagesAndAssets(t *testing.T) {
 		{"/ui/forums/ses_01ABC", "text/html", `src="/ui/assets/forum.js"`},
 		{"/ui/assets/forge.js", "text/javascript", "export class EventStream"},
 		{"/ui/assets/session.js", "text/javascript", "import"},
+		{"/ui/assets/history.js", "text/javascript", "export class History"},
 		{"/ui/assets/style.css", "text/css", ":root"},
 	} {
 		resp := get(t, h, "GET", tc.path)

@@ -1,29 +1,76 @@
-// /ui/sessions/{sid}: one session's timeline, from its stored events (read
-// in pages, rendered as each page arrives) and then live from its event
-// stream. From the page: send a message, cancel, approve or deny calls,
-// answer client tools, fork from any turn, replay a finished turn.
+// /ui/sessions/{sid}: one session's timeline, from its stored events and
+// then live from its event stream. From the page: send a message, cancel,
+// approve or deny calls, answer client tools, fork from any turn, replay a
+// finished turn.
+//
+// A session may hold thousands of turns, so the page starts from the end:
+// it asks where the tip turn begins in the event log, reads the log from a
+// little before that, starting at the first turn that begins there, shows
+// it and follows the stream; the turn list, read in the background, then
+// numbers the turns and cuts the older history into pages that are read
+// and drawn as the reader scrolls up (history.js).
 
 import {
   api, pages, EventStream, h, append, clear, banner, pathID, fmtUsage, fmtCost, fmtTime, idCode, statusPill,
-  liveIndicator, nextFrame, renderKeyControl, forumPath, pretty,
+  liveIndicator, renderKeyControl, forumPath, pretty,
 } from './forge.js';
-import {Timeline} from './timeline.js';
+import {Timeline, TurnIndex} from './timeline.js';
+import {History, partition} from './history.js';
 
 const sid = pathID();
 const $ = (id) => document.getElementById(id);
 const sessionURL = '/v1/sessions/' + encodeURIComponent(sid);
 const eventsURL = sessionURL + '/events';
+const turnsURL = sessionURL + '/turns';
+const turnURL = (id) => turnsURL + '/' + encodeURIComponent(id);
+
+// The latest page holds the turns that begin at most LATEST_SPAN seqs
+// before the tip turn (a few dozen short turns, a couple of long ones).
+const LATEST_SPAN = 300;
 
 let ses = null;
-let tl = null;
+let index = null;
+let hist = null;
 let loading = true;
 let pendingFrame = false;
+let newTurns = 0; // turns that began while the reader was not at the bottom
 
-// follow keeps the view at the bottom while the user is there.
+// follow keeps the view at the bottom while the reader is there. Only a
+// move up away from the bottom ends it: content growing below (the stream)
+// or changing size above (pages coming and going, which scroll anchoring
+// compensates) does not.
 let follow = true;
+let lastY = 0;
 window.addEventListener('scroll', () => {
-  follow = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80;
+  if (atBottom()) follow = true;
+  else if (window.scrollY < lastY) follow = false;
+  lastY = window.scrollY;
+  if (follow) newTurns = 0;
+  renderJump();
 }, {passive: true});
+
+function atBottom() {
+  return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80;
+}
+
+function scrollToBottom() {
+  window.scrollTo(0, document.documentElement.scrollHeight);
+  lastY = window.scrollY;
+}
+
+// pageResized is called when a page of the history got its real height.
+function pageResized() {
+  if (follow && !loading) scrollToBottom();
+  refresh();
+}
+
+// Whatever changes the timeline's size while the reader follows (a turn
+// laid out at its real size when it comes on screen, streamed text, a page
+// mounted), the bottom stays in view; the observer runs after layout and
+// before paint, so nothing jumps.
+new ResizeObserver(() => {
+  if (follow && !loading) scrollToBottom();
+}).observe(document.getElementById('timeline'));
 
 // refresh updates the summary, the composer and the scroll position once
 // per frame however many events arrived.
@@ -34,30 +81,47 @@ function refresh() {
     pendingFrame = false;
     renderSummary();
     renderComposer();
-    if (follow && !loading) window.scrollTo(0, document.documentElement.scrollHeight);
+    if (follow && !loading) scrollToBottom();
+    renderJump();
   });
 }
 
+// renderJump offers a way back to the newest turn to a reader scrolled up.
+function renderJump() {
+  const b = $('jump');
+  b.hidden = follow || loading;
+  b.textContent = 'Jump to latest' + (newTurns ? ' · ' + newTurns + (newTurns === 1 ? ' new turn' : ' new turns') : '');
+}
+
+function jumpToLatest() {
+  follow = true;
+  newTurns = 0;
+  hist.showLatest();
+  scrollToBottom();
+  renderJump();
+}
+
 function renderSummary() {
-  const u = tl.usage();
-  const tip = tl.order[tl.order.length - 1];
+  const u = index.usage(ses.usage);
+  const tip = index.newest();
   clear($('summary')).append(
     h('dl', {},
       h('dt', {text: 'Agent'}), h('dd', {text: ses.agent || '—'}),
       h('dt', {text: 'Kind'}), h('dd', {text: ses.kind || 'direct'}),
       h('dt', {text: 'Id'}), h('dd', {}, h('code', {text: ses.id})),
       h('dt', {text: 'Created'}), h('dd', {text: fmtTime(ses.created_at)}),
-      h('dt', {text: 'Turns'}), h('dd', {text: String(tl.order.length)}),
-      h('dt', {text: 'Tip'}), h('dd', {}, tip ? [idCode(tip.id), ' ', statusPill(tip.data.status)] : '—'),
+      h('dt', {text: 'Turns'}), h('dd', {id: 'turn-count', text: index.complete ? String(index.length) : '…'}),
+      h('dt', {text: 'Tip'}), h('dd', {}, tip ? [idCode(tip.id), ' ', statusPill(tip.status)] : '—'),
       h('dt', {text: 'Usage'}), h('dd', {id: 'total-usage', text: fmtUsage(u) || '—'}),
       h('dt', {text: 'Cost'}), h('dd', {id: 'total-cost', text: fmtCost(u.cost)})));
 }
 
 function renderComposer() {
-  const running = tl.running();
+  const running = index.running();
   $('cancel').hidden = !running;
   $('send').disabled = !!running;
-  $('composer-note').textContent = running ? 'Turn ' + running.n + ' is running.' : '';
+  const n = running && index.number(running.id);
+  $('composer-note').textContent = running ? (n ? 'Turn ' + n : 'A turn') + ' is running.' : '';
 }
 
 async function postTurn(body) {
@@ -105,10 +169,12 @@ function turnControls(t) {
   const replay = h('button', {type: 'button', class: 'small replay', text: 'Replay', title: 'Play this turn’s stored events again'});
   append(t.controls, cancel, fork, replay);
 
+  const forkLabel = h('label');
+  const forkSend = h('button', {type: 'submit'});
   const forkForm = h('form', {class: 'fork-form', hidden: true},
-    h('label', {text: 'Fork: a new turn that continues from turn ' + t.n}),
+    forkLabel,
     h('textarea', {rows: 2, placeholder: 'Message'}),
-    h('div', {}, h('button', {type: 'submit', text: 'Send from turn ' + t.n}), ' ',
+    h('div', {}, forkSend, ' ',
       h('button', {type: 'button', class: 'link', text: 'Close', onclick: () => { forkForm.hidden = true; }})),
     h('div', {class: 'form-error'}));
   sendForm(forkForm, (text) => postTurn({input: [{type: 'message', text}], previous_turn_id: t.id}).then(() => {
@@ -122,6 +188,8 @@ function turnControls(t) {
   t.extra.append(forkForm);
 
   t.onUpdate = () => {
+    forkLabel.textContent = 'Fork: a new turn that continues from ' + t.label();
+    forkSend.textContent = 'Send from ' + t.label();
     const running = t.data.status === 'running';
     cancel.hidden = !running;
     fork.hidden = running;
@@ -141,7 +209,7 @@ function renderActions(t, actions) {
   if (!actions.length) return;
   if (t.resolvedBy) {
     t.actions.className = 'actions resolved';
-    t.actions.append(h('div', {text: 'Answered in turn ' + t.resolvedBy.n + '.'}));
+    t.actions.append(h('div', {text: 'Answered in ' + index.label(t.resolvedBy.id) + '.'}));
     return;
   }
   t.actions.className = 'actions';
@@ -235,7 +303,7 @@ async function startReplay(t, button) {
   const stage = h('div', {class: 'replay-stage'});
   let stopped = false;
   const box = h('div', {class: 'replay', dataset: {state: 'playing'}},
-    h('div', {class: 'replay-bar'}, h('strong', {text: 'Replay of turn ' + t.n}), ' ', progress, ' ',
+    h('div', {class: 'replay-bar'}, h('strong', {text: 'Replay of ' + t.label()}), ' ', progress, ' ',
       h('button', {type: 'button', class: 'small', text: 'Skip to end', onclick: () => { stopped = true; }}), ' ',
       h('button', {type: 'button', class: 'small', text: 'Close', onclick: () => { stopped = true; box.remove(); button.disabled = false; }})),
     stage);
@@ -252,6 +320,59 @@ async function startReplay(t, button) {
 }
 
 // ---- loading
+
+// The turn list (oldest first, every turn), read once, trimmed to what the
+// index keeps.
+let turnList = null;
+function readTurnList() {
+  if (!turnList) {
+    turnList = (async () => {
+      const out = [];
+      for await (const page of pages(turnsURL, {first: 1000, rest: 1000})) {
+        for (const t of page) {
+          const input = Array.isArray(t.input) && t.input.length ? [{type: t.input[0].type}] : [];
+          out.push({id: t.id, previous_turn_id: t.previous_turn_id, status: t.status, last_seq: t.last_seq, usage: t.usage, input});
+        }
+      }
+      return out;
+    })();
+  }
+  return turnList;
+}
+
+// latestFrom returns the seq to read the latest page after: LATEST_SPAN
+// before the tip turn's turn.created (its first event, found through the
+// turn's own events), or 0 when that is near the start of the log.
+async function latestFrom() {
+  if (!ses.tip_turn_id) return 0;
+  const first = await api(turnURL(ses.tip_turn_id) + '/events?limit=1');
+  const start = first.data && first.data[0] ? first.data[0].seq : 0;
+  return Math.max(0, start - 1 - LATEST_SPAN);
+}
+
+// inUse says whether the reader is using something on a page (so it must
+// stay in the DOM even scrolled away).
+function inUse(el) {
+  if (el.contains(document.activeElement) || el.querySelector('.replay[data-state=playing]')) return true;
+  for (const input of el.querySelectorAll('textarea, input[type=text], input[type=password]')) if (input.value) return true;
+  return false;
+}
+
+function indexChanged(kind) {
+  if (!hist) return;
+  if (kind === 'load') {
+    for (const tl of hist.mounted()) tl.renumber();
+  } else if (kind === 'turn' && !loading) {
+    for (const tl of hist.mounted()) tl.markBranch();
+    if (!follow) newTurns++;
+  }
+  if (!loading) refresh();
+}
+
+function indexComplete() {
+  document.body.dataset.index = 'complete';
+  performance.mark('forge:index-loaded');
+}
 
 async function main() {
   renderKeyControl();
@@ -273,49 +394,101 @@ async function main() {
     $('composer').hidden = true;
     $('monologue-note').hidden = false;
   }
-  tl = new Timeline($('timeline'), {
-    mainThread: ses.main_thread_id,
-    controls: turnControls,
-    onChange: (ev) => {
-      if (loading) return; // the history loop refreshes once per page
-      if (ev.type === 'turn.created') tl.markBranch();
-      refresh();
-    },
+  index = new TurnIndex({complete: !ses.tip_turn_id});
+  index.onChange = indexChanged;
+  hist = new History($('timeline'), {
+    index, eventsURL, onLayout: pageResized, keep: inUse,
+    timeline: {mainThread: ses.main_thread_id, controls: turnControls},
   });
   sendForm($('composer'), (text) => postTurn({input: [{type: 'message', text}]}));
   $('cancel').addEventListener('click', (e) => cancelRunning(e.target));
+  $('jump').addEventListener('click', jumpToLatest);
 
-  // The stored log, page by page. Turns still running when it ends are
-  // read again from their start by the live stream, which also carries
-  // the deltas the log does not keep.
+  performance.mark('forge:session');
+
+  // The latest page: the log from `from`, starting at the first turn that
+  // begins there (what comes before belongs to the older pages, which end
+  // at lo), then the stream. Turns still running when the log ends are
+  // read again by the live stream from their start, which also carries the
+  // deltas the log does not keep.
+  let lo = 0;
   const open = new Map(); // running turn id -> seq of its turn.created
-  let first = true;
+  let after = 0;
   try {
-    for await (const page of pages(eventsURL, {first: 300, rest: 2000})) {
+    const from = await latestFrom();
+    const reader = pages(eventsURL + '?after=' + from, {first: 500, rest: 1000})[Symbol.asyncIterator]();
+    let page = [];
+    lo = from;
+    if (from > 0) {
+      const skipped = [];
+      for (;;) {
+        const next = await reader.next();
+        if (next.done) {
+          page = skipped; // no turn begins there (it cannot happen): show what was read
+          break;
+        }
+        const i = next.value.findIndex((ev) => ev.type === 'turn.created');
+        if (i >= 0) {
+          lo = next.value[i].seq - 1;
+          page = next.value.slice(i);
+          break;
+        }
+        skipped.push(...next.value);
+      }
+    } else {
+      index.complete = true;
+    }
+    performance.mark('forge:window');
+    if (index.complete) indexComplete();
+    hist.start(lo);
+    after = lo;
+    for (;;) {
       for (const ev of page) {
-        tl.apply(ev);
         if (ev.type === 'turn.created') open.set(ev.turn_id, ev.seq);
         else if (ev.type === 'turn.done') open.delete(ev.turn_id);
+        if (ev.seq > after) after = ev.seq;
       }
-      tl.markBranch();
-      renderSummary();
-      if (first) {
-        first = false;
-        performance.mark('forge:first-render');
-      }
-      await nextFrame();
+      await hist.addStored(page);
+      const next = await reader.next();
+      if (next.done) break;
+      page = next.value;
     }
   } catch (err) {
     banner('Loading the history failed: ' + err.message);
+    if (!hist.live) {
+      document.body.dataset.state = 'error';
+      return;
+    }
   }
-  performance.mark('forge:history-loaded');
   loading = false;
-  let after = tl.lastSeq;
-  for (const seq of open.values()) after = Math.min(after, seq - 1);
+  for (const tl of hist.mounted()) tl.markBranch();
+  renderSummary();
+  renderComposer();
+  scrollToBottom();
+  performance.mark('forge:first-render');
   document.body.dataset.state = 'live';
-  refresh();
-  window.scrollTo(0, document.documentElement.scrollHeight);
-  new EventStream(eventsURL, {after, onEvent: (ev) => tl.apply(ev.data), onState: liveIndicator($('live'))}).start();
+  for (const seq of open.values()) after = Math.min(after, seq - 1);
+  hist.forgetAfter(after);
+  new EventStream(eventsURL, {
+    after,
+    onEvent: (ev) => { hist.apply(ev.data); refresh(); },
+    onState: liveIndicator($('live')),
+  }).start();
+
+  // The older history: numbered and cut into pages once the turn list is in.
+  if (lo > 0) {
+    try {
+      if (!index.complete) {
+        index.load(await readTurnList());
+        indexComplete();
+      }
+      hist.olderPages(partition(index.list, lo));
+    } catch (err) {
+      document.body.dataset.index = 'failed';
+      hist.olderFailed(err.message);
+    }
+    refresh();
+  }
 }
 
 main();

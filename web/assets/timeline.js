@@ -7,6 +7,13 @@
 // does when the live stream takes over from the paged history) and end up
 // with exactly the streamed text: the part's start row resets its text and
 // the deltas that follow rebuild it.
+//
+// A long session is shown as several Timelines, one per page of its
+// history (history.js), which come and go as the reader scrolls. What one
+// turn says about another (its number, whether it is a fork, which turn
+// answered it, whether it is on the current branch, the session's usage)
+// comes from the TurnIndex they share, which knows every turn, not only
+// the ones on screen.
 
 import {h, append, clear, fmtUsage, fmtCost, fmtTime, idCode, shortID, statusPill, pretty, addUsage} from './forge.js';
 import {diffLines} from './diff.js';
@@ -14,14 +21,200 @@ import {diffLines} from './diff.js';
 // Tools whose arguments describe a file change, shown as a diff.
 const FILE_EDIT_TOOLS = new Set(['edit_file', 'write_file']);
 
+// TurnIndex is what the page knows of every turn of the session, in
+// creation order: {id, prev, status, lastSeq, usage, resolves, steps}. It
+// is fed by every event applied (turn.created and turn.done carry the
+// whole turn) and, for a long session, by the turn list read in the
+// background (load). Until it is complete (it holds every turn from the
+// first) turn numbers are unknown (null) and whatever needs a turn it has
+// not seen says less.
+export class TurnIndex {
+  constructor({complete = true} = {}) {
+    this.list = [];
+    this.byId = new Map();
+    this.complete = complete;
+    this.views = new Map(); // turn id -> the TurnView on screen, if any
+    this.threads = new Map(); // thread id -> thread.created data
+    this.resolvers = new Map(); // paused turn id -> the turn that answered it
+    this.branch = null; // ids on the branch ending at the newest turn (cached)
+    this.onChange = () => {};
+  }
+
+  get(id) { return this.byId.get(id) || null; }
+
+  get length() { return this.list.length; }
+
+  // number is the turn's position in the session, from 1; null while the
+  // index is not complete.
+  number(id) {
+    const t = this.byId.get(id);
+    return t && this.complete ? t.n : null;
+  }
+
+  // createdBefore is the id of the turn created just before id: null for
+  // the first turn, undefined when the index does not know.
+  createdBefore(id) {
+    const t = this.byId.get(id);
+    if (!t) return undefined;
+    const i = t.i;
+    if (i > 0) return this.list[i - 1].id;
+    return this.complete ? null : undefined;
+  }
+
+  newest() { return this.list[this.list.length - 1] || null; }
+
+  running() {
+    const t = this.newest();
+    return t && t.status === 'running' ? t : null;
+  }
+
+  resolverOf(id) { return this.resolvers.get(id) || null; }
+
+  // add records a turn object (from an event or the turn list); a turn it
+  // has not seen is the newest. Fields of an ended turn are not replaced by
+  // an older running copy.
+  add(turn, {quiet = false} = {}) {
+    if (!turn || !turn.id) return null;
+    let t = this.byId.get(turn.id);
+    const fresh = !t;
+    if (fresh) {
+      t = {id: turn.id, prev: null, status: 'running', lastSeq: 0, usage: null, resolves: false, steps: {}, i: this.list.length, n: this.list.length + 1};
+      this.byId.set(t.id, t);
+      this.list.push(t);
+      this.branch = null;
+    }
+    const ended = t.status !== 'running';
+    if (!ended || (turn.status && turn.status !== 'running')) {
+      if (turn.status) t.status = turn.status;
+      if (turn.usage) t.usage = turn.usage;
+    }
+    if (typeof turn.last_seq === 'number') t.lastSeq = Math.max(t.lastSeq, turn.last_seq);
+    if ('previous_turn_id' in turn) {
+      t.prev = turn.previous_turn_id || null;
+      const input = turn.input || [];
+      t.resolves = !!(t.prev && input.length && input[0].type !== 'message');
+      if (t.resolves && !this.resolvers.has(t.prev)) {
+        this.resolvers.set(t.prev, t);
+        const v = this.views.get(t.prev);
+        if (v) v.resolved();
+      }
+    }
+    if (fresh && !quiet) this.onChange('turn', t);
+    return t;
+  }
+
+  // observe updates the index from one event.
+  observe(ev) {
+    const d = ev.data || {};
+    switch (ev.type) {
+      case 'turn.created':
+      case 'turn.done': {
+        const t = this.add(Object.assign({id: ev.turn_id}, d));
+        if (t && ev.type === 'turn.done') {
+          t.lastSeq = Math.max(t.lastSeq, ev.seq || 0);
+          t.steps = {};
+          this.onChange('status', t);
+        }
+        break;
+      }
+      case 'step.finished': {
+        const t = ev.turn_id && this.byId.get(ev.turn_id);
+        if (t && t.status === 'running' && d.data && d.data.usage) t.steps[d.id] = d.data.usage;
+        break;
+      }
+      case 'thread.created':
+        this.threads.set(d.thread_id, d);
+        break;
+      default:
+        break;
+    }
+  }
+
+  // load replaces what the index knows with the turn list (oldest first),
+  // keeping what events said since about turns the list holds, and the
+  // turns the list does not have yet (newer) after them. The index is
+  // complete from then on.
+  load(turns) {
+    const old = this.byId;
+    this.list = [];
+    this.byId = new Map();
+    this.resolvers = new Map();
+    this.branch = null;
+    const add = (t) => {
+      const e = {id: t.id, prev: null, status: 'running', lastSeq: 0, usage: null, resolves: false, steps: {}, i: this.list.length, n: this.list.length + 1};
+      this.byId.set(e.id, e);
+      this.list.push(e);
+      return e;
+    };
+    for (const turn of turns) {
+      const known = old.get(turn.id);
+      const e = add(turn);
+      if (known) Object.assign(e, {status: known.status, usage: known.usage, steps: known.steps, lastSeq: known.lastSeq});
+      this.add(turn, {quiet: true});
+      if (known) e.lastSeq = Math.max(e.lastSeq, known.lastSeq);
+    }
+    for (const known of old.values()) {
+      if (this.byId.has(known.id)) continue;
+      const e = add(known);
+      Object.assign(e, known, {i: e.i, n: e.n});
+      if (e.resolves && !this.resolvers.has(e.prev)) this.resolvers.set(e.prev, e);
+    }
+    this.complete = true;
+    this.onChange('load', null);
+  }
+
+  // onBranch says whether the turn is on the branch ending at the newest
+  // turn (every new turn, forks included, becomes the session tip).
+  onBranch(id) {
+    if (!this.branch) {
+      this.branch = new Set();
+      let t = this.newest();
+      while (t && !this.branch.has(t.id)) {
+        this.branch.add(t.id);
+        t = t.prev ? this.byId.get(t.prev) : null;
+      }
+    }
+    return this.branch.has(id);
+  }
+
+  // usage is the total of every turn (ended turns as reported, the running
+  // one by its finished steps); base is what the session said before the
+  // index was complete.
+  usage(base) {
+    const total = {};
+    if (!this.complete) {
+      addUsage(total, base);
+      const r = this.running();
+      if (r) for (const u of Object.values(r.steps)) addUsage(total, u);
+      return total;
+    }
+    for (const t of this.list) {
+      if (t.status !== 'running') addUsage(total, t.usage);
+      else for (const u of Object.values(t.steps)) addUsage(total, u);
+    }
+    return total;
+  }
+
+  // label names a turn for a sentence: "turn 12", or its short id while
+  // numbers are unknown.
+  label(id) {
+    const n = this.number(id);
+    return n ? 'turn ' + n : 'turn ' + shortID(id);
+  }
+}
+
 export class Timeline {
   // root: the element turns are appended to. opts.mainThread: the
   // session's main thread id. opts.controls(turnView): builds the
   // interactive parts of a turn card (absent: a read-only timeline, as in
-  // a replay).
+  // a replay). opts.index: the TurnIndex shared with the other pages of
+  // the session, which its owner feeds with every event; without one the
+  // timeline keeps its own, fed by what it applies.
   constructor(root, opts = {}) {
     this.root = root;
     this.opts = opts;
+    this.index = opts.index || new TurnIndex();
+    this.ownIndex = !opts.index;
     this.turns = new Map(); // turn id -> TurnView
     this.order = []; // TurnViews in creation order
     this.parts = new Map(); // part id -> PartView
@@ -34,6 +227,7 @@ export class Timeline {
 
   apply(ev) {
     if (typeof ev.seq === 'number' && ev.seq > this.lastSeq) this.lastSeq = ev.seq;
+    if (this.ownIndex) this.index.observe(ev);
     const d = ev.data || {};
     switch (ev.type) {
       case 'turn.created':
@@ -78,12 +272,20 @@ export class Timeline {
   turn(id) {
     let t = this.turns.get(id);
     if (!t) {
-      t = new TurnView(this, id, this.order.length + 1);
+      if (!this.index.get(id)) this.index.add({id}, {quiet: true});
+      t = new TurnView(this, id);
       this.turns.set(id, t);
       this.order.push(t);
       this.root.append(t.el);
     }
     return t;
+  }
+
+  // dispose forgets the timeline's turns (its page leaves the DOM).
+  dispose() {
+    for (const t of this.order) {
+      if (this.index.views.get(t.id) === t) this.index.views.delete(t.id);
+    }
   }
 
   // container returns where a message of thread goes in turn t, or, for a
@@ -148,6 +350,11 @@ export class Timeline {
       if (t && p.type === 'tool' && p.call_id) t.calls.set(p.call_id, v);
     }
     v.update(p);
+    if (p.type === 'tool' && p.state === 'pending' && ev.turn_id) {
+      // The answers are rows of a later turn: say which.
+      const r = this.turn(ev.turn_id).resolvedBy;
+      if (r) v.out.textContent = 'Answered in ' + this.index.label(r.id);
+    }
     if (ev.type === 'step.finished' && ev.turn_id) this.turn(ev.turn_id).stepFinished(p);
   }
 
@@ -178,40 +385,28 @@ export class Timeline {
     target.append(h('div', {class: 'notice', dataset: {type: ev.type}, text}));
   }
 
-  // usage is the total of every turn (ended turns as reported, running
-  // turns by their finished steps).
-  usage() {
-    const total = {};
-    for (const t of this.order) addUsage(total, t.usage());
-    return total;
-  }
-
-  running() {
-    return this.order.find((t) => t.data.status === 'running') || null;
-  }
-
   // markBranch dims the turns that are not on the branch ending at the
-  // newest turn (every new turn, forks included, becomes the session tip).
+  // newest turn of the session.
   markBranch() {
-    const on = new Set();
-    let t = this.order[this.order.length - 1];
-    while (t && !on.has(t.id)) {
-      on.add(t.id);
-      const prev = t.data.previous_turn_id;
-      t = prev ? this.turns.get(prev) : null;
-    }
     for (const v of this.order) {
-      v.el.classList.toggle('off-branch', !on.has(v.id));
-      v.onBranch = on.has(v.id);
+      v.onBranch = this.index.onBranch(v.id);
+      v.el.classList.toggle('off-branch', !v.onBranch);
     }
+  }
+
+  // renumber redraws what depends on other turns (numbers, fork marks,
+  // answers) once the index knows more.
+  renumber() {
+    for (const v of this.order) v.renumber();
+    this.markBranch();
   }
 }
 
 export class TurnView {
-  constructor(tl, id, n) {
+  constructor(tl, id) {
     this.tl = tl;
     this.id = id;
-    this.n = n;
+    this.n = tl.index.number(id);
     this.data = {id, status: 'running'};
     this.steps = {}; // usage of finished steps, while running
     this.threads = new Map(); // thread id -> ThreadView
@@ -220,61 +415,88 @@ export class TurnView {
     this.meta = h('span', {class: 'meta'});
     this.usageEl = h('span', {class: 'usage'});
     this.controls = h('span', {class: 'controls'});
+    this.title = h('strong', {class: 'turn-title', text: this.n ? 'Turn ' + this.n : 'Turn'});
     this.head = h('header', {class: 'turn-head'},
-      h('strong', {text: 'Turn ' + n}), ' ', idCode(id), ' ', this.status, ' ', this.meta, ' ', this.usageEl, this.controls);
+      this.title, ' ', idCode(id), ' ', this.status, ' ', this.meta, ' ', this.usageEl, this.controls);
     this.body = h('div', {class: 'turn-body'});
     this.actions = h('div', {class: 'actions', hidden: true});
     this.end = h('div', {class: 'turn-end', hidden: true});
     this.extra = h('div', {class: 'turn-extra'});
-    this.el = h('section', {class: 'turn', id: 'turn-' + id, dataset: {turn: id, n: String(n)}},
+    this.el = h('section', {class: 'turn', id: 'turn-' + id, dataset: {turn: id, n: this.n ? String(this.n) : ''}},
       this.head, this.body, this.actions, this.end, this.extra);
     this.requiredActions = [];
-    this.resolvedBy = null;
+    tl.index.views.set(id, this);
     if (tl.opts.controls) tl.opts.controls(this);
   }
+
+  // resolvedBy is the index's entry of the turn that answered this one's
+  // required actions, or null.
+  get resolvedBy() { return this.tl.index.resolverOf(this.id); }
+
+  // label names the turn in a sentence ("turn 12").
+  label() { return this.n ? 'turn ' + this.n : 'this turn'; }
 
   update(d) {
     this.data = Object.assign({}, this.data, d);
     const s = this.data.status || 'running';
     this.el.dataset.status = s;
     this.status.replaceWith(this.status = statusPill(s));
-    clear(this.meta);
-    const prev = this.data.previous_turn_id;
-    if (prev) {
-      const p = this.tl.turns.get(prev);
-      const before = this.tl.order[this.n - 2];
-      if (!before || before.id !== prev) {
-        append(this.meta, h('span', {class: 'fork-of', text: 'forked from ' + (p ? 'turn ' + p.n : shortID(prev))}), ' ');
-      }
-    } else if (this.n > 1) {
-      append(this.meta, h('span', {class: 'fork-of', text: 'new root'}), ' ');
-    }
-    append(this.meta, h('time', {datetime: this.data.created_at || '', text: fmtTime(this.data.created_at)}));
+    this.renderMeta();
     this.renderUsage();
     if (s !== 'running') this.renderEnd();
     if (Array.isArray(this.data.required_actions) && this.data.required_actions.length && s !== 'running') {
       this.setActions(this.data.required_actions);
     }
-    this.markResolutions();
     if (this.onUpdate) this.onUpdate(this);
   }
 
-  // markResolutions tells the turn this one resumes that it was answered.
-  markResolutions() {
-    const input = this.data.input || [];
+  // renderMeta says whether the turn forks (its previous turn is not the
+  // one created before it) or starts a new root, when the index knows.
+  renderMeta() {
+    const idx = this.tl.index;
+    clear(this.meta);
     const prev = this.data.previous_turn_id;
-    if (!prev || !input.length || input[0].type === 'message') return;
-    const p = this.tl.turns.get(prev);
-    if (p && !p.resolvedBy) {
-      p.resolvedBy = this;
-      // The paused turn's calls stay pending in its own rows forever (the
-      // answers are rows of this turn): say where they were answered.
-      for (const c of p.calls.values()) {
-        if (c.p && c.p.state === 'pending') c.out.textContent = 'Answered in turn ' + this.n;
+    const before = idx.createdBefore(this.id);
+    if (prev) {
+      if (before !== undefined && before !== prev) {
+        const n = idx.number(prev);
+        append(this.meta, h('span', {class: 'fork-of', text: 'forked from ' + (n ? 'turn ' + n : shortID(prev))}), ' ');
       }
-      if (p.data.status && p.data.status !== 'running') p.renderEnd();
-      if (p.onResolved) p.onResolved(this);
+    } else if (before) {
+      append(this.meta, h('span', {class: 'fork-of', text: 'new root'}), ' ');
     }
+    append(this.meta, h('time', {datetime: this.data.created_at || '', text: fmtTime(this.data.created_at)}));
+  }
+
+  // renumber takes the turn's number and its relations from the index
+  // again (it learnt more since the card was drawn).
+  renumber() {
+    const n = this.tl.index.number(this.id);
+    if (n !== this.n) {
+      this.n = n;
+      this.title.textContent = n ? 'Turn ' + n : 'Turn';
+      this.el.dataset.n = n ? String(n) : '';
+    }
+    this.renderMeta();
+    if (this.resolvedBy) this.resolved();
+    else if (this.data.status && this.data.status !== 'running') this.renderEnd();
+    if (this.onUpdate) this.onUpdate(this);
+  }
+
+  // resolved is called when the index learns which turn answered this one.
+  resolved() {
+    const r = this.resolvedBy;
+    if (!r) return;
+    const label = this.tl.index.label(r.id);
+    // The paused turn's calls stay pending in its own rows forever (the
+    // answers are rows of the later turn): say where they were answered.
+    for (const c of this.calls.values()) {
+      if (c.p && c.p.state === 'pending') c.out.textContent = 'Answered in ' + label;
+    }
+    if (this.data.status && this.data.status !== 'running') this.renderEnd();
+    if (this.shownResolution === label) return;
+    this.shownResolution = label;
+    if (this.onResolved) this.onResolved(r);
   }
 
   usage() {
@@ -312,7 +534,7 @@ export class TurnView {
     } else {
       this.end.className = 'turn-end paused';
       append(this.end, 'Paused for ' + d.required_actions.map((a) => a.type.replace('_', ' ')).join(', ') +
-        (this.resolvedBy ? '; answered in turn ' + this.resolvedBy.n : ''));
+        (this.resolvedBy ? '; answered in ' + this.tl.index.label(this.resolvedBy.id) : ''));
     }
   }
 
@@ -327,7 +549,7 @@ export class TurnView {
   thread(id) {
     let v = this.threads.get(id);
     if (!v) {
-      const info = this.tl.threadInfo.get(id) || {thread_id: id};
+      const info = this.tl.threadInfo.get(id) || this.tl.index.threads.get(id) || {thread_id: id};
       v = new ThreadView(info);
       this.threads.set(id, v);
       const call = info.call_id ? this.calls.get(info.call_id) : null;
