@@ -159,9 +159,9 @@ func TestSessionPageTenThousandMessages(t *testing.T) {
 	}
 	t.Logf("newest message visible %.0f ms after navigation start; %d long tasks so far, longest %.0f ms; longest frame gap %.0f ms",
 		p.VisibleAt, len(p.LongTasks), p.longest(), p.MaxFrameGap)
-	if p.VisibleAt > 5000 {
-		t.Errorf("the newest message took %.0f ms to show (bound 5 s)", p.VisibleAt)
-	}
+	// No timing assert (the figure is logged, and measured by
+	// BenchmarkSessionPage10000Messages): the wait above is the bound
+	// against a page that never shows the newest message.
 	if os.Getenv("WEB_TEST_FRAMES") != "" {
 		t.Logf("timeline: %s", eval[string](b, `JSON.stringify([...performance.getEntriesByType('mark').map((m) => m.name + '@' + Math.round(m.startTime)),
 			...performance.getEntriesByType('resource').map((r) => new URL(r.name).pathname.split('/').pop() + new URL(r.name).search + ' ' + Math.round(r.startTime) + '+' + Math.round(r.duration)),
