@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,7 +19,7 @@ import (
 //
 // Block and mutex profiles are sampled only while the listener is up. It
 // returns a function that closes the listener and waits for its server.
-func serveProfiles(ln net.Listener, log *slog.Logger) (stop func()) {
+func serveProfiles(ln net.Listener, log *slog.Logger, format string) (stop func()) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -40,7 +39,7 @@ func serveProfiles(ln net.Listener, log *slog.Logger) (stop func()) {
 	runtime.SetBlockProfileRate(10_000)
 	prevMutex := runtime.SetMutexProfileFraction(10)
 	log.Info("pprof listening", "addr", ln.Addr().String())
-	fmt.Fprintf(os.Stdout, "pprof listening on http://%s/debug/pprof/\n", ln.Addr().String())
+	announce(os.Stdout, format, "pprof listening on", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

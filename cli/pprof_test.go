@@ -36,7 +36,7 @@ func TestServeProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	stop := serveProfiles(ln, slog.New(slog.DiscardHandler))
+	stop := serveProfiles(ln, slog.New(slog.DiscardHandler), logText)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/block", "/debug/pprof/mutex", "/debug/pprof/cmdline"} {
 		res, err := hc.Get(base + path)

@@ -474,7 +474,7 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 			ln.Close()
 			return fmt.Errorf("--pprof-addr: %w", err)
 		}
-		defer serveProfiles(pln, log)()
+		defer serveProfiles(pln, log, o.logFormat)()
 	}
 	// Streams are tied to baseCtx so they end when the engine has stopped.
 	baseCtx, cancelStreams := context.WithCancel(context.Background())
@@ -494,7 +494,7 @@ func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	go func() { serveErr <- httpapi.Serve(srv, ln) }()
 	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "redis", redisbus.Redacted(o.redis),
 		"replica", eng.ReplicaID(), "version", version())
-	fmt.Fprintf(os.Stdout, "forge listening on http://%s\n", ln.Addr().String())
+	announce(os.Stdout, o.logFormat, "forge listening on", "http://"+ln.Addr().String())
 
 	select {
 	case err := <-serveErr:

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -173,4 +174,22 @@ func readiness(store forge.Store) []httpapi.ReadyCheck {
 		check = p.Ping
 	}
 	return []httpapi.ReadyCheck{{Name: "store", Check: check}}
+}
+
+// announce writes to stdout the line that tells where a listener is (the
+// harnesses that start forge serve read it): as plain text, or, with
+// --log-format json, as one JSON object like every other line (stdout and
+// stderr are one log under a container runtime).
+func announce(w io.Writer, format, msg, url string) {
+	if format != logJSON {
+		fmt.Fprintf(w, "%s %s\n", msg, url)
+		return
+	}
+	line, _ := json.Marshal(struct {
+		Time  string `json:"time"`
+		Level string `json:"level"`
+		Msg   string `json:"msg"`
+		URL   string `json:"url"`
+	}{time.Now().Format(time.RFC3339Nano), "INFO", msg + " " + url, url})
+	fmt.Fprintf(w, "%s\n", line)
 }

@@ -70,7 +70,9 @@ type server struct {
 	URL  string
 	db   string
 	logs *syncBuffer
-	exit chan error
+	// stdout is what the server wrote on stdout (the listening lines).
+	stdout *syncBuffer
+	exit   chan error
 }
 
 type syncBuffer struct {
@@ -121,7 +123,7 @@ func tryStartEnv(t testing.TB, db string, model *openaitest.Server, env []string
 	cmd := exec.Command(forgeBin, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "debug"}, args...)...)
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL(), "FORGE_API_KEYS=")
 	cmd.Env = append(cmd.Env, env...)
-	s := &server{t: t, cmd: cmd, db: db, logs: &syncBuffer{}, exit: make(chan error, 1)}
+	s := &server{t: t, cmd: cmd, db: db, logs: &syncBuffer{}, stdout: &syncBuffer{}, exit: make(chan error, 1)}
 	cmd.Stderr = s.logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -134,8 +136,18 @@ func tryStartEnv(t testing.TB, db string, model *openaitest.Server, env []string
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "forge listening on "); ok {
+			line := sc.Text()
+			s.stdout.Write([]byte(line + "\n"))
+			if u, ok := strings.CutPrefix(line, "forge listening on "); ok {
 				lines <- u
+				continue
+			}
+			// --log-format json: the same line as a JSON object.
+			var rec struct {
+				Msg, URL string
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "forge listening on ") {
+				lines <- rec.URL
 			}
 		}
 	}()

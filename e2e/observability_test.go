@@ -99,6 +99,12 @@ func TestJSONLogsNameSessionAndTurn(t *testing.T) {
 	}
 
 	first, second := jsonLines(t, s.logs.String()), jsonLines(t, s2.logs.String())
+	// stdout too: under a container runtime it is the same log.
+	for _, out := range []*syncBuffer{s.stdout, s2.stdout} {
+		if recs := jsonLines(t, out.String()); len(recs) == 0 || !strings.HasPrefix(recs[0]["msg"].(string), "forge listening on http://") {
+			t.Errorf("stdout with --log-format json: %q", out.String())
+		}
+	}
 	if rec := findLog(first, "turn errored", errored["id"].(string)); rec == nil || rec["session_id"] != failing ||
 		rec["level"] != "WARN" || rec["code"] != "model_error" || !strings.Contains(rec["error"].(string), "this model refuses") {
 		t.Errorf("errored turn logged as %v", rec)
