@@ -1,4 +1,4 @@
-package engine
+package modelview
 
 import (
 	"encoding/json"
@@ -32,11 +32,11 @@ func TestModelMemoConvertsLikeTheWholeHistory(t *testing.T) {
 	}
 
 	var h []*forge.Message
-	var memo modelMemo
+	var memo Memo
 	check := func(step string, wantSettled int) {
 		t.Helper()
-		got, next := memo.convert(h)
-		if want := toModelMessages(h); !reflect.DeepEqual(got, want) {
+		got, next := memo.Convert(h)
+		if want := Convert(h); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: memo conversion\n%+v\nwhole history\n%+v", step, got, want)
 		}
 		if len(next.msgs) != wantSettled {
