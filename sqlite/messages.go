@@ -268,13 +268,20 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 		// monologue) are on every branch. The planner would rather range
 		// over the primary key (tenant, id), every session's messages:
 		// messages_session keeps the scan to this session's.
+		// One lower bound, the greater of the cursor's (exclusive: the
+		// least id after it, ids hold no NUL) and From: given two, the
+		// planner ranges over the first and filters on the other.
+		lo := q.From
+		if q.Cursor != "" && q.Cursor+"\x00" > lo {
+			lo = q.Cursor + "\x00"
+		}
 		rows, err := x.query(`WITH RECURSIVE `+branchSegments+`
 			SELECT `+msgCols+` FROM messages m INDEXED BY messages_session
-			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id > ?4 AND m.id >= ?7
+			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id >= ?4
 				AND (m.turn_id IS NULL OR `+onBranch("m.turn_id")+`)
 				AND (?5 = '' OR m.thread_id = ?5)
 			ORDER BY m.id LIMIT ?6`,
-			tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From)
+			tenant, q.SessionID, q.TipTurnID, lo, q.ThreadID, limit+1)
 		if err != nil {
 			return dbErr(err)
 		}
