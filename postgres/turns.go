@@ -74,10 +74,16 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	b := batch(t.Tenant)
 	b.Queue(`SELECT begin_turn_check($1, $2, $3, $4, $5, $6)`, t.SessionID, t.PreviousTurnID,
 		nullStr(t.IdempotencyKey), t.Status == forge.TurnRunning, bt.ExpectTip != nil, expect)
+	// lineage and depth (migration 0005): a turn chaining from the
+	// session's tip (locked by begin_turn_check, moved below) continues the
+	// tip's lineage; a root or a fork begins its own.
 	b.Queue(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version, status, input,
 			output, required_actions, error, cancel_reason, cancel_message, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, trigger)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+			idempotency_key, created_at, ended_at, trigger, lineage, depth)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+			coalesce((SELECT p.lineage FROM turns p JOIN sessions s ON s.tenant = p.tenant AND s.id = p.session_id
+				WHERE p.tenant = $1 AND p.id = $4 AND p.session_id = $3 AND s.tip_turn_id = p.id), $2),
+			coalesce((SELECT p.depth + 1 FROM turns p WHERE p.tenant = $1 AND p.id = $4 AND p.session_id = $3), 0))`,
 		t.Tenant, t.ID, t.SessionID, t.PreviousTurnID, t.AgentID, t.AgentVersion, t.Status, v.input,
 		v.output, v.actions, v.errJSON, t.CancelReason, v.cancelMsg, v.usage, t.Iterations, t.LastSeq,
 		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt, v.trigger)

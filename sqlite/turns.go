@@ -77,9 +77,16 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		// is, in the order they rank: session, previous turn, key, then
 		// the running turn (which wins over a moved tip: it is what moved
 		// it) and the tip.
+		// lineage and depth (migration 0008): a turn chaining from the
+		// session's tip, read before the UPDATE below moves it, continues
+		// the tip's lineage; a root or a fork begins its own.
 		_, err := x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, cancel_message, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			idempotency_key, created_at, ended_at, cancel_message, trigger, lineage, depth)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
+				coalesce((SELECT p.lineage FROM turns p JOIN sessions s ON s.tenant = p.tenant AND s.id = p.session_id
+					WHERE p.tenant = ?1 AND p.id = ?4 AND p.session_id = ?3 AND s.tip_turn_id = p.id), ?2),
+				coalesce((SELECT p.depth + 1 FROM turns p WHERE p.tenant = ?1 AND p.id = ?4 AND p.session_id = ?3), 0))`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
 			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger)

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"Commit", commitTests},
 		{"Turns", turnTests},
 		{"Messages", messageTests},
+		{"LongBranches", longBranchTests},
 		{"Compaction", compactionTests},
 		{"Events", eventTests},
 		{"Usage", usageTests},

@@ -708,3 +708,13 @@ func TestStreamReportsItsWaits(t *testing.T) {
 	srv.Enqueue(anthropictest.Text("a", "b", "c").HangAfter(4))
 	providertest.ReportsWaits(t, m, hello(), render)
 }
+
+// TestConcurrentCallsReuseConnections: the provider's default client keeps
+// an idle connection for each of 200 calls made at once (Go's transport
+// keeps 2 per host, Forge's kept 64), so later waves dial nothing.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	t.Parallel()
+	srv, m := newModel(t)
+	srv.RecordRequests(false)
+	providertest.ReusesConnections(t, m, srv, hello(), 200, 3)
+}

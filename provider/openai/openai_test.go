@@ -823,3 +823,13 @@ func TestStreamReportsItsWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentCallsReuseConnections: the provider's default client keeps
+// an idle connection for each of 200 calls made at once (Go's transport
+// keeps 2 per host, Forge's kept 64), so later waves dial nothing.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	t.Parallel()
+	srv, m := newModel(t)
+	srv.RecordRequests(false)
+	providertest.ReusesConnections(t, m, srv, hello(), 200, 3)
+}

@@ -8,9 +8,11 @@ package fakeapi
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -18,9 +20,11 @@ import (
 // Loopback is an HTTP server on 127.0.0.1 whose Close first releases the
 // streams stalled by a Delivery's Hang.
 type Loopback struct {
-	srv  *httptest.Server
-	done chan struct{}
-	once sync.Once
+	srv   *httptest.Server
+	done  chan struct{}
+	once  sync.Once
+	conns atomic.Int64 // connections accepted
+	gate  atomic.Pointer[func()]
 }
 
 // Start serves h on 127.0.0.1; t.Cleanup closes it.
@@ -33,8 +37,34 @@ func Start(t testing.TB, h http.Handler) *Loopback {
 // Listen starts h on 127.0.0.1 outside a test; the caller must Close it.
 func Listen(h http.Handler) *Loopback {
 	l := &Loopback{done: make(chan struct{})}
-	l.srv = httptest.NewServer(h)
+	l.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g := l.gate.Load(); g != nil {
+			(*g)()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	l.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			l.conns.Add(1)
+		}
+	}
+	l.srv.Start()
 	return l
+}
+
+// Connections is the number of connections the server has accepted: a
+// client that reuses its connections opens no more than the calls it has
+// in flight at once.
+func (l *Loopback) Connections() int64 { return l.conns.Load() }
+
+// SetGate makes every request call gate before it is answered (nil: no
+// gate): a test holds requests until as many as it wants are in flight.
+func (l *Loopback) SetGate(gate func()) {
+	if gate == nil {
+		l.gate.Store(nil)
+		return
+	}
+	l.gate.Store(&gate)
 }
 
 // URL is the server's root, http://127.0.0.1:port.
