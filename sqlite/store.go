@@ -36,6 +36,7 @@ type Store struct {
 	w    *writer       // owns the single write connection
 	rc   *rowCache     // rows of the lookups every turn makes (cache.go)
 	cp   *checkpointer // checkpoints the WAL on its own connection
+	pk   *packer       // packs the logs of ended turns (packer.go)
 	r    *pool         // readers
 	ids  forge.IDGen
 	now  func() time.Time
@@ -54,6 +55,11 @@ type Store struct {
 	// size, so that a benchmark can see calls queued (len) and queue them
 	// in a known order; callers then do not park while they wait.
 	writerQueue int
+	// noPacker leaves ended turns' logs unpacked until FlushEventLog
+	// (tests of what the packer does).
+	noPacker bool
+	// packDelay is how long the packer lets ended turns gather.
+	packDelay time.Duration
 
 	closeOnce sync.Once
 	closeErr  error
@@ -88,6 +94,7 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 		checkpointInterval: checkpointInterval,
 		restartFrames:      restartFrames,
 		rc:                 newRowCache(),
+		packDelay:          packDelay,
 	}
 	if configure != nil {
 		configure(s)
@@ -164,6 +171,7 @@ func (s *Store) open(ctx context.Context) error {
 	if err := rdb.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
 	}
+	s.pk = newPacker(s, !s.noPacker)
 	return nil
 }
 
@@ -201,6 +209,9 @@ func (s *Store) Close(ctx context.Context) error {
 
 func (s *Store) closeDBs() error {
 	var errs []error
+	if s.pk != nil {
+		s.pk.stop()
+	}
 	if s.cp != nil {
 		errs = append(errs, s.cp.stop())
 	}
@@ -337,10 +348,19 @@ func (t *tx) execRows(query string, rows [][]any) error {
 	return err
 }
 
-// query runs a query of a read transaction.
-func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+// rowIter is the rows of a query: a read's *sql.Rows, or the rows of a
+// writer's statement (writerRows).
+type rowIter interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// query runs a multi-row query, in a read or a write.
+func (t *tx) query(query string, args ...any) (rowIter, error) {
 	if t.w != nil {
-		return nil, errors.New("sqlite: multi-row query in a write")
+		return t.w.queryRows(query, args)
 	}
 	st, err := t.stmt(query)
 	if err != nil {

@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"Messages", messageTests},
 		{"Compaction", compactionTests},
 		{"Events", eventTests},
+		{"EventLog", eventLogTests},
 		{"Usage", usageTests},
 		{"Idempotency", idempotencyTests},
 		{"Tenancy", tenancyTests},
