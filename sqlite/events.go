@@ -29,6 +29,9 @@ import (
 const (
 	maxPackEvents = 512
 	maxPackData   = 256 << 10
+	// dictCacheBytes bounds the dictionaries kept for replays of recently
+	// packed turns (a trivial turn's is about 2.5 KB).
+	dictCacheBytes = 16 << 20
 )
 
 // logRow is a pack about to be inserted.
@@ -106,30 +109,35 @@ func packPlain(evs []forge.Event, open string) ([]logRow, error) {
 	return out, nil
 }
 
-// packRows packs events against rows.
-func packRows(evs []forge.Event, rows *eventpack.Rows, whole string) ([]logRow, error) {
+// packRows packs events against rows and returns the refs of the packs.
+func packRows(evs []forge.Event, rows *eventpack.Rows, whole string) ([]logRow, []eventpack.Ref, error) {
 	var out []logRow
+	var all []eventpack.Ref
 	for _, run := range runs(evs) {
 		refs := eventpack.RefsFor(run, rows, whole)
 		body, err := eventpack.Encode(run, run[0].TurnID, refs, rows)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, logRow{first: run[0].Seq, last: run[len(run)-1].Seq, body: body})
+		all = append(all, refs...)
 	}
-	return out, nil
+	return out, all, nil
 }
 
 // checkSeqs refuses a write whose first seq is not above every stored seq
 // of the session: seqs are assigned in order and never reused, so a lower
 // one is a seq used twice (ErrConflict).
-func checkSeqs(x *tx, sc scope, first int64) error {
-	var top int64
-	err := x.queryRow(`SELECT max(
+func (s *Store) checkSeqs(x *tx, sc scope, first int64) error {
+	query := `SELECT coalesce((SELECT last_seq FROM event_log WHERE tenant = ?1 AND session_id = ?2
+		ORDER BY first_seq DESC LIMIT 1), 0)`
+	if s.oldLog {
+		query = `SELECT max(
 			coalesce((SELECT last_seq FROM event_log WHERE tenant = ?1 AND session_id = ?2 ORDER BY first_seq DESC LIMIT 1), 0),
-			coalesce((SELECT max(seq) FROM events WHERE tenant = ?1 AND session_id = ?2), 0))`,
-		sc.tenant, sc.session).Scan(&top)
-	if err != nil {
+			coalesce((SELECT max(seq) FROM events WHERE tenant = ?1 AND session_id = ?2), 0))`
+	}
+	var top int64
+	if err := x.queryRow(query, sc.tenant, sc.session).Scan(&top); err != nil {
 		return dbErr(err)
 	}
 	if first <= top {
@@ -139,11 +147,11 @@ func checkSeqs(x *tx, sc scope, first int64) error {
 }
 
 // insertLog appends packs to the log after checking their seqs.
-func insertLog(x *tx, sc scope, rows []logRow) error {
+func (s *Store) insertLog(x *tx, sc scope, rows []logRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if err := checkSeqs(x, sc, rows[0].first); err != nil {
+	if err := s.checkSeqs(x, sc, rows[0].first); err != nil {
 		return err
 	}
 	args := make([][]any, len(rows))
@@ -199,7 +207,8 @@ func looseLog(x *tx, sc scope, evs []forge.Event, msgIDs []string) ([]logRow, er
 			}
 		}
 	}
-	return packRows(evs, rows, "")
+	packs, _, err := packRows(evs, rows, "")
+	return packs, err
 }
 
 // ListEvents returns stored events of a live session in seq order.
@@ -230,13 +239,16 @@ func (s *Store) ListEvents(ctx context.Context, tenant string, q forge.EventQuer
 		var fromPacks []forge.Event
 		if packs {
 			var err error
-			if fromPacks, err = readPacks(x, tenant, q, after, before, limit); err != nil {
+			if fromPacks, err = s.readPacks(x, tenant, q, after, before, limit); err != nil {
 				return err
 			}
 		}
-		old, err := readOldEvents(x, tenant, q, limit)
-		if err != nil {
-			return err
+		var old []forge.Event
+		if s.oldLog {
+			var err error
+			if old, err = readOldEvents(x, tenant, q, limit); err != nil {
+				return err
+			}
 		}
 		out = mergeEvents(fromPacks, old, limit)
 		return nil
@@ -253,23 +265,20 @@ type packRow struct {
 
 // readPacks returns at least limit events of the packs with seqs in
 // (after, before) that q selects, or all of them.
-func readPacks(x *tx, tenant string, q forge.EventQuery, after, before int64, limit int) ([]forge.Event, error) {
+func (s *Store) readPacks(x *tx, tenant string, q forge.EventQuery, after, before int64, limit int) ([]forge.Event, error) {
 	var out []forge.Event
 	// The pack holding after, if any, then those after it.
-	from := int64(-1)
-	err := x.queryRow(`SELECT first_seq FROM event_log WHERE tenant = ? AND session_id = ? AND first_seq <= ?
-		ORDER BY first_seq DESC LIMIT 1`, tenant, q.SessionID, after).Scan(&from)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, dbErr(err)
-	}
+	query := `SELECT first_seq, last_seq, body FROM event_log
+		WHERE tenant = ?1 AND session_id = ?2 AND first_seq < ?4 AND first_seq >= coalesce((SELECT first_seq FROM event_log
+			WHERE tenant = ?1 AND session_id = ?2 AND first_seq <= ?3 ORDER BY first_seq DESC LIMIT 1), 0)
+		ORDER BY first_seq`
+	from := after
 	for {
-		// Enough packs to fill the page, if the turn filter keeps them all.
-		rs, err := x.query(`SELECT first_seq, last_seq, body FROM event_log
-			WHERE tenant = ? AND session_id = ? AND first_seq >= ? AND first_seq < ? ORDER BY first_seq`,
-			tenant, q.SessionID, from, before)
+		rs, err := x.query(query, tenant, q.SessionID, from, before)
 		if err != nil {
 			return nil, dbErr(err)
 		}
+		// Enough packs to fill the page, if the turn filter keeps them all.
 		var batch []packRow
 		counted, more := 0, false
 		for rs.Next() {
@@ -298,7 +307,7 @@ func readPacks(x *tx, tenant string, q forge.EventQuery, after, before int64, li
 		if err := rs.Err(); err != nil {
 			return nil, dbErr(err)
 		}
-		evs, err := decodePacks(x, tenant, q.SessionID, batch)
+		evs, err := s.decodePacks(x, tenant, q.SessionID, batch)
 		if err != nil {
 			return nil, err
 		}
@@ -310,37 +319,71 @@ func readPacks(x *tx, tenant string, q forge.EventQuery, after, before int64, li
 		if !more || len(out) >= limit || len(batch) == 0 {
 			return out, nil
 		}
+		query = `SELECT first_seq, last_seq, body FROM event_log
+			WHERE tenant = ?1 AND session_id = ?2 AND first_seq >= ?3 AND first_seq < ?4 ORDER BY first_seq`
 		from = batch[len(batch)-1].first + 1
 	}
 }
 
-// decodePacks decodes packs, reading the rows they refer to in one query
-// per kind of row.
-func decodePacks(x *tx, tenant, sessionID string, packs []packRow) ([]forge.Event, error) {
-	var turnIDs, wholeIDs, msgIDs []string
+// decodePacks decodes packs against the rows they refer to: from the
+// dictionary cache, or read in one query per kind of row. A pack that does
+// not decode against cached bytes is decoded again against its rows.
+func (s *Store) decodePacks(x *tx, tenant, sessionID string, packs []packRow) ([]forge.Event, error) {
+	var refs []eventpack.Ref
 	for _, p := range packs {
-		for _, r := range p.head.Refs {
-			switch r.Kind {
-			case eventpack.RefTurn:
-				turnIDs = append(turnIDs, r.ID)
-			case eventpack.RefWholeTurn:
-				turnIDs = append(turnIDs, r.ID)
-				wholeIDs = append(wholeIDs, r.ID)
-			case eventpack.RefMessage:
-				msgIDs = append(msgIDs, r.ID)
-			case eventpack.RefPart:
-				msgIDs = append(msgIDs, r.Message)
+		refs = append(refs, p.head.Refs...)
+	}
+	rows, err := readRows(x, tenant, refs, func(r eventpack.Ref) bool { return s.dicts.Has(tenant, r) })
+	if err != nil {
+		return nil, err
+	}
+	src := s.dicts.Source(tenant, rows)
+	var out []forge.Event
+	for _, p := range packs {
+		evs, err := eventpack.Decode(p.body, sessionID, src)
+		if errors.Is(err, eventpack.ErrRowsChanged) {
+			for _, r := range p.head.Refs {
+				s.dicts.Drop(tenant, r)
 			}
+			var fresh *eventpack.Rows
+			if fresh, err = readRows(x, tenant, p.head.Refs, nil); err == nil {
+				evs, err = eventpack.Decode(p.body, sessionID, s.dicts.Source(tenant, fresh))
+			}
+		}
+		if err != nil {
+			return nil, dbErr(fmt.Errorf("event log of session %s at seq %d: %w", sessionID, p.first, err))
+		}
+		out = append(out, evs...)
+	}
+	return out, nil
+}
+
+// readRows reads the rows refs name, but those skip says are not needed.
+func readRows(x *tx, tenant string, refs []eventpack.Ref, skip func(eventpack.Ref) bool) (*eventpack.Rows, error) {
+	var turnIDs, wholeIDs, msgIDs []string
+	for _, r := range refs {
+		if skip != nil && skip(r) {
+			continue
+		}
+		switch r.Kind {
+		case eventpack.RefTurn:
+			turnIDs = append(turnIDs, r.ID)
+		case eventpack.RefWholeTurn:
+			turnIDs = append(turnIDs, r.ID)
+			wholeIDs = append(wholeIDs, r.ID)
+		case eventpack.RefMessage:
+			msgIDs = append(msgIDs, r.ID)
+		case eventpack.RefPart:
+			msgIDs = append(msgIDs, r.Message)
 		}
 	}
 	rows := eventpack.NewRows()
 	if len(turnIDs) > 0 {
-		ids, err := json.Marshal(slices.Compact(slices.Sorted(slices.Values(turnIDs))))
+		list, err := idList(turnIDs)
 		if err != nil {
 			return nil, err
 		}
-		rs, err := x.query(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = ? AND t.id IN (SELECT value FROM json_each(?))`,
-			tenant, string(ids))
+		rs, err := x.query(`SELECT `+turnCols+` FROM turns t WHERE t.tenant = ? AND t.id `+list.in, tenant, list.arg)
 		if err != nil {
 			return nil, dbErr(err)
 		}
@@ -361,12 +404,12 @@ func decodePacks(x *tx, tenant, sessionID string, packs []packRow) ([]forge.Even
 		if len(q.ids) == 0 {
 			continue
 		}
-		ids, err := json.Marshal(slices.Compact(slices.Sorted(slices.Values(q.ids))))
+		list, err := idList(q.ids)
 		if err != nil {
 			return nil, err
 		}
 		msgs, err := queryMessages(x, tenant, `SELECT `+msgCols+` FROM messages m WHERE m.tenant = ?
-			AND `+q.where+` IN (SELECT value FROM json_each(?))`, tenant, string(ids))
+			AND `+q.where+` `+list.in, tenant, list.arg)
 		if err != nil {
 			return nil, err
 		}
@@ -374,15 +417,26 @@ func decodePacks(x *tx, tenant, sessionID string, packs []packRow) ([]forge.Even
 			rows.AddMessage(m)
 		}
 	}
-	var out []forge.Event
-	for _, p := range packs {
-		evs, err := eventpack.Decode(p.body, sessionID, rows)
-		if err != nil {
-			return nil, dbErr(fmt.Errorf("event log of session %s at seq %d: %w", sessionID, p.first, err))
-		}
-		out = append(out, evs...)
+	return rows, nil
+}
+
+// ids is a condition on a list of ids: "= ?" for one (the most common
+// case, and a cheaper query), IN a JSON array for more.
+type ids struct {
+	in  string
+	arg any
+}
+
+func idList(list []string) (ids, error) {
+	list = slices.Compact(slices.Sorted(slices.Values(list)))
+	if len(list) == 1 {
+		return ids{"= ?", list[0]}, nil
 	}
-	return out, nil
+	b, err := json.Marshal(list)
+	if err != nil {
+		return ids{}, err
+	}
+	return ids{"IN (SELECT value FROM json_each(?))", string(b)}, nil
 }
 
 // readOldEvents reads the log written before packs (schema version 7 and

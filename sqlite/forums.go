@@ -84,7 +84,7 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 		if err != nil {
 			return dbErr(err)
 		}
-		return insertLog(x, sc, packs)
+		return s.insertLog(x, sc, packs)
 	})
 }
 
@@ -106,7 +106,7 @@ func (s *Store) EndParticipant(ctx context.Context, tenant, forumID, participant
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			ended = true
-			if err := insertLog(x, scope{tenant: tenant, session: forumID}, packs); err != nil {
+			if err := s.insertLog(x, scope{tenant: tenant, session: forumID}, packs); err != nil {
 				return err
 			}
 		}
@@ -240,7 +240,7 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 			if err != nil {
 				return err
 			}
-			if err := insertLog(x, sc, packs); err != nil {
+			if err := s.insertLog(x, sc, packs); err != nil {
 				return err
 			}
 		}
@@ -360,6 +360,6 @@ func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error
 		if err := insertMessages(x, mrows, prows); err != nil {
 			return err
 		}
-		return insertLog(x, scope{tenant: w.Tenant, session: w.ForumID}, packs)
+		return s.insertLog(x, scope{tenant: w.Tenant, session: w.ForumID}, packs)
 	})
 }

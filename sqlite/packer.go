@@ -230,6 +230,8 @@ type packedTurn struct {
 	key   turnKey
 	olds  []int64 // first seqs of the packs replaced
 	packs []logRow
+	rows  *eventpack.Rows
+	refs  []eventpack.Ref // of the packs
 }
 
 // packTurns packs the logs of ended turns: per tenant, one read
@@ -258,7 +260,19 @@ func (s *Store) packTurns(ctx context.Context, keys []turnKey) error {
 	if len(work) == 0 {
 		return nil
 	}
-	return s.write(ctx, func(x *tx) error { return swapPacks(x, work) })
+	if err := s.write(ctx, func(x *tx) error { return swapPacks(x, work) }); err != nil {
+		return err
+	}
+	// Replays of these turns come soon, if at all: their rows' bytes are
+	// kept for them.
+	for _, pt := range work {
+		for _, ref := range pt.refs {
+			if b, err := pt.rows.RowBytes(nil, ref); err == nil {
+				s.dicts.Put(pt.key.tenant, ref, b)
+			}
+		}
+	}
+	return nil
 }
 
 // readTurnLogs reads ended turns' packs and rows and packs them anew
@@ -390,17 +404,19 @@ func readTurnLogs(x *tx, tenant string, keys []turnKey) ([]packedTurn, error) {
 				end++
 			}
 			if end > start {
-				p, err := packRows(l.evs[start:end], rows, l.t.ID)
+				p, refs, err := packRows(l.evs[start:end], rows, l.t.ID)
 				if err != nil {
 					return nil, err
 				}
 				l.pt.packs = append(l.pt.packs, p...)
+				l.pt.refs = append(l.pt.refs, refs...)
 				start = end
 			}
 		}
 		if start != len(l.evs) {
 			return nil, dbErr(fmt.Errorf("event log of turn %s: events after its last seq %d", l.t.ID, l.t.LastSeq))
 		}
+		l.pt.rows = rows
 		out = append(out, l.pt)
 	}
 	return out, nil

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
 	"github.com/forge-runtime/forge/internal/storeutil"
 	"modernc.org/sqlite"
 )
@@ -37,6 +38,11 @@ type Store struct {
 	rc   *rowCache     // rows of the lookups every turn makes (cache.go)
 	cp   *checkpointer // checkpoints the WAL on its own connection
 	pk   *packer       // packs the logs of ended turns (packer.go)
+	// dicts keeps the dictionaries of packed turns' rows (events.go).
+	dicts *eventpack.DictCache
+	// oldLog is set when the database holds events of the log before
+	// packs (table events): nothing writes there any more.
+	oldLog bool
 	r    *pool         // readers
 	ids  forge.IDGen
 	now  func() time.Time
@@ -95,6 +101,7 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 		restartFrames:      restartFrames,
 		rc:                 newRowCache(),
 		packDelay:          packDelay,
+		dicts:              eventpack.NewDictCache(dictCacheBytes),
 	}
 	if configure != nil {
 		configure(s)
@@ -169,6 +176,9 @@ func (s *Store) open(ctx context.Context) error {
 	rdb.SetConnMaxIdleTime(0)
 	s.r = newPool(rdb)
 	if err := rdb.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	if err := rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events)`).Scan(&s.oldLog); err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
 	}
 	s.pk = newPacker(s, !s.noPacker)

@@ -125,7 +125,7 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		if err := insertMessages(x, msgs, parts); err != nil {
 			return err
 		}
-		if err := insertLog(x, scope, packs); err != nil {
+		if err := s.insertLog(x, scope, packs); err != nil {
 			return err
 		}
 		if t.Ended() && len(packs) > 0 {
@@ -297,7 +297,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		if err := upsertParts(x, parts); err != nil {
 			return err
 		}
-		if err := insertLog(x, scope, packs); err != nil {
+		if err := s.insertLog(x, scope, packs); err != nil {
 			return err
 		}
 		if b.Turn != nil && t.Ended() && firstSeq != nil {

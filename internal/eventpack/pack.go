@@ -118,6 +118,16 @@ func (r *Rows) part(ref Ref) *forge.Part {
 // those it was encoded against.
 var ErrRowsChanged = errors.New("eventpack: the rows an event body refers to changed since it was written")
 
+// Source gives the dictionary bytes of the rows refs name.
+type Source interface {
+	// RowBytes appends the bytes of the row ref names to dst; an error
+	// wrapping ErrRowsChanged when it has no such row.
+	RowBytes(dst []byte, ref Ref) ([]byte, error)
+}
+
+// RowBytes appends the bytes of a row of r (Source).
+func (r *Rows) RowBytes(dst []byte, ref Ref) ([]byte, error) { return rowBytes(dst, ref, r) }
+
 // rowBytes is a ref's contribution to the dictionary: forge's JSON of the
 // row, the form in which events carry it. A message goes without its
 // metadata, which may change after its turn ended (a published reply is
@@ -195,7 +205,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Encode packs evs, in seq order with distinct seqs, into a body whose
 // dictionary holds the rows refs name (each must be in rows). turn is the
 // id most of the events carry (nil when none): it is stored once.
-func Encode(evs []forge.Event, turn *string, refs []Ref, rows *Rows) ([]byte, error) {
+func Encode(evs []forge.Event, turn *string, refs []Ref, rows Source) ([]byte, error) {
 	if len(evs) == 0 {
 		return nil, errors.New("eventpack: no events to pack")
 	}
@@ -285,7 +295,7 @@ func readHeader(body []byte) (header, error) {
 
 // Decode unpacks a body of session sessionID against the rows its refs
 // name (rows may hold more).
-func Decode(body []byte, sessionID string, rows *Rows) ([]forge.Event, error) {
+func Decode(body []byte, sessionID string, rows Source) ([]forge.Event, error) {
 	h, err := readHeader(body)
 	if err != nil {
 		return nil, err
@@ -318,14 +328,14 @@ func Decode(body []byte, sessionID string, rows *Rows) ([]forge.Event, error) {
 var dicts = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 // dictionary appends to d the static dictionary, the refs and their rows.
-func dictionary(d, refText []byte, refs []Ref, rows *Rows) ([]byte, error) {
+func dictionary(d, refText []byte, refs []Ref, rows Source) ([]byte, error) {
 	if len(refs) == 0 {
 		return append(d, staticDict...), nil
 	}
 	d = append(append(d, staticDict...), refText...)
 	for _, ref := range refs {
 		var err error
-		if d, err = rowBytes(d, ref, rows); err != nil {
+		if d, err = rows.RowBytes(d, ref); err != nil {
 			return nil, err
 		}
 	}
