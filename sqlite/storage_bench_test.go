@@ -210,5 +210,3 @@ func BenchmarkListEvents(b *testing.B) {
 // forgetDictionaries, when set, empties a store's cache of row
 // dictionaries (the cold reads of BenchmarkListEvents).
 var forgetDictionaries func(*Store)
-
-

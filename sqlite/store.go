@@ -43,9 +43,9 @@ type Store struct {
 	// oldLog is set when the database holds events of the log before
 	// packs (table events): nothing writes there any more.
 	oldLog bool
-	r    *pool         // readers
-	ids  forge.IDGen
-	now  func() time.Time
+	r      *pool // readers
+	ids    forge.IDGen
+	now    func() time.Time
 	// writes times each write for ObserveWrites.
 	writes storeutil.WriteTimer
 
