@@ -24,25 +24,16 @@ import (
 // written before (table events, schema version 7 and earlier) stay where
 // they are and are read beside the packs.
 
-// Packs are bounded so that reading a page decodes little more than it
-// returns.
-const (
-	maxPackEvents = 512
-	maxPackData   = 256 << 10
-	// dictCacheBytes bounds the dictionaries kept for replays of recently
-	// packed turns (a trivial turn's is about 2.5 KB).
-	dictCacheBytes = 16 << 20
-)
+// dictCacheBytes bounds the dictionaries kept for replays of recently
+// packed turns (a trivial turn's is about 2.5 KB).
+const dictCacheBytes = 16 << 20
 
-// logRow is a pack about to be inserted.
-type logRow struct {
-	first, last int64
-	turn        any // the running turn it waits for (string), or nil
-	body        []byte
-}
-
-func (r logRow) args(sc scope) []any {
-	return []any{sc.tenant, sc.session, r.first, r.last, r.turn, r.body}
+func packArgs(sc scope, p eventpack.Pack) []any {
+	var open any
+	if p.Open != "" {
+		open = p.Open
+	}
+	return []any{sc.tenant, sc.session, p.First, p.Last, open, p.Body}
 }
 
 var logInsert = newMultiInsert("event seq", `INSERT INTO event_log (tenant, session_id, first_seq, last_seq,
@@ -51,78 +42,12 @@ var logInsert = newMultiInsert("event seq", `INSERT INTO event_log (tenant, sess
 // prepareEvents checks a write's stored events and returns them in seq
 // order with their times filled in. A seq twice is ErrConflict.
 func (s *Store) prepareEvents(evs []forge.Event) ([]forge.Event, error) {
-	now := s.now()
-	out := make([]forge.Event, 0, len(evs))
-	for _, e := range evs {
-		if err := storeutil.CheckEvent(&e); err != nil {
-			return nil, err
-		}
-		e.CreatedAt = storeutil.Or(e.CreatedAt, now).UTC()
-		out = append(out, e)
-	}
-	out = eventpack.Sorted(out)
-	for i := 1; i < len(out); i++ {
-		if out[i].Seq == out[i-1].Seq {
-			return nil, forge.Errorf(forge.ErrConflict, "event seq %d already exists", out[i].Seq)
-		}
-	}
-	return out, nil
-}
-
-// runs splits events in seq order into runs of consecutive events with
-// the same turn id, each at most a pack's size.
-func runs(evs []forge.Event) [][]forge.Event {
-	var out [][]forge.Event
-	start, data := 0, 0
 	for i := range evs {
-		if i > start && (!sameTurn(evs[i].TurnID, evs[start].TurnID) || i-start >= maxPackEvents || data+len(evs[i].Data) > maxPackData) {
-			out = append(out, evs[start:i])
-			start, data = i, 0
-		}
-		data += len(evs[i].Data)
-	}
-	if start < len(evs) {
-		out = append(out, evs[start:])
-	}
-	return out
-}
-
-func sameTurn(a, b *string) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
-}
-
-// packPlain packs events without rows. The packs of the running turn open
-// (its events, when open is set) wait for its end.
-func packPlain(evs []forge.Event, open string) ([]logRow, error) {
-	var out []logRow
-	for _, run := range runs(evs) {
-		body, err := eventpack.Encode(run, run[0].TurnID, nil, nil)
-		if err != nil {
+		if err := storeutil.CheckEvent(&evs[i]); err != nil {
 			return nil, err
 		}
-		r := logRow{first: run[0].Seq, last: run[len(run)-1].Seq, body: body}
-		if open != "" && run[0].TurnID != nil && *run[0].TurnID == open {
-			r.turn = open
-		}
-		out = append(out, r)
 	}
-	return out, nil
-}
-
-// packRows packs events against rows and returns the refs of the packs.
-func packRows(evs []forge.Event, rows *eventpack.Rows, whole string) ([]logRow, []eventpack.Ref, error) {
-	var out []logRow
-	var all []eventpack.Ref
-	for _, run := range runs(evs) {
-		refs := eventpack.RefsFor(run, rows, whole)
-		body, err := eventpack.Encode(run, run[0].TurnID, refs, rows)
-		if err != nil {
-			return nil, nil, err
-		}
-		out = append(out, logRow{first: run[0].Seq, last: run[len(run)-1].Seq, body: body})
-		all = append(all, refs...)
-	}
-	return out, all, nil
+	return eventpack.Prepare(evs, s.now())
 }
 
 // checkSeqs refuses a write whose first seq is not above every stored seq
@@ -147,28 +72,28 @@ func (s *Store) checkSeqs(x *tx, sc scope, first int64) error {
 }
 
 // insertLog appends packs to the log after checking their seqs.
-func (s *Store) insertLog(x *tx, sc scope, rows []logRow) error {
-	if len(rows) == 0 {
+func (s *Store) insertLog(x *tx, sc scope, packs []eventpack.Pack) error {
+	if len(packs) == 0 {
 		return nil
 	}
-	if err := s.checkSeqs(x, sc, rows[0].first); err != nil {
+	if err := s.checkSeqs(x, sc, packs[0].First); err != nil {
 		return err
 	}
-	args := make([][]any, len(rows))
-	for i, r := range rows {
-		args[i] = r.args(sc)
+	args := make([][]any, len(packs))
+	for i, p := range packs {
+		args[i] = packArgs(sc, p)
 	}
 	return logInsert.exec(x, args)
 }
 
 // plainLog packs a write's events without rows (events about rows that
 // may still change: stints, monologue swaps).
-func (s *Store) plainLog(evs []forge.Event) ([]logRow, error) {
+func (s *Store) plainLog(evs []forge.Event) ([]eventpack.Pack, error) {
 	evs, err := s.prepareEvents(evs)
 	if err != nil || len(evs) == 0 {
 		return nil, err
 	}
-	return packPlain(evs, "")
+	return eventpack.Plain(evs, "")
 }
 
 // queryMessages reads messages with their parts.
@@ -189,7 +114,7 @@ func queryMessages(x *tx, tenant, query string, args ...any) ([]*forge.Message, 
 
 // looseLog packs events outside turns against the messages of their write
 // (msgIDs, read back as stored: they never change).
-func looseLog(x *tx, sc scope, evs []forge.Event, msgIDs []string) ([]logRow, error) {
+func looseLog(x *tx, sc scope, evs []forge.Event, msgIDs []string) ([]eventpack.Pack, error) {
 	rows := eventpack.NewRows()
 	if len(msgIDs) > 0 {
 		ids, err := json.Marshal(msgIDs)
@@ -207,7 +132,7 @@ func looseLog(x *tx, sc scope, evs []forge.Event, msgIDs []string) ([]logRow, er
 			}
 		}
 	}
-	packs, _, err := packRows(evs, rows, "")
+	packs, _, err := eventpack.Against(evs, rows, "")
 	return packs, err
 }
 

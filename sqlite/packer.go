@@ -229,7 +229,7 @@ func (s *Store) unpackedTurns(ctx context.Context) ([]turnKey, error) {
 type packedTurn struct {
 	key   turnKey
 	olds  []int64 // first seqs of the packs replaced
-	packs []logRow
+	packs []eventpack.Pack
 	rows  *eventpack.Rows
 	refs  []eventpack.Ref // of the packs
 }
@@ -396,25 +396,9 @@ func readTurnLogs(x *tx, tenant string, keys []turnKey) ([]packedTurn, error) {
 		rows.AddTurn(l.t)
 		slices.SortFunc(l.evs, cmpSeq)
 		slices.Sort(l.stops)
-		// Runs of the turn's events between other packs.
-		start := 0
-		for _, stop := range append(l.stops, l.t.LastSeq+1) {
-			end := start
-			for end < len(l.evs) && l.evs[end].Seq < stop {
-				end++
-			}
-			if end > start {
-				p, refs, err := packRows(l.evs[start:end], rows, l.t.ID)
-				if err != nil {
-					return nil, err
-				}
-				l.pt.packs = append(l.pt.packs, p...)
-				l.pt.refs = append(l.pt.refs, refs...)
-				start = end
-			}
-		}
-		if start != len(l.evs) {
-			return nil, dbErr(fmt.Errorf("event log of turn %s: events after its last seq %d", l.t.ID, l.t.LastSeq))
+		var err error
+		if l.pt.packs, l.pt.refs, err = eventpack.PackTurn(l.t, l.evs, l.stops, rows); err != nil {
+			return nil, dbErr(err)
 		}
 		l.pt.rows = rows
 		out = append(out, l.pt)
@@ -445,8 +429,8 @@ func swapPacks(x *tx, work []packedTurn) error {
 			}
 		}
 		sc := scope{tenant: pt.key.tenant, session: pt.key.session}
-		for _, r := range pt.packs {
-			rows = append(rows, r.args(sc))
+		for _, p := range pt.packs {
+			rows = append(rows, packArgs(sc, p))
 		}
 	}
 	return logInsert.exec(x, rows)

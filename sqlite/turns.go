@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
 	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
@@ -67,7 +68,7 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		return err
 	}
 	// The turn's events wait for its end to be packed against its rows.
-	packs, err := packPlain(evs, t.ID)
+	packs, err := eventpack.Plain(evs, t.ID)
 	if err != nil {
 		return err
 	}
@@ -238,7 +239,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	if evs, err = s.prepareEvents(evs); err != nil {
 		return err
 	}
-	packs, err := packPlain(evs, b.TurnID)
+	packs, err := eventpack.Plain(evs, b.TurnID)
 	if err != nil {
 		return err
 	}
