@@ -34,10 +34,10 @@ type Store struct {
 	path string
 	lock *ownership
 	wdb  *sql.DB
-	w    *writer       // owns the single write connection
-	rc   *rowCache     // rows of the lookups every turn makes (cache.go)
-	cp   *checkpointer // checkpoints the WAL on its own connection
-	pk   *packer       // packs the logs of ended turns (packer.go)
+	w    *writer           // owns the single write connection
+	rc   *rowCache         // rows of the lookups every turn makes (cache.go)
+	cp   *checkpointer     // checkpoints the WAL on its own connection
+	pk   *eventpack.Packer // packs the logs of ended turns (packer.go)
 	// dicts keeps the dictionaries of packed turns' rows (events.go).
 	dicts *eventpack.DictCache
 	// oldLog is set when the database holds events of the log before
@@ -100,7 +100,7 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 		checkpointInterval: checkpointInterval,
 		restartFrames:      restartFrames,
 		rc:                 newRowCache(),
-		packDelay:          packDelay,
+		packDelay:          eventpack.PackDelay,
 		dicts:              eventpack.NewDictCache(dictCacheBytes),
 	}
 	if configure != nil {
@@ -181,7 +181,7 @@ func (s *Store) open(ctx context.Context) error {
 	if err := rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events)`).Scan(&s.oldLog); err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
 	}
-	s.pk = newPacker(s, !s.noPacker)
+	s.pk = eventpack.NewPacker(packWork{s}, s.packDelay, !s.noPacker)
 	return nil
 }
 
@@ -220,7 +220,7 @@ func (s *Store) Close(ctx context.Context) error {
 func (s *Store) closeDBs() error {
 	var errs []error
 	if s.pk != nil {
-		s.pk.stop()
+		s.pk.Stop()
 	}
 	if s.cp != nil {
 		errs = append(errs, s.cp.stop())

@@ -130,7 +130,7 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 			return err
 		}
 		if t.Ended() && len(packs) > 0 {
-			x.after(func() { s.pk.add(turnKey{t.Tenant, t.SessionID, t.ID}) })
+			x.after(func() { s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID}) })
 		}
 		// The session's cached row, if any, takes the same change.
 		x.after(func() {
@@ -303,7 +303,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		}
 		if b.Turn != nil && t.Ended() && firstSeq != nil {
 			// Its rows are final: the packer packs its log against them.
-			x.after(func() { s.pk.add(turnKey{b.Tenant, b.SessionID, b.TurnID}) })
+			x.after(func() { s.pk.Add(eventpack.TurnKey{Tenant: b.Tenant, Session: b.SessionID, Turn: b.TurnID}) })
 		}
 		return nil
 	})
