@@ -33,10 +33,11 @@ UPDATE turns SET first_seq = (
 );
 
 -- event_log_above raises FG003 unless p_first is above every stored seq of
--- the session: seqs are assigned in order and never reused, so a lower one
--- is a seq used twice.
-CREATE FUNCTION event_log_above(p_session text, p_first bigint) RETURNS void
-LANGUAGE plpgsql AS $$
+-- the session (and returns true): seqs are assigned in order and never
+-- reused, so a lower one is a seq used twice. STABLE: in the INSERT that
+-- calls it for each row, it sees the log as it was before the INSERT.
+CREATE FUNCTION event_log_above(p_session text, p_first bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
     t   text COLLATE "C" := current_setting('forge.tenant', true);
     top bigint;
@@ -48,6 +49,7 @@ BEGIN
         RAISE EXCEPTION 'event seq % already exists (the log of session % is at %)', p_first, p_session, top
             USING ERRCODE = 'FG003';
     END IF;
+    RETURN true;
 END
 $$;
 
