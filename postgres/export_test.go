@@ -20,6 +20,13 @@ func WithDial(opts Options, dial func(ctx context.Context, network, addr string)
 	return opts
 }
 
+// WithoutPacker returns opts with ended turns' logs packed only by
+// FlushEventLog.
+func WithoutPacker(opts Options) Options {
+	opts.noPacker = true
+	return opts
+}
+
 // PoolConfig is poolConfig.
 var PoolConfig = poolConfig
 
