@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -52,7 +53,7 @@ func newTurnRunner(tb testing.TB, path, kind string, perSession int) *turnRunner
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
 	eng := engine.New(engine.Config{Store: s, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
 		Logger: slog.New(slog.DiscardHandler)})
-	a := &forge.Agent{Tenant: forge.DefaultTenant, Name: "echo", Model: "scripted/echo", Instructions: "be brief"}
+	a := &forge.Agent{Tenant: forge.DefaultTenant, Name: "echo", Model: "scripted/echo", Instructions: "be brief", IterationLimit: 8}
 	if kind == "tool" {
 		// Turn k of a session plays steps 2k (a call of echo) and 2k+1.
 		var steps []scripted.Step
@@ -83,7 +84,10 @@ func (r *turnRunner) turn(tb testing.TB, perSession int) {
 		tb.Fatal(err)
 	}
 	if t, err := r.eng.WaitTurn(ctx, forge.DefaultTenant, r.ses.ID, t.ID); err != nil || t.Status != forge.TurnDone {
-		tb.Fatalf("%v %+v", err, t)
+		if err == nil && t.Error != nil {
+			err = fmt.Errorf("%s: %s", t.Error.Code, t.Error.Message)
+		}
+		tb.Fatalf("turn %d ended %v: %v", r.n, t, err)
 	}
 }
 
