@@ -221,7 +221,12 @@ type EventQuery struct {
 	Limit  int
 }
 
-// EventStore reads the persisted event log.
+// EventStore reads the persisted event log. The events of one write have
+// seqs above every stored seq of their session (the sequencer assigns them
+// in order, DESIGN.md): a write with a seq at or below the highest stored
+// one, or with a seq twice, is ErrConflict and writes nothing. A stored
+// event reads back byte for byte as it was written (envelope and data),
+// whatever happened since to the rows it announced.
 type EventStore interface {
 	ListEvents(ctx context.Context, tenant string, q EventQuery) ([]Event, error)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/forge-runtime/forge/storetest"
 )
 
-// TestMigrationTurnLineage: migration 0005 gives the turns of an existing
+// TestMigrationTurnLineage: migration 0006 gives the turns of an existing
 // database their lineage and depth, so that their branches list as
 // before: a database whose turns were written without them (the columns
 // dropped, the migration unrecorded) is migrated again on open, and every
@@ -28,7 +28,7 @@ func TestMigrationTurnLineage(t *testing.T) {
 	for _, q := range []string{
 		`DROP INDEX forge.messages_summary`,
 		`ALTER TABLE forge.turns DROP COLUMN lineage, DROP COLUMN depth`,
-		`DELETE FROM forge.schema_migrations WHERE version = 5`,
+		`DELETE FROM forge.schema_migrations WHERE version = 6`,
 	} {
 		pgtest.Exec(t, url, q)
 	}

@@ -59,7 +59,7 @@ func (s *Store) encodeParts(sc scope, messageID string, parts []*forge.Part) ([]
 			return nil, err
 		}
 		created, updated := storeutil.Or(p.CreatedAt, now), storeutil.Or(p.UpdatedAt, now)
-		out = append(out, []any{sc.tenant, p.ID, mid, sc.session, sc.turn, p.Type, p.Text, p.State, p.CallID,
+		out = append(out, []any{sc.tenant, p.ID, mid, p.Type, p.Text, p.State, p.CallID,
 			p.Tool, rawText(p.Arguments), strPtr(p.Output), strPtr(p.Error), rawText(p.Data), rawText(p.Provider),
 			unixNano(created), unixNano(updated)})
 	}
@@ -74,9 +74,10 @@ var (
 	messageUpsert = newMultiInsert("message", messageInsert.head, 16, ` ON CONFLICT (tenant, id) DO UPDATE SET
 		parent_id = excluded.parent_id, author = excluded.author, model = excluded.model,
 		finish = excluded.finish, usage = excluded.usage, summary = excluded.summary`)
-	partInsert = newMultiInsert("part", `INSERT INTO parts (tenant, id, message_id, session_id, turn_id, type,
-		text, state, call_id, tool, arguments, output, error, data, provider, created_at, updated_at) VALUES `, 17, "")
-	partUpsert = newMultiInsert("part", partInsert.head, 17, ` ON CONFLICT (tenant, id) DO UPDATE SET
+	// A part is its message's: its session and turn are the message's.
+	partInsert = newMultiInsert("part", `INSERT INTO parts (tenant, id, message_id, type,
+		text, state, call_id, tool, arguments, output, error, data, provider, created_at, updated_at) VALUES `, 15, "")
+	partUpsert = newMultiInsert("part", partInsert.head, 15, ` ON CONFLICT (tenant, message_id, id) DO UPDATE SET
 		type = excluded.type, text = excluded.text, state = excluded.state, call_id = excluded.call_id,
 		tool = excluded.tool, arguments = excluded.arguments, output = excluded.output, error = excluded.error,
 		data = excluded.data, provider = excluded.provider, updated_at = excluded.updated_at`)
@@ -151,7 +152,7 @@ func (m *multiInsert) exec(x *tx, rows [][]any) error {
 const msgCols = `m.id, m.session_id, m.turn_id, m.thread_id, m.role, m.parent_id, m.author, m.model,
 	m.finish, m.usage, m.summary, m.created_at, m.metadata, m.origin, m.forum`
 
-func scanMessages(rows *sql.Rows, tenant string) ([]*forge.Message, error) {
+func scanMessages(rows rowIter, tenant string) ([]*forge.Message, error) {
 	defer rows.Close()
 	var out []*forge.Message
 	for rows.Next() {
@@ -195,7 +196,7 @@ func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
 	if err != nil {
 		return err
 	}
-	rows, err := x.query(`SELECT id, message_id, session_id, turn_id, type, text, state, call_id, tool,
+	rows, err := x.query(`SELECT id, message_id, type, text, state, call_id, tool,
 		arguments, output, error, data, provider, created_at, updated_at
 		FROM parts WHERE tenant = ? AND message_id IN (SELECT value FROM json_each(?))
 		ORDER BY message_id, id`, tenant, string(idJSON))
@@ -209,7 +210,7 @@ func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
 			args, output, perr, data, provider sql.NullString
 			created, updated                   int64
 		)
-		if err := rows.Scan(&p.ID, &p.MessageID, &p.SessionID, &p.TurnID, &p.Type, &p.Text, &p.State, &p.CallID,
+		if err := rows.Scan(&p.ID, &p.MessageID, &p.Type, &p.Text, &p.State, &p.CallID,
 			&p.Tool, &args, &output, &perr, &data, &provider, &created, &updated); err != nil {
 			return dbErr(err)
 		}
@@ -217,6 +218,7 @@ func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
 		p.Output, p.Error = fromNullStr(output), fromNullStr(perr)
 		p.CreatedAt, p.UpdatedAt = fromNano(created), fromNano(updated)
 		if m := byID[p.MessageID]; m != nil {
+			p.SessionID, p.TurnID = m.SessionID, m.TurnID
 			m.Parts = append(m.Parts, &p)
 		}
 	}

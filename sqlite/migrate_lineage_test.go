@@ -9,7 +9,7 @@ import (
 	"github.com/forge-runtime/forge/storetest"
 )
 
-// TestMigrationTurnLineage: migration 0008 gives the turns of an existing
+// TestMigrationTurnLineage: migration 0010 gives the turns of an existing
 // database their lineage and depth, so that their branches list as
 // before: a database whose turns were written without them (the columns
 // dropped, the migration unrecorded) is migrated again on open, and every
@@ -39,7 +39,7 @@ func TestMigrationTurnLineage(t *testing.T) {
 		`DROP INDEX messages_summary`,
 		`ALTER TABLE turns DROP COLUMN lineage`,
 		`ALTER TABLE turns DROP COLUMN depth`,
-		`DELETE FROM schema_migrations WHERE version = 8`,
+		`DELETE FROM schema_migrations WHERE version = 10`,
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -60,6 +60,7 @@ func Run(t *testing.T, h Harness) {
 		{"LongBranches", longBranchTests},
 		{"Compaction", compactionTests},
 		{"Events", eventTests},
+		{"EventLog", eventLogTests},
 		{"Usage", usageTests},
 		{"Idempotency", idempotencyTests},
 		{"Tenancy", tenancyTests},
