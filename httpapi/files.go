@@ -7,6 +7,9 @@ import (
 	"github.com/forge-runtime/forge/internal/files"
 )
 
+// DefaultMaxFileBytes is the default limit of one file (--max-file-bytes).
+const DefaultMaxFileBytes = files.DefaultMaxBytes
+
 // fileStore returns the store's files, or answers that this server keeps
 // none.
 func (s *Server) fileStore() (forge.FileStore, error) {

@@ -159,4 +159,3 @@ func ServeContent(ctx context.Context, w http.ResponseWriter, fs forge.FileStore
 	_, _ = io.Copy(w, rc)
 	return nil
 }
-

@@ -65,6 +65,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		routes = []route{{"POST", h.cancel}}
 	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "input_items":
 		routes = []route{{"GET", h.inputItems}}
+	case len(seg) == 1 && seg[0] == "files":
+		routes = []route{{"POST", h.createFile}, {"GET", h.listFiles}}
+	case len(seg) == 2 && seg[0] == "files" && seg[1] != "":
+		routes = []route{{"GET", h.getFile}, {"DELETE", h.deleteFile}}
+	case len(seg) == 3 && seg[0] == "files" && seg[1] != "" && seg[2] == "content":
+		routes = []route{{"GET", h.fileContent}}
 	case len(seg) == 1 && seg[0] == "models":
 		routes = []route{{"GET", h.listModels}}
 	case len(seg) == 2 && seg[0] == "models" && seg[1] != "":
@@ -85,7 +91,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Set("Allow", routes[0].method)
+	allow := routes[0].method
+	for _, rt := range routes[1:] {
+		allow += ", " + rt.method
+	}
+	w.Header().Set("Allow", allow)
 	writeErrorBody(w, http.StatusMethodNotAllowed, "", "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path)
 }
 
