@@ -61,3 +61,26 @@ type FileData struct {
 	MimeType string `json:"mime_type"`
 	Bytes    int64  `json:"bytes"`
 }
+
+// InputFile is an attachment of a message input item: a stored file named
+// by FileID, or checked inline content (Pending) that the engine stores
+// as a file when the turn begins. The engine fills the other fields from
+// the file; a turn's stored input holds those, never the bytes.
+type InputFile struct {
+	FileID   string `json:"file_id"`
+	Filename string `json:"filename,omitempty"`
+	MimeType string `json:"mime_type,omitempty"`
+	Bytes    int64  `json:"bytes,omitempty"`
+	// Pending is inline content, checked and not stored yet.
+	Pending PendingFile `json:"-"`
+}
+
+// PendingFile is inline content the server checked (type, size, image
+// dimensions) but has not stored.
+type PendingFile interface {
+	// File is the metadata the file will have (no id yet).
+	File() File
+	// Store stores the content as a new file of fs and returns it; it may
+	// be called again after the file it made was deleted.
+	Store(ctx context.Context, fs FileStore) (*File, error)
+}

@@ -424,3 +424,42 @@ func Take(ctx context.Context, fs forge.FileStore, r io.Reader, limit int64, ten
 	}
 	return f, nil
 }
+
+// Pending is checked inline content (forge.PendingFile): a spooled file
+// and its description, stored when the turn it is attached to begins.
+type Pending struct {
+	sp *Spooled
+	f  forge.File
+}
+
+var _ forge.PendingFile = (*Pending)(nil)
+
+// NewPending spools content and checks it as Describe does; the caller
+// closes it once the turn began (or was refused).
+func NewPending(r io.Reader, limit int64, tenant, declared, filename string) (*Pending, error) {
+	sp, err := Spool(r, limit)
+	if err != nil {
+		return nil, err
+	}
+	f, err := sp.Describe(tenant, declared, filename, "user_data")
+	if err != nil {
+		sp.Close()
+		return nil, err
+	}
+	return &Pending{sp: sp, f: *f}, nil
+}
+
+// File implements forge.PendingFile.
+func (p *Pending) File() forge.File { return p.f }
+
+// Store implements forge.PendingFile.
+func (p *Pending) Store(ctx context.Context, fs forge.FileStore) (*forge.File, error) {
+	f := p.f
+	if err := p.sp.Store(ctx, fs, &f); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// Close removes the spooled content.
+func (p *Pending) Close() { p.sp.Close() }

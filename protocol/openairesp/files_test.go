@@ -3,6 +3,8 @@ package openairesp_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"image"
 	"image/png"
@@ -95,5 +97,60 @@ func TestOpenAIFilesWithTheSDK(t *testing.T) {
 	}
 	if _, err := client.Files.Get(ctx, f.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Fatalf("Get after Delete: %v", err)
+	}
+}
+
+// TestResponsesTakeImagesAndFiles: input_image (a data URL or a file_id)
+// and input_file (file_data or a file_id) become file parts of the user
+// message; remote URLs and lying types are refused with nothing stored.
+func TestResponsesTakeImagesAndFiles(t *testing.T) {
+	t.Parallel()
+	s := prototest.New(t, openairesp.Protocol{})
+	if status, body := s.Do("POST", "/v1/agents", `{"name":"bot","model":"scripted/echo"}`); status != 201 {
+		t.Fatalf("agent: %d %s", status, body)
+	}
+	ctx := context.Background()
+	client := openai.NewClient(option.WithBaseURL(s.URL+"/openai/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	img := smallPNG(t)
+	up, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(img), "a.png", "image/png"), Purpose: openai.FilePurposeUserData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(img)
+	pdf := "data:application/pdf;base64," + base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n%%EOF\n"))
+	body := `{"model":"bot","input":[{"role":"user","content":[{"type":"input_text","text":"compare"},` +
+		`{"type":"input_image","image_url":"` + dataURL + `"},{"type":"input_image","file_id":"` + up.ID + `"},` +
+		`{"type":"input_file","filename":"r.pdf","file_data":"` + pdf + `"},{"type":"input_file","file_id":"` + up.ID + `"}]}]}`
+	status, out := s.Do("POST", "/openai/v1/responses", body)
+	if status != 200 {
+		t.Fatalf("create: %d %s", status, out)
+	}
+	var resp struct {
+		Conversation struct{ ID string } `json:"conversation"`
+	}
+	_ = json.Unmarshal([]byte(out), &resp)
+	_, msgs := s.Do("GET", "/v1/sessions/"+resp.Conversation.ID+"/messages", "")
+	if strings.Count(msgs, `"type":"file"`) != 4 || !strings.Contains(msgs, `"filename":"r.pdf"`) || !strings.Contains(msgs, `"mime_type":"application/pdf"`) ||
+		strings.Count(msgs, `"file_id":"`+up.ID+`"`) != 2 {
+		t.Fatalf("messages: %s", msgs)
+	}
+	_, list := s.Do("GET", "/v1/files", "")
+	before := strings.Count(list, `"id":"file_`)
+	for _, part := range []string{
+		`{"type":"input_image","image_url":"https://example.com/x.png"}`,
+		`{"type":"input_image","image_url":"http://169.254.169.254/latest/meta-data/"}`,
+		`{"type":"input_file","file_url":"https://example.com/x.pdf"}`,
+		`{"type":"input_image","image_url":"data:image/png;base64,` + base64.StdEncoding.EncodeToString([]byte("%PDF-1.4")) + `"}`,
+		`{"type":"input_file","file_data":"%%%not base64"}`,
+		`{"type":"input_image","file_id":"file_missing"}`,
+	} {
+		status, out := s.Do("POST", "/openai/v1/responses", `{"model":"bot","input":[{"role":"user","content":[{"type":"input_text","text":"x"},`+part+`]}]}`)
+		if status < 400 || status >= 500 {
+			t.Fatalf("%s: %d %s", part, status, out)
+		}
+	}
+	_, list = s.Do("GET", "/v1/files", "")
+	if after := strings.Count(list, `"id":"file_`); after != before {
+		t.Fatalf("refused requests stored files: %d then %d", before, after)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
 )
@@ -151,9 +152,24 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if name, ok := body.agentSettings(); ok {
 		return invalid(name, "%s is set by the agent in Forge and cannot be sent per request: change the agent (PUT /v1/agents/{name}) instead", name)
 	}
-	input, err := parseInput(body.Input)
+	input, atts, err := parseInputFiles(body.Input)
 	if err != nil {
 		return err
+	}
+	if len(atts) > 0 {
+		if h.env.Files == nil {
+			return invalid("input", "this server keeps no files: a message cannot carry images or files")
+		}
+		inputFiles, closeFiles, err := files.Resolve(atts, tenant, h.env.MaxFileBytes, "input.files")
+		defer closeFiles()
+		if err != nil {
+			return err
+		}
+		for i := range input {
+			if input[i].Type == forge.InputMessage {
+				input[i].Files = inputFiles
+			}
+		}
 	}
 	meta, err := metadata(body.Metadata)
 	if err != nil {
