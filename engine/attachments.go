@@ -3,6 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
 
 	"github.com/forge-runtime/forge"
 )
@@ -166,4 +170,127 @@ func (e *Engine) checkModalities(model string, atts []*attachment) error {
 		}
 	}
 	return nil
+}
+
+// fileCache holds the files a turn's model calls send, read once.
+type fileCache struct {
+	mu    sync.Mutex // guards the following
+	byID  map[string]*forge.ModelFile
+	gone  map[string]bool
+	texts map[string]string
+}
+
+// maxTextFileBytes is the most of a text file the model is sent; the
+// rest is cut with a note (a text file is sent as text, in the context
+// window).
+const maxTextFileBytes = 1 << 20
+
+// withFiles returns msgs with each file part's content, read through the
+// store: an image or a PDF with its bytes, a text file as a text part
+// headed by its name, a deleted file as a note saying so. Messages with
+// no file are shared with msgs; the others are copies (the model view's
+// arrays are reused from step to step and must stay without bytes).
+func (th *thread) withFiles(msgs []forge.ModelMessage) ([]forge.ModelMessage, error) {
+	x := th.x
+	var out []forge.ModelMessage
+	for i := range msgs {
+		m := &msgs[i]
+		has := false
+		for j := range m.Parts {
+			if m.Parts[j].Type == forge.ModelPartFile {
+				has = true
+				break
+			}
+		}
+		if !has {
+			continue
+		}
+		if out == nil {
+			out = append([]forge.ModelMessage(nil), msgs...)
+		}
+		parts := make([]forge.ModelPart, 0, len(m.Parts))
+		for _, p := range m.Parts {
+			if p.Type != forge.ModelPartFile || p.File == nil {
+				parts = append(parts, p)
+				continue
+			}
+			loaded, err := x.loadFile(p.File)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, loaded)
+		}
+		out[i] = forge.ModelMessage{Role: m.Role, Parts: parts}
+	}
+	if out == nil {
+		return msgs, nil
+	}
+	return out, nil
+}
+
+// loadFile is the model part a file becomes.
+func (x *execution) loadFile(f *forge.ModelFile) (forge.ModelPart, error) {
+	c := &x.files
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil {
+		c.byID, c.gone, c.texts = map[string]*forge.ModelFile{}, map[string]bool{}, map[string]string{}
+	}
+	name := f.Filename
+	if name == "" {
+		name = f.FileID
+	}
+	removed := forge.ModelPart{Type: forge.ModelPartText,
+		Text: fmt.Sprintf("[The file %s (%s) was removed: its content is no longer available.]", name, f.FileID)}
+	switch {
+	case c.gone[f.FileID]:
+		return removed, nil
+	case c.byID[f.FileID] != nil:
+		return forge.ModelPart{Type: forge.ModelPartFile, File: c.byID[f.FileID]}, nil
+	}
+	if t, ok := c.texts[f.FileID]; ok {
+		return forge.ModelPart{Type: forge.ModelPartText, Text: t}, nil
+	}
+	if x.e.files == nil {
+		c.gone[f.FileID] = true
+		return removed, nil
+	}
+	text := fileKind(f.MimeType) == "text"
+	limit := int64(-1)
+	if text {
+		limit = maxTextFileBytes
+	}
+	data, err := x.readFile(f.FileID, limit)
+	if errors.Is(err, forge.ErrNotFound) {
+		c.gone[f.FileID] = true
+		return removed, nil
+	}
+	if err != nil {
+		return forge.ModelPart{}, fmt.Errorf("reading file %s for the model: %w", f.FileID, err)
+	}
+	if text {
+		t := "File: " + name + "\n\n" + string(data)
+		if int64(len(data)) > maxTextFileBytes {
+			t = "File: " + name + " (its first MiB)\n\n" + string(data[:maxTextFileBytes])
+		}
+		c.texts[f.FileID] = t
+		return forge.ModelPart{Type: forge.ModelPartText, Text: t}, nil
+	}
+	mf := &forge.ModelFile{FileID: f.FileID, Filename: f.Filename, MimeType: f.MimeType, Data: data}
+	c.byID[f.FileID] = mf
+	return forge.ModelPart{Type: forge.ModelPartFile, File: mf}, nil
+}
+
+// readFile reads a file's bytes (up to limit+1 when limit >= 0).
+func (x *execution) readFile(id string, limit int64) ([]byte, error) {
+	rc, err := x.e.files.FileContent(x.ctx, x.tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if limit >= 0 {
+		r = io.LimitReader(rc, limit+1)
+	}
+	return io.ReadAll(r)
 }
