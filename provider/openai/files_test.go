@@ -28,7 +28,9 @@ func withFiles() *forge.ModelRequest {
 	}}}}
 }
 
-func dataURL(mt string, b []byte) string { return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(b) }
+func dataURL(mt string, b []byte) string {
+	return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(b)
+}
 
 func sameJSON(t *testing.T, got json.RawMessage, want any) {
 	t.Helper()
