@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -18,9 +19,10 @@ import (
 // Loopback is an HTTP server on 127.0.0.1 whose Close first releases the
 // streams stalled by a Delivery's Hang.
 type Loopback struct {
-	srv  *httptest.Server
-	done chan struct{}
-	once sync.Once
+	srv      *httptest.Server
+	done     chan struct{}
+	once     sync.Once
+	inFlight atomic.Int64
 }
 
 // Start serves h on 127.0.0.1; t.Cleanup closes it.
@@ -33,9 +35,17 @@ func Start(t testing.TB, h http.Handler) *Loopback {
 // Listen starts h on 127.0.0.1 outside a test; the caller must Close it.
 func Listen(h http.Handler) *Loopback {
 	l := &Loopback{done: make(chan struct{})}
-	l.srv = httptest.NewServer(h)
+	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.inFlight.Add(1)
+		defer l.inFlight.Add(-1)
+		h.ServeHTTP(w, r)
+	}))
 	return l
 }
+
+// InFlight is the number of requests being answered: a stream a client
+// aborted is no longer counted once the server noticed.
+func (l *Loopback) InFlight() int { return int(l.inFlight.Load()) }
 
 // URL is the server's root, http://127.0.0.1:port.
 func (l *Loopback) URL() string { return l.srv.URL }
@@ -154,6 +164,7 @@ type Delivery struct {
 	Hang     int           // stall until the request or the server ends
 	Cut      int           // drop the connection
 	ErrAfter int           // write the error event and end the stream
+	Silent   bool          // answer nothing at all until the request or the server ends
 }
 
 // Stream writes an event stream: the headers already set on w plus
@@ -162,6 +173,13 @@ type Delivery struct {
 // ErrAfter writes; an effect counted past the last event applies after it.
 // The stream ends early when ctx or done ends.
 func Stream(w http.ResponseWriter, ctx context.Context, done <-chan struct{}, d Delivery, events [][]byte, errEvent []byte) {
+	if d.Silent {
+		select {
+		case <-ctx.Done():
+		case <-done:
+		}
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
