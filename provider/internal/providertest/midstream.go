@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"context"
 	"time"
 
 	"github.com/forge-runtime/forge/provider/internal/fakeapi"
@@ -50,9 +51,12 @@ var midStreamTests = []test{
 	{"LeftOpen", func(f *fixture) {
 		// A server that keeps the connection open after the end of the
 		// reply does not hold up the call.
+		// The deadline makes a provider that waits fail instead of hang.
 		f.respond(fakeapi.Text("a").Usage(usage(1, 1)).HangAt(fakeapi.AtEnd()))
+		ctx, cancel := context.WithTimeout(f.Context(), 5*time.Second)
+		defer cancel()
 		start := time.Now()
-		f.events(f.call(hello()), "text+", "text:a", "text-", "finish:stop in=1 out=1 read=0 write=0 think=0")
+		f.events(stream(ctx, f.model(), hello()), "text+", "text:a", "text-", "finish:stop in=1 out=1 read=0 write=0 think=0")
 		f.within(time.Since(start), 2*time.Second, "the call")
 	}},
 }
