@@ -217,6 +217,8 @@ type MonologueSwap struct {
 
 // LooseAppend writes messages that belong to no turn (forum messages,
 // copies in monologues) into a session with the events describing them.
+// Its events name no turn either: a turn's events are those committed
+// with the turn, within its seqs, and stores read a turn's events there.
 type LooseAppend struct {
 	Tenant    string
 	SessionID string

@@ -23,7 +23,7 @@ func TestDependencies(t *testing.T) {
 	if err != nil {
 		t.Skip("the go command is not on PATH")
 	}
-	for _, pkg := range []string{".", "./engine", "./eventlog", "./bus", "./httpapi"} {
+	for _, pkg := range []string{".", "./engine", "./eventlog", "./bus", "./httpapi", "./modelview"} {
 		t.Run(strings.TrimPrefix(pkg, "./"), func(t *testing.T) {
 			t.Parallel()
 			out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()

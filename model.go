@@ -18,13 +18,28 @@ type Models interface {
 	Resolve(name string) (Model, string, error)
 }
 
-// ModelRequest is one model call.
+// ModelRequest is one model call. A Model reads it, and never changes it,
+// only while its Stream runs: the engine reuses the arrays behind Messages
+// for the next calls of the thread (so that a long history is not copied
+// on every step). A Model that keeps a request for later keeps a copy
+// (ModelRequest.Clone).
 type ModelRequest struct {
 	Model    string // the model id without the provider prefix
 	System   string
 	Messages []ModelMessage
 	Tools    []ToolDef
 	Params   ModelParams
+}
+
+// Clone returns a copy of r whose messages and parts are its own.
+func (r *ModelRequest) Clone() *ModelRequest {
+	c := *r
+	c.Messages = make([]ModelMessage, len(r.Messages))
+	for i, m := range r.Messages {
+		c.Messages[i] = ModelMessage{Role: m.Role, Parts: append([]ModelPart(nil), m.Parts...)}
+	}
+	c.Tools = append([]ToolDef(nil), r.Tools...)
+	return &c
 }
 
 // ModelMessage is one message of the history sent to the model. Role is

@@ -164,9 +164,8 @@ type MessageQuery struct {
 	TipTurnID string
 	// ThreadID, when set, keeps only that thread's messages.
 	ThreadID string
-	// From, when set, keeps only messages with id >= From, and the chain
-	// of turns is walked back no further than From's turn (so a read from a
-	// compaction tail does not cost the length of the session).
+	// From, when set, keeps only messages with id >= From (a read from a
+	// compaction tail); ErrNotFound when the session has no such message.
 	From string
 	ListOptions
 }
@@ -193,8 +192,12 @@ type CompactionData struct {
 
 // MessageStore reads messages.
 type MessageStore interface {
-	// ListMessages returns messages with their parts, oldest first, along
-	// the chain of turns ending at q.TipTurnID.
+	// ListMessages returns messages with their parts, oldest first (in id
+	// order), along the chain of turns ending at q.TipTurnID; messages that
+	// belong to no turn are on every branch. The cursor is a position in id
+	// order, so a cursor from another branch gives this branch's messages
+	// after it. A page costs what it returns (and the messages of other
+	// branches it passes), never the length of the chain before it.
 	ListMessages(ctx context.Context, tenant string, q MessageQuery) ([]*Message, string, error)
 	// TurnMessages returns the messages a turn wrote, with their parts.
 	TurnMessages(ctx context.Context, tenant, turnID string) ([]*Message, error)
@@ -202,8 +205,8 @@ type MessageStore interface {
 	// thread along the branch ending at q.TipTurnID: an assistant message
 	// with Summary set and a finish other than "" and "error", whose parent
 	// is a user message carrying a compaction part (its Data a
-	// CompactionData). nil when there is none. It walks the chain of turns
-	// from the tip back only as far as the turn holding that summary.
+	// CompactionData). nil when there is none. Its cost is the summaries
+	// the session holds after that one, never the length of the chain.
 	// Paging fields of q are ignored.
 	LatestCompaction(ctx context.Context, tenant string, q MessageQuery) (*CompactionBoundary, error)
 }
@@ -218,7 +221,12 @@ type EventQuery struct {
 	Limit  int
 }
 
-// EventStore reads the persisted event log.
+// EventStore reads the persisted event log. The events of one write have
+// seqs above every stored seq of their session (the sequencer assigns them
+// in order, DESIGN.md): a write with a seq at or below the highest stored
+// one, or with a seq twice, is ErrConflict and writes nothing. A stored
+// event reads back byte for byte as it was written (envelope and data),
+// whatever happened since to the rows it announced.
 type EventStore interface {
 	ListEvents(ctx context.Context, tenant string, q EventQuery) ([]Event, error)
 }

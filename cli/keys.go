@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/server"
 )
 
 func newKeysCommand() *cobra.Command {
@@ -42,7 +43,7 @@ func newKeysCreateCommand() *cobra.Command {
 			if err := forge.ValidateNewKey(tenant, name); err != nil {
 				return err
 			}
-			s, err := openStore(cmd.Context(), db)
+			s, err := server.OpenStore(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
@@ -77,7 +78,7 @@ func newKeysListCommand() *cobra.Command {
 			} else if err := forge.ValidTenant(tenant); err != nil {
 				return err
 			}
-			s, err := openStore(cmd.Context(), db)
+			s, err := server.OpenStore(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
@@ -142,7 +143,7 @@ func newKeysRevokeCommand() *cobra.Command {
 			} else if err := forge.ValidTenant(tenant); err != nil {
 				return err
 			}
-			s, err := openStore(cmd.Context(), db)
+			s, err := server.OpenStore(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
@@ -174,14 +175,14 @@ which also creates Forge's roles (forge_owner, forge_runtime, forge_lookup);
 then give forge serve a login role that is a member of forge_runtime.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openStore(cmd.Context(), db)
+			s, err := server.OpenStore(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
 			if err := s.Close(cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s is up to date\n", displayDB(db))
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s is up to date\n", server.DisplayDB(db))
 			return nil
 		},
 	}

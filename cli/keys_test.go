@@ -14,6 +14,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/postgres/pgtest"
+	"github.com/forge-runtime/forge/server"
 	"github.com/forge-runtime/forge/sqlite"
 )
 
@@ -50,7 +51,7 @@ func testKeysCommands(t *testing.T, db string) {
 	secret := strings.TrimSpace(out)
 	other := strings.TrimSpace(mustCLI(t, "keys", "create", "--tenant", "globex", "--db", db))
 
-	s, err := openStore(context.Background(), db)
+	s, err := server.OpenStore(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

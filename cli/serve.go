@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,18 +13,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
-	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/httpapi"
-	"github.com/forge-runtime/forge/mcp"
-	"github.com/forge-runtime/forge/protocol/aisdk"
-	"github.com/forge-runtime/forge/protocol/openairesp"
 	"github.com/forge-runtime/forge/provider"
-	redisbus "github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/sandbox"
-	"github.com/forge-runtime/forge/tools"
+	"github.com/forge-runtime/forge/server"
 )
 
 type serveOptions struct {
@@ -214,23 +206,19 @@ docs/distributed.md.`,
 		"most event streams (SSE) open at once on one session: over it a stream is refused with 429 too_many_subscribers (-1: no cap)")
 	f.IntVar(&o.maxStreamsPerTenant, "max-streams-per-tenant", httpapi.DefaultMaxStreamsPerTenant,
 		"most event streams (SSE) open at once for one tenant (-1: no cap)")
-	f.IntVar(&o.scriptedRunning, "scripted-max-running", defaultScriptedRunning,
+	f.IntVar(&o.scriptedRunning, "scripted-max-running", server.DefaultScriptedQuota.Running,
 		"most turns of scripted models (a provider that needs no key) one tenant may run at once: over it a turn is refused with 429 rate_limited (0: no limit; applies when the server has API keys, or when given)")
-	f.IntVar(&o.scriptedPerMinute, "scripted-turns-per-minute", defaultScriptedPerMinute,
+	f.IntVar(&o.scriptedPerMinute, "scripted-turns-per-minute", server.DefaultScriptedQuota.PerMinute,
 		"most turns of scripted models one tenant may start per minute (0: no limit; applies when the server has API keys, or when given)")
 	f.StringVar(&o.operatorKey, "operator-key", os.Getenv("FORGE_OPERATOR_KEY"),
 		"bearer key that reads every series of GET /metrics (tenant keys read their own tenant's only); no tenant's key, at least 16 characters (env FORGE_OPERATOR_KEY)")
 	return cmd
 }
 
-// Defaults of the scripted provider's per-tenant quota.
-const (
-	defaultScriptedRunning   = 64
-	defaultScriptedPerMinute = 6000
-)
+// defaultDB is the --db of every command that opens the database.
+const defaultDB = server.DefaultDB
 
-// minOperatorKey is the shortest operator key accepted.
-const minOperatorKey = 16
+const dbFlagHelp = "database: a SQLite file, or a postgres:// URL"
 
 func parseKeys(s string) (map[string]string, error) {
 	keys := map[string]string{}
@@ -248,18 +236,6 @@ func parseKeys(s string) (map[string]string, error) {
 	return keys, nil
 }
 
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // loadConfig reads the config file (flag, else $FORGE_CONFIG), nil when
 // there is none.
 func loadConfig(flag string) (*provider.Config, error) {
@@ -268,54 +244,6 @@ func loadConfig(flag string) (*provider.Config, error) {
 		return nil, nil
 	}
 	return provider.LoadConfig(path)
-}
-
-// loadModels builds the model registry from the config file (nil: none)
-// and the environment, and logs what it holds: names, kinds, base URLs and
-// key variables, never a key.
-func loadModels(cfg *provider.Config, log *slog.Logger) (*provider.Registry, error) {
-	models, err := provider.Build(cfg, provider.Options{Getenv: os.Getenv, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	real := false
-	for _, p := range models.Providers() {
-		if p.Problem != "" {
-			log.Warn("model provider not usable", "provider", p.Name, "kind", p.Kind, "problem", p.Problem)
-			continue
-		}
-		if p.Kind != provider.KindScripted {
-			real = true
-		}
-		log.Info("model provider", "provider", p.Name, "kind", p.Kind, "base_url", p.BaseURL,
-			"api_key_env", p.APIKeyEnv, "source", p.Source)
-	}
-	if !real {
-		log.Warn("no model provider configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server) to use openai/<model>, or declare providers in a config file (--config); scripted/echo works without a key")
-	}
-	return models, nil
-}
-
-// scriptedQuota is the per-tenant quota of the scripted providers' turns
-// (every provider of kind scripted): they need no key, and cost the
-// operator CPU and storage. It applies to a server with API keys (a
-// keyless one listens on loopback only: its one user is the operator),
-// or when a flag sets it; nil when it limits nothing.
-func scriptedQuota(o serveOptions, keyed bool, models *provider.Registry, log *slog.Logger) *engine.TurnQuota {
-	if !keyed && !o.scriptedQuotaSet {
-		return nil
-	}
-	q := &engine.TurnQuota{Running: max(o.scriptedRunning, 0), PerMinute: max(o.scriptedPerMinute, 0)}
-	for _, p := range models.Providers() {
-		if p.Kind == provider.KindScripted {
-			q.Providers = append(q.Providers, p.Name)
-		}
-	}
-	if len(q.Providers) == 0 || (q.Running == 0 && q.PerMinute == 0) {
-		return nil
-	}
-	log.Info("scripted provider quota per tenant", "providers", q.Providers, "running", q.Running, "per_minute", q.PerMinute)
-	return q
 }
 
 func serve(ctx context.Context, o serveOptions) error {
@@ -335,191 +263,60 @@ func serve(ctx context.Context, o serveOptions) error {
 }
 
 func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
-	keys, err := parseKeys(o.apiKeys)
+	cfg, err := o.serverConfig(log)
 	if err != nil {
 		return err
 	}
-	if k := o.operatorKey; k != "" {
-		if len(k) < minOperatorKey || strings.ContainsAny(k, " \t\r\n") {
-			return fmt.Errorf("--operator-key must be at least %d characters, without spaces", minOperatorKey)
-		}
-		if _, ok := keys[k]; ok {
-			return fmt.Errorf("--operator-key is also a tenant's API key: give the operator a key of its own")
-		}
-	}
-	if o.pprofAddr != "" && !isLoopback(o.pprofAddr) {
+	if o.pprofAddr != "" && !server.IsLoopback(o.pprofAddr) {
 		return fmt.Errorf("--pprof-addr %s: profiles expose the server's internals and have no authentication; use a loopback address", o.pprofAddr)
 	}
-	file, err := loadConfig(o.config)
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	models, err := loadModels(file, log)
-	if err != nil {
-		return err
-	}
-
-	if o.redis != "" && !isPostgres(o.db) {
-		return fmt.Errorf("--redis needs a PostgreSQL --db (postgres://...): replicas share the database, and a SQLite file belongs to one process")
-	}
-	if o.lease == 0 {
-		o.lease = engine.DefaultLeaseTTL
-	}
-	if o.lease < 300*time.Millisecond {
-		return fmt.Errorf("--lease must be at least 300ms")
-	}
-	store, err := openStore(ctx, o.db)
-	if err != nil {
-		return err
-	}
-	defer store.Close(context.Background())
-	keyed := len(keys) > 0
-	if !keyed {
-		stored, err := store.HasKeys(ctx)
-		if err != nil {
-			return err
-		}
-		if !stored && !isLoopback(o.addr) {
-			return fmt.Errorf("refusing to listen on %s without API keys: create one (forge keys create), set FORGE_API_KEYS or use a loopback address", o.addr)
-		}
-		keyed = stored
-	}
-
-	clock := forge.SystemClock{}
-	ids := forge.NewULIDGen(clock)
-	sandboxRoot := o.sandboxRoot
-	if sandboxRoot == "" {
-		sandboxRoot = o.db + ".sandboxes"
-		if isPostgres(o.db) {
-			sandboxRoot = "./forge.sandboxes"
-		}
-	}
-	sbOpts := o.sandbox.options(sandbox.Options{Logger: log, UnsafeUnsandboxedCommands: o.unsafeCommands})
-	if file != nil {
-		sbOpts.ReadOnlyPaths = file.Sandbox.ReadOnlyPaths
-	}
-	if err := checkReadOnlyPaths(sbOpts.ReadOnlyPaths, o.db, sandboxRoot); err != nil {
-		return err
-	}
-	sandboxes, err := sandbox.NewManager(sandboxRoot, sbOpts)
-	if err != nil {
-		return fmt.Errorf("sandboxes: %w", err)
-	}
-	defer sandboxes.Close(context.Background())
-	keyless := &keylessCheck{static: len(keys) > 0, keys: store, clock: clock, log: log}
-	mcpOpts, err := mcpOptions(file, o, sandboxes, keyless.keyless, os.Getenv, log)
-	if err != nil {
-		return err
-	}
-	mcpServers := mcp.NewManager(mcpOpts)
-	defer mcpServers.Close(context.Background())
-	tel, err := setupTelemetry(ctx, o.metrics, store, models, log)
-	if err != nil {
-		return err
-	}
-	defer tel.close(context.Background(), log)
-	cfg := engine.Config{
-		Store: store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Sandboxes: sandboxes, MCP: mcpServers, Capabilities: tools.Capabilities(), SubagentDepth: o.subagentDepth,
-		Clock: clock, IDs: ids, Logger: log, TurnTimeout: o.turnTimeout, Observer: tel.observer(), LeaseTTL: o.lease,
-		MaxParallelTools:   o.maxParallelTools,
-		MaxTurnOutputBytes: o.maxTurnOutputBytes, MaxTurnOutputTokens: o.maxTurnOutputTokens,
-		Quota: scriptedQuota(o, keyed, models, log),
-	}
-	ready := readiness(store)
-	if leases, ok := store.(forge.LeaseStore); ok {
-		// PostgreSQL: turns are owned by leases, so that replicas (or a
-		// restarted server) end only the turns whose owner is gone.
-		cfg.Leases = leases
-	}
-	var locks forum.Locks
-	if o.redis != "" {
-		rb, err := redisbus.Open(ctx, o.redis, redisbus.Options{Logger: log})
-		if err != nil {
-			return err
-		}
-		defer rb.Close()
-		cfg.Bus, cfg.Fence, cfg.Peers, cfg.ReplicaID = rb, rb, rb, rb.WriterID()
-		locks = rb
-		ready = append(ready, httpapi.ReadyCheck{Name: "redis", Check: rb.Ping})
-	}
-	eng := engine.New(cfg)
-	// A stint's worker moves to another replica once its holder has been
-	// silent this long (it renews every second).
-	forums := forum.New(forum.Config{Store: store, Engine: eng, Models: models, Clock: clock, IDs: ids, Logger: log,
-		Locks: locks, LockTTL: max(o.lease, 3*time.Second)})
-	eng.SetMonologueObserver(forums)
-	if err := eng.Recover(ctx); err != nil {
-		_ = eng.Close(context.Background())
-		return err
-	}
-	// After Recover: the forum layer reruns triggered turns a crash
-	// abandoned and publishes replies a crash left unpublished.
-	if err := forums.Open(ctx); err != nil {
-		return err
-	}
-	api := httpapi.New(httpapi.Config{Store: store, Engine: eng, Forums: forums, Keys: keys, KeyResolver: httpapi.StoredKeys(store),
-		MCP: mcpServers, Logger: log, Clock: clock, IDs: ids, Models: models,
-		Protocols: []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}},
-		Metrics:   tel.metricsHandler(), TenantMetrics: tel.tenantMetrics(), OperatorKey: o.operatorKey, Ready: ready,
-		MaxStreamsPerSession: o.maxStreamsPerSession, MaxStreamsPerTenant: o.maxStreamsPerTenant})
-
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
+	if err := srv.Start(ctx, o.addr); err != nil {
+		_ = srv.Stop(context.Background())
 		return err
 	}
 	if o.pprofAddr != "" {
 		pln, err := net.Listen("tcp", o.pprofAddr)
 		if err != nil {
-			ln.Close()
+			_ = srv.Stop(context.Background())
 			return fmt.Errorf("--pprof-addr: %w", err)
 		}
 		defer serveProfiles(pln, log, o.logFormat)()
 	}
-	// Streams are tied to baseCtx so they end when the engine has stopped.
-	baseCtx, cancelStreams := context.WithCancel(context.Background())
-	defer cancelStreams()
-	srv := &http.Server{
-		Handler:           tel.serving(api),
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		// Room above the API's documented header limit, so that the API
-		// answers oversized headers itself, in JSON.
-		MaxHeaderBytes: httpapi.ServerMaxHeaderBytes,
-	}
-	serveErr := make(chan error, 1)
-	// httpapi.Serve also turns net/http's own plain-text refusals (headers
-	// above MaxHeaderBytes, malformed requests) into JSON errors.
-	go func() { serveErr <- httpapi.Serve(srv, ln) }()
-	log.Info("forge listening", "addr", ln.Addr().String(), "db", displayDB(o.db), "redis", redisbus.Redacted(o.redis),
-		"replica", eng.ReplicaID(), "version", version())
-	announce(os.Stdout, o.logFormat, "forge listening on", "http://"+ln.Addr().String())
-
-	select {
-	case err := <-serveErr:
+	announce(os.Stdout, o.logFormat, "forge listening on", "http://"+srv.Addr().String())
+	if err := srv.Wait(ctx); err != nil {
+		_ = srv.Stop(context.Background())
 		return err
-	case <-ctx.Done():
 	}
-	// Drain: readiness fails at once (load balancers stop sending work)
-	// while the server keeps answering; new turns are refused (503), running
-	// ones get the grace period, then end cancelled (reason shutdown).
-	// Then the listener closes and the streams still open end.
-	api.Drain()
-	log.Info("shutting down: draining", "grace", o.shutdownGrace)
-	gctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
-	defer cancel()
-	if err := forums.Close(gctx); err != nil {
-		log.Error("forums close", "err", err)
+	return srv.Stop(context.Background())
+}
+
+// serverConfig is the server.Config the flags (and forge.yaml) describe.
+func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
+	keys, err := parseKeys(o.apiKeys)
+	if err != nil {
+		return server.Config{}, err
 	}
-	if err := eng.Close(gctx); err != nil {
-		log.Error("engine close", "err", err)
+	file, err := loadConfig(o.config)
+	if err != nil {
+		return server.Config{}, err
 	}
-	cancelStreams()
-	sctx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelShutdown()
-	_ = srv.Shutdown(sctx)
-	_ = srv.Close()
-	log.Info("stopped")
-	return nil
+	cfg := server.Config{
+		DB: o.db, Redis: o.redis, Lease: o.lease, APIKeys: keys, OperatorKey: o.operatorKey,
+		File: file, Logger: log, Version: version(), NoMetrics: !o.metrics,
+		SandboxRoot:         o.sandboxRoot,
+		Sandbox:             o.sandbox.options(sandbox.Options{UnsafeUnsandboxedCommands: o.unsafeCommands}),
+		AllowPrivateMCPURLs: o.allowPrivateMCPURLs, AllowLinkLocalMCPURLs: o.allowLinkLocalMCPURLs,
+		SubagentDepth: o.subagentDepth, MaxParallelTools: o.maxParallelTools,
+		TurnTimeout: o.turnTimeout, ShutdownGrace: o.shutdownGrace,
+		MaxTurnOutputBytes: o.maxTurnOutputBytes, MaxTurnOutputTokens: o.maxTurnOutputTokens,
+		MaxStreamsPerSession: o.maxStreamsPerSession, MaxStreamsPerTenant: o.maxStreamsPerTenant,
+	}
+	if o.scriptedQuotaSet {
+		cfg.ScriptedQuota = &server.ScriptedQuota{Running: o.scriptedRunning, PerMinute: o.scriptedPerMinute, Keyless: true}
+	}
+	return cfg, nil
 }

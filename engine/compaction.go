@@ -2,11 +2,11 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/modelview"
 )
 
 // Compaction (DESIGN.md "filterCompacted"). Before a model step, when the
@@ -23,9 +23,6 @@ import (
 type ContextWindows interface {
 	ContextWindow(model string) (int64, bool)
 }
-
-// charsPerToken is the local estimate of text not yet counted by a model.
-const charsPerToken = 4
 
 // Compaction reasons, recorded in the compaction part's data.
 const (
@@ -55,94 +52,16 @@ Every file path, URL, id, name, command and number that matters, copied exactly.
 
 Be complete and precise, not chatty. Do not call tools.`
 
-// estimateTokens is a cheap local estimate of what msgs cost the model:
-// about one token per 4 characters of text, arguments and results.
-func estimateTokens(msgs ...*forge.Message) int64 {
-	var chars int64
-	for _, m := range msgs {
-		chars += 16 // role and framing
-		for _, p := range m.Parts {
-			switch p.Type {
-			case forge.PartText, forge.PartReasoning:
-				chars += int64(len(p.Text))
-			case forge.PartTool:
-				chars += int64(len(p.Tool) + len(p.Arguments) + 32)
-				if p.Output != nil {
-					chars += int64(len(*p.Output))
-				}
-				if p.Error != nil {
-					chars += int64(len(*p.Error))
-				}
-			}
-		}
-	}
-	return (chars + charsPerToken - 1) / charsPerToken
-}
-
-// estimateRequestTokens is the same estimate for a whole model request:
-// system prompt, tool definitions and messages.
-func estimateRequestTokens(req *forge.ModelRequest) int64 {
-	chars := int64(len(req.System))
-	for _, d := range req.Tools {
-		chars += int64(len(d.Name) + len(d.Description) + len(d.InputSchema))
-	}
-	for _, m := range req.Messages {
-		chars += 16 // role and framing
-		for _, p := range m.Parts {
-			chars += int64(len(p.Text) + len(p.Name) + len(p.Arguments) + len(p.Output))
-			if p.Type == forge.ModelPartToolCall || p.Type == forge.ModelPartToolResult {
-				chars += 32
-			}
-		}
-	}
-	return (chars + charsPerToken - 1) / charsPerToken
-}
-
-// latestSummary is the index of the newest summary in history, -1 if none.
-func latestSummary(history []*forge.Message) int {
-	for i := len(history) - 1; i >= 0; i-- {
-		if history[i].Summary {
-			return i
-		}
-	}
-	return -1
-}
-
-// reportedContext is the context size the model last reported (input plus
-// output of the newest main-thread call after the latest summary) and the
-// index of that message; -1 when no usable report exists. Messages of a
-// verbatim tail predate the summary (smaller ids): their usage describes
-// the context before compaction and is not used.
-func reportedContext(history []*forge.Message) (int64, int) {
-	s := latestSummary(history)
-	for i := len(history) - 1; i >= 0; i-- {
-		m := history[i]
-		if m.Role != forge.RoleAssistant || m.Summary || m.Usage == nil || m.Finish == forge.FinishError {
-			continue
-		}
-		if s >= 0 && m.ID < history[s].ID {
-			continue
-		}
-		if u := m.Usage.InputTokens + m.Usage.OutputTokens; u > 0 {
-			return u, i
-		}
-	}
-	return 0, -1
-}
-
 // contextEstimate is what the next model call is expected to take: the last
 // reported usage plus an estimate of what was added since, or, without a
-// report, an estimate of the whole request.
+// report, an estimate of the whole request. The memo keeps both from
+// costing the length of the history.
 func (th *thread) contextEstimate() int64 {
-	used, at := reportedContext(th.history)
+	used, at := th.memo.ReportedContext(th.history)
 	if at >= 0 {
-		return used + estimateTokens(th.history[at+1:]...)
+		return used + th.memo.TokensAfter(th.history, at)
 	}
-	est := int64(len(th.agent.Instructions)+charsPerToken-1) / charsPerToken
-	for _, d := range th.toolDefs() {
-		est += int64(len(d.Name)+len(d.Description)+len(d.InputSchema)) / charsPerToken
-	}
-	return est + estimateTokens(th.history...)
+	return modelview.PromptTokens(th.agent.Instructions, th.toolDefs()) + th.memo.TokensAfter(th.history, -1)
 }
 
 // contextWindow is the agent's compaction.context_window, else the model's.
@@ -182,51 +101,15 @@ func isOverflow(err error) bool {
 	return errors.As(err, &me) && me.ContextOverflow
 }
 
-// tailStart picks the first message of the verbatim tail: the newest user
-// message (always kept, with everything after it), extended back to
-// earlier user messages while the tail stays within a quarter of the
-// window, unless minimal (a compaction asked for through POST /compact
-// keeps only the newest exchange). -1 when there is no user message to
-// start from.
+// tailStart picks the first message of the verbatim tail
+// (modelview.TailStart), within a quarter of the context window; -1 when
+// there is no user message to start from.
 func (th *thread) tailStart(minimal bool) int {
-	h := th.history
-	isStart := func(m *forge.Message) bool {
-		if m.Role != forge.RoleUser {
-			return false
-		}
-		for _, p := range m.Parts {
-			if p.Type == forge.PartCompaction {
-				return false
-			}
-		}
-		return true
-	}
-	start := -1
-	for i := len(h) - 1; i >= 0; i-- {
-		if isStart(h[i]) {
-			start = i
-			break
-		}
-	}
-	if start < 0 {
-		return -1
-	}
 	window, ok := th.contextWindow()
-	if !ok || minimal {
-		return start
+	if !ok {
+		window = 0
 	}
-	budget := window / 4
-	used := estimateTokens(h[start:]...)
-	for i := start - 1; i >= 0; i-- {
-		used += estimateTokens(h[i])
-		if used > budget {
-			break
-		}
-		if isStart(h[i]) {
-			start = i
-		}
-	}
-	return start
+	return modelview.TailStart(th.history, window, minimal)
 }
 
 // errSummaryOverflow marks a summary call the model refused as too long.
@@ -266,7 +149,7 @@ func (th *thread) compact(reason string) (*forge.Message, error) {
 	sum.Summary = true
 	th.openStep(sum, th.iterations)
 	th.history = append(th.history, sum)
-	msgs := append(toModelMessages(before), forge.ModelMessage{Role: forge.RoleUser,
+	msgs := append(modelview.Convert(before), forge.ModelMessage{Role: forge.RoleUser,
 		Parts: []forge.ModelPart{{Type: forge.ModelPartText, Text: compactionRequest}}})
 	mreq := &forge.ModelRequest{
 		Model:    modelID,
@@ -298,66 +181,6 @@ func (th *thread) compactFailure(err error) outcome {
 		return outcome{status: forge.TurnErrored, err: &forge.TurnError{Code: forge.CodeContextOverflow, Message: err.Error()}}
 	}
 	return th.failure(err)
-}
-
-// filterCompacted is the model view of a thread's branch, oldest first
-// (DESIGN.md): scanning newest to oldest, at the first successful summary
-// whose parent user message carries a compaction part, keep the verbatim
-// tail that part points to and stop; the result is [compaction request,
-// summary, tail, everything after]. Without a boundary it is msgs.
-func filterCompacted(msgs []*forge.Message) []*forge.Message {
-	byID := make(map[string]int, len(msgs))
-	for i, m := range msgs {
-		byID[m.ID] = i
-	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		s := msgs[i]
-		if !s.Summary || s.Role != forge.RoleAssistant || s.Finish == "" || s.Finish == forge.FinishError || s.ParentID == nil {
-			continue
-		}
-		ri, ok := byID[*s.ParentID]
-		if !ok || msgs[ri].Role != forge.RoleUser {
-			continue
-		}
-		cd, ok := compactionData(msgs[ri])
-		if !ok {
-			continue
-		}
-		ti, ok := byID[cd.TailStartID]
-		if !ok || cd.TailStartID == "" {
-			ti = ri
-		}
-		return arrangeView(msgs[ti:], msgs[ri], s)
-	}
-	return msgs
-}
-
-// arrangeView puts request and summary first, then the rest of from in
-// order.
-func arrangeView(from []*forge.Message, request, summary *forge.Message) []*forge.Message {
-	out := make([]*forge.Message, 0, len(from)+2)
-	out = append(out, request, summary)
-	for _, m := range from {
-		if m.ID != request.ID && m.ID != summary.ID {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func compactionData(m *forge.Message) (forge.CompactionData, bool) {
-	for _, p := range m.Parts {
-		if p.Type == forge.PartCompaction {
-			var cd forge.CompactionData
-			if len(p.Data) > 0 {
-				if err := json.Unmarshal(p.Data, &cd); err != nil {
-					return cd, false
-				}
-			}
-			return cd, true
-		}
-	}
-	return forge.CompactionData{}, false
 }
 
 // modelView reads the main thread's model view along the branch ending at
@@ -409,21 +232,5 @@ func (e *Engine) viewFrom(ctx context.Context, tenant string, q forge.MessageQue
 	if req == nil || sum == nil {
 		return nil, fmt.Errorf("load history: compaction boundary %s/%s not on the branch", b.RequestID, b.SummaryID)
 	}
-	return arrangeView(out, req, sum), nil
-}
-
-// strayRequest reports whether history[i] is a compaction request not
-// answered by a successful summary (its compaction failed or was cut off):
-// the model is not sent it.
-func strayRequest(history []*forge.Message, i int) bool {
-	if _, ok := compactionData(history[i]); !ok {
-		return false
-	}
-	if i+1 < len(history) {
-		s := history[i+1]
-		if s.Summary && s.Finish != "" && s.Finish != forge.FinishError && s.ParentID != nil && *s.ParentID == history[i].ID {
-			return false
-		}
-	}
-	return true
+	return modelview.Arrange(out, req, sum), nil
 }

@@ -206,6 +206,7 @@ type Engine struct {
 	wg        sync.WaitGroup
 	workers   *workers // the executions' goroutines
 	histories historyCache
+	cutoffs   cutoffCache // GET /messages?view=model with pruning
 	// gaveUp is closed when Close stops waiting: retry loops end.
 	gaveUp chan struct{}
 

@@ -74,7 +74,7 @@ func (m *testModel) sent() []*forge.ModelRequest {
 func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[forge.ModelEvent, error] {
 	return func(yield func(forge.ModelEvent, error) bool) {
 		m.mu.Lock()
-		m.requests = append(m.requests, req)
+		m.requests = append(m.requests, req.Clone()) // req is reused once Stream returns
 		r := reply{deltas: []string{"ok"}}
 		if q := m.byAgent[req.System]; len(q) > 0 {
 			r = q[0]

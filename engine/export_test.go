@@ -1,8 +1,10 @@
 package engine
 
+import "github.com/forge-runtime/forge/modelview"
+
 // FilterCompacted exposes the in-memory filterCompacted to the external
 // tests, as the oracle the store-backed model view is checked against.
-var FilterCompacted = filterCompacted
+var FilterCompacted = modelview.FilterCompacted
 
 // SummarySystem is the system prompt of a summary call.
 const SummarySystem = summarySystem

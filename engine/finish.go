@@ -207,10 +207,10 @@ func (x *execution) baseSnapshot() *forge.Snapshot {
 // last model call's input plus its output; after a compaction with no call
 // since, the local estimate of the compacted view.
 func (th *thread) contextTokens() int64 {
-	if used, at := reportedContext(th.history); at >= 0 {
+	if used, at := th.memo.ReportedContext(th.history); at >= 0 {
 		return used
 	}
-	if latestSummary(th.history) >= 0 {
+	if th.memo.LatestSummary(th.history) >= 0 {
 		return th.contextEstimate()
 	}
 	return 0

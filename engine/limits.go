@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/modelview"
 )
 
 // Defaults of the per-turn output limits (Config.MaxTurnOutputBytes and
@@ -66,7 +67,7 @@ func (b *outputBudget) take(n, inCall int) (fit int, err *outputLimitError) {
 	fit = n
 	if b.maxTokens > 0 {
 		// While a call streams, its tokens are estimated from its bytes.
-		room := (b.maxTokens-b.tokens.Load())*charsPerToken - int64(inCall)
+		room := (b.maxTokens-b.tokens.Load())*modelview.CharsPerToken - int64(inCall)
 		if int64(fit) > room {
 			fit, err = int(max(room, 0)), &outputLimitError{kind: limitTokens, limit: b.maxTokens}
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/modelview"
 )
 
 // call is a tool call waiting to run or to be resolved.
@@ -222,8 +223,8 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 // the request and the streamed output at about 4 characters a token.
 func estimateUsage(req *forge.ModelRequest, streamed int) forge.Usage {
 	return forge.Usage{
-		InputTokens:  estimateRequestTokens(req),
-		OutputTokens: int64(streamed+charsPerToken-1) / charsPerToken,
+		InputTokens:  modelview.EstimateRequestTokens(req),
+		OutputTokens: modelview.Tokens(int64(streamed)),
 		Estimated:    true,
 	}
 }

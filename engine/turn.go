@@ -7,6 +7,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/eventlog"
+	"github.com/forge-runtime/forge/modelview"
 )
 
 // ErrShuttingDown refuses new turns while the engine closes.
@@ -115,7 +116,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		if history, err = e.loadHistory(ctx, tenant, sess, tip); err != nil {
 			return nil, false, err
 		}
-		history = monologueOrder(history)
+		history = modelview.MonologueOrder(history)
 		if base != nil {
 			switch snap, err = e.store.GetSnapshot(ctx, tenant, base.ID); {
 			case errors.Is(err, forge.ErrNotFound):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/storetest"
 )
 
 // readCounter counts the message and part rows the store hands back.
@@ -125,6 +127,146 @@ func BenchmarkModelView(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(counter.rows.Load())/float64(b.N), "rows/op")
+		})
+	}
+}
+
+// seedChain writes a session of agent's of n main-thread messages on a
+// chain of turns of 100 (user, then assistant replies with usage), as a
+// long session leaves them, and returns it.
+func seedChain(b *testing.B, h *harness, agent string, n int) *forge.Session {
+	b.Helper()
+	ses := h.session(agent)
+	ids := forge.NewULIDGen(&benchClock{t: time.Now().UTC()})
+	var prev *string
+	for start := 0; start < n; start += 100 {
+		now := time.Now()
+		turn := &forge.Turn{ID: ids.New(forge.PrefixTurn), Tenant: forge.DefaultTenant, SessionID: ses.ID,
+			PreviousTurnID: prev, AgentID: "ag_bench", AgentVersion: 1, Status: forge.TurnDone, CreatedAt: now, EndedAt: &now,
+			Input: []forge.Input{{Type: forge.InputMessage, Text: "q"}}, RequiredActions: []forge.RequiredAction{}}
+		var msgs []*forge.Message
+		for i := start; i < min(n, start+100); i++ {
+			m := &forge.Message{ID: ids.New(forge.PrefixMessage), Tenant: forge.DefaultTenant, SessionID: ses.ID,
+				TurnID: turn.ID, ThreadID: ses.MainThreadID, Role: forge.RoleUser, CreatedAt: now}
+			if i%2 == 1 {
+				m.Role, m.Finish, m.Usage = forge.RoleAssistant, forge.FinishStop, &forge.Usage{InputTokens: int64(10 * i), OutputTokens: 5}
+			}
+			m.Parts = []*forge.Part{{ID: ids.New(forge.PrefixPart), MessageID: m.ID, Type: forge.PartText, State: forge.StateCompleted,
+				Text: fmt.Sprintf("message %d: some text of the kind a conversation holds", i)}}
+			msgs = append(msgs, m)
+		}
+		if err := h.store.BeginTurn(h.ctx, &forge.BeginTurn{Turn: turn, Messages: msgs}); err != nil {
+			b.Fatal(err)
+		}
+		id := turn.ID
+		prev = &id
+	}
+	return ses
+}
+
+// BenchmarkModelViewPages lists the whole model view (GET
+// /messages?view=model to its end, default pages) of sessions of 10 and
+// 10,000 messages: without compaction the pages are the store's, each
+// costing what it returns; with tool-output pruning on, where pruning
+// starts is found once per tip.
+func BenchmarkModelViewPages(b *testing.B) {
+	for _, prune := range []bool{false, true} {
+		for _, n := range []int{10, 10_000} {
+			b.Run(fmt.Sprintf("prune=%v/msgs=%d", prune, n), func(b *testing.B) {
+				var counter *readCounter
+				h := newHarness(b, func(c *engine.Config) {
+					counter = &readCounter{Store: c.Store}
+					c.Store = counter
+				})
+				h.agent("a", func(a *forge.Agent) {
+					if prune {
+						budget := int64(1000)
+						a.Compaction.PruneToolOutputs = &budget
+					}
+				})
+				ses := seedChain(b, h, "a", n)
+				list := func() int {
+					got, cursor := 0, ""
+					for {
+						page, next, err := h.eng.ModelView(h.ctx, forge.DefaultTenant, ses.ID, forge.ListOptions{Cursor: cursor})
+						if err != nil {
+							b.Fatal(err)
+						}
+						got += len(page)
+						if next == "" {
+							return got
+						}
+						cursor = next
+					}
+				}
+				if got := list(); got != n {
+					b.Fatalf("view of %d messages, want %d", got, n)
+				}
+				counter.rows.Store(0)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					list()
+				}
+				b.ReportMetric(float64(counter.rows.Load())/float64(b.N), "rows/op")
+			})
+		}
+	}
+}
+
+// constModel answers every request at once with the same short reply
+// and usage, reading nothing of it: a turn's cost is then the engine's
+// and the store's alone.
+type constModel struct{}
+
+func (constModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[forge.ModelEvent, error] {
+	return func(yield func(forge.ModelEvent, error) bool) {
+		_ = yield(forge.ModelEvent{Type: forge.TextDelta, Delta: "ok"}, nil) &&
+			yield(forge.ModelEvent{Type: forge.TextEnd}, nil) &&
+			yield(forge.ModelEvent{Type: forge.FinishEvent, Finish: &forge.Finish{Reason: forge.FinishStop,
+				Usage: forge.Usage{InputTokens: 100, OutputTokens: 1}}}, nil)
+	}
+}
+
+// BenchmarkLongSessionTurn runs trivial turns (engine and SQLite, a model
+// that answers at once) on sessions of 10 and 10,000 messages: a turn
+// chained from the tip finds the history cached, and its model view costs
+// what the turn adds, so the two cost about the same. Each session takes
+// 50 turns (100 messages), then a fresh one is seeded outside the timing.
+//
+//	go test -run '^$' -bench LongSessionTurn -benchtime 500x -benchmem ./engine/
+func BenchmarkLongSessionTurn(b *testing.B) {
+	for _, n := range []int{10, 10_000} {
+		b.Run(fmt.Sprintf("msgs=%d", n), func(b *testing.B) {
+			h := newHarness(b, func(c *engine.Config) { c.Models = models{constModel{}} })
+			h.agent("a", nil)
+			var ses *forge.Session
+			turn := func() {
+				t, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, ses.ID, msg("hi"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if t, err := h.eng.WaitTurn(h.ctx, forge.DefaultTenant, ses.ID, t.ID); err != nil || t.Status != forge.TurnDone {
+					b.Fatalf("%v %+v", err, t)
+				}
+			}
+			cpu := storetest.CPUTime()
+			var seeding time.Duration
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i%50 == 0 {
+					b.StopTimer()
+					c := storetest.CPUTime()
+					ses = seedChain(b, h, "a", n)
+					turn() // loads the history and caches it
+					seeding += storetest.CPUTime() - c
+					b.StartTimer()
+				}
+				i++
+				turn()
+			}
+			b.ReportMetric(float64((storetest.CPUTime()-cpu-seeding).Microseconds())/float64(b.N), "cpu-µs/turn")
 		})
 	}
 }

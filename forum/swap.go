@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/modelview"
 )
-
-// charsPerToken is the estimate of text a model has not counted yet.
-const charsPerToken = 4
 
 // maybeSwap replaces the stint's monologue when it has reached its
 // agent's compaction threshold: the engine summarizes the old monologue
@@ -167,35 +164,9 @@ func (w *worker) overThreshold(ctx context.Context, mono string) ([]*forge.Messa
 		}
 		q.Cursor = next
 	}
-	history = modelOrder(history)
-	est := int64(len(agent.Instructions)) / charsPerToken
-	for _, m := range history {
-		for _, p := range m.Parts {
-			n := len(p.Text) + len(p.Arguments)
-			if p.Output != nil {
-				n += len(*p.Output)
-			}
-			est += int64(n+charsPerToken-1) / charsPerToken
-		}
-	}
+	// The engine's order and estimate of what the next monologue turn
+	// sends (without tool definitions, which the forum does not see).
+	history = modelview.MonologueOrder(history)
+	est := modelview.PromptTokens(agent.Instructions, nil) + modelview.EstimateTokens(history...)
 	return history, float64(est) >= threshold*float64(window), nil
-}
-
-// modelOrder is the engine's order of a monologue's messages: by the time
-// of their turn (their own for turnless ones), then by id.
-func modelOrder(msgs []*forge.Message) []*forge.Message {
-	anchor := func(m *forge.Message) string {
-		if m.TurnID != "" {
-			return idTime(m.TurnID)
-		}
-		return idTime(m.ID)
-	}
-	out := slices.Clone(msgs)
-	slices.SortStableFunc(out, func(a, b *forge.Message) int {
-		if c := strings.Compare(anchor(a), anchor(b)); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out
 }

@@ -156,6 +156,9 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
+	// Known length: a HEAD answer tells it too, and a long body is not
+	// chunked (compress drops it when it gzips).
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	_, _ = w.Write([]byte("\n"))

@@ -46,13 +46,13 @@ func (s *stack) checkMaxPages(t *testing.T, path string, total int) {
 	}
 }
 
-// appendEvents writes n events outside turns (or of turnID) to a session,
-// through the engine's log, in one write.
-func (s *stack) appendEvents(sid, turnID string, n int) {
+// appendEvents writes n events outside turns to a session, through the
+// engine's log, in one write.
+func (s *stack) appendEvents(sid string, n int) {
 	s.t.Helper()
 	drafts := make([]eventlog.Draft, n)
 	for i := range drafts {
-		drafts[i] = eventlog.Draft{Type: forge.EventMessageCreated, ID: fmt.Sprintf("msg_bulk%d", i), TurnID: turnID, Data: map[string]int{"i": i}}
+		drafts[i] = eventlog.Draft{Type: forge.EventMessageCreated, ID: fmt.Sprintf("msg_bulk%d", i), Data: map[string]int{"i": i}}
 	}
 	_, err := s.eng.Log().Write(context.Background(), forge.DefaultTenant, sid, drafts, func(ctx context.Context, evs []forge.Event) error {
 		return s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: forge.DefaultTenant, SessionID: sid, Events: evs})
@@ -76,21 +76,22 @@ func TestEventListsAtTheMaximumLimit(t *testing.T) {
 	sp := "/v1/sessions/" + ses.ID
 	stored, _ := s.pageOf(sp + "/events")
 	// Exactly 10,000: one page without a cursor; 7 more make two.
-	s.appendEvents(ses.ID, turn.ID, maxLimit-stored)
+	turnEvents, _ := s.pageOf(sp + "/turns/" + turn.ID + "/events")
+	s.appendEvents(ses.ID, maxLimit-stored)
 	if n, next := s.pageOf(sp + "/events?limit=10000"); n != maxLimit || next != nil {
 		t.Errorf("exactly 10000 events: %d, next_cursor %v", n, next)
 	}
-	s.appendEvents(ses.ID, turn.ID, 7)
+	s.appendEvents(ses.ID, 7)
 	s.checkMaxPages(t, sp+"/events", maxLimit+7)
-	// The turn's events are the same ones (all of the turn).
-	if n, next := s.pageOf(sp + "/turns/" + turn.ID + "/events?limit=10000"); n != maxLimit || next == nil {
-		t.Errorf("turn events at limit=10000: %d, next_cursor %v", n, next)
+	// The turn's page holds its own events only, not the 10,007 after it.
+	if n, next := s.pageOf(sp + "/turns/" + turn.ID + "/events?limit=10000"); n != turnEvents || next != nil {
+		t.Errorf("turn events at limit=10000: %d, next_cursor %v; want its %d", n, next, turnEvents)
 	}
 
 	var forum struct{ ID string }
 	s.call("POST", "/v1/forums", map[string]any{"title": "room"}, 201, &forum)
 	stored, _ = s.pageOf("/v1/forums/" + forum.ID + "/events")
-	s.appendEvents(forum.ID, "", maxLimit+1-stored)
+	s.appendEvents(forum.ID, maxLimit+1-stored)
 	s.checkMaxPages(t, "/v1/forums/"+forum.ID+"/events", maxLimit+1)
 }
 

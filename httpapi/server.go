@@ -167,7 +167,7 @@ func New(cfg Config) *Server {
 	if s.keepAlive <= 0 {
 		s.keepAlive = 15 * time.Second
 	}
-	s.handler = s.logRequests(s.guard(s.routes()))
+	s.handler = s.logRequests(s.compress(s.guard(s.routes())))
 	return s
 }
 
@@ -410,8 +410,16 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 // noteTurn tells the request log which turn a request started (POST
 // /turns names none in its path).
 func noteTurn(w http.ResponseWriter, turnID string) {
-	if rec, ok := w.(*recorder); ok {
-		rec.turnID = turnID
+	for w != nil {
+		if rec, ok := w.(*recorder); ok {
+			rec.turnID = turnID
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
 	}
 }
 

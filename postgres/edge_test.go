@@ -47,7 +47,9 @@ func TestSentWriteOutlivesCancel(t *testing.T) {
 		}
 		return &onWriteConn{Conn: c, mu: &mu, hook: &hook}, nil
 	}
-	s := open(t, pgtest.NewDatabase(t), postgres.WithDial(postgres.Options{MaxConns: 1, MinIdleConns: 1}, dial))
+	// No packer: its round trips would share the one connection, and the
+	// armed write could be one of them.
+	s := open(t, pgtest.NewDatabase(t), postgres.WithoutPacker(postgres.WithDial(postgres.Options{MaxConns: 1, MinIdleConns: 1}, dial)))
 	ses := seed(t, s, "acme", true)
 
 	// Prepared already, so the armed write is the one that runs it.

@@ -61,7 +61,7 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(events)
+	packs, err := s.plainLog(events, "")
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 		joined_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		p.Tenant, p.ID, p.ForumID, p.Actor.Type, p.ActorID, string(actor), p.Trigger,
 		nullStr(p.Metadata.MonologueID), p.JoinedAt)
-	queueEvents(b, scope{tenant: p.Tenant, session: p.ForumID}, erows)
+	queuePacks(b, scope{tenant: p.Tenant, session: p.ForumID}, packs)
 	err = s.write(ctx, b)
 	if err != nil && forge.ErrorCode(err) == "conflict" {
 		return forge.Errorf(forge.ErrConflict, "%s already has an active stint in forum %s", p.ActorID, p.ForumID)
@@ -88,9 +88,14 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 
 // EndParticipant ends an active stint.
 func (s *Store) EndParticipant(ctx context.Context, tenant, forumID, participantID string, at time.Time, events []forge.Event) (*forge.Participant, bool, error) {
-	erows, err := s.encodeEvents(events)
+	packs, err := s.plainLog(events, "")
 	if err != nil {
 		return nil, false, err
+	}
+	a := arraysOf(packs)
+	var first int64
+	if len(packs) > 0 {
+		first = packs[0].First
 	}
 	var (
 		out   *forge.Participant
@@ -101,14 +106,11 @@ func (s *Store) EndParticipant(ctx context.Context, tenant, forumID, participant
 			UPDATE participants SET left_at = $4 WHERE tenant = $1 AND session_id = $2 AND id = $3 AND left_at IS NULL
 			RETURNING id
 		), ins AS (
-			INSERT INTO events (tenant, session_id, seq, id, type, turn_id, thread_id, created_at, data)
-			SELECT $1, $2, u.seq, u.id, u.type, u.turn_id, u.thread_id, u.created_at, u.data
-			FROM unnest($5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::text[])
-				AS u(seq, id, type, turn_id, thread_id, created_at, data)
-			WHERE EXISTS (SELECT FROM upd)
+			INSERT INTO event_log (tenant, session_id, first_seq, last_seq, turn_id, body)
+			SELECT $1, $2, u.f, u.l, u.t, u.b FROM unnest($5::bigint[], $6::bigint[], $7::text[], $8::bytea[]) AS u(f, l, t, b)
+			WHERE CASE WHEN cardinality($5::bigint[]) > 0 AND EXISTS (SELECT FROM upd) THEN event_log_above($2, $9) ELSE false END
 		)
-		SELECT count(*) FROM upd`, tenant, forumID, participantID, at,
-		erows.seq, erows.id, erows.typ, erows.turn, erows.thread, erows.created, erows.data).
+		SELECT count(*) FROM upd`, tenant, forumID, participantID, at, a.first, a.last, a.turn, a.body, first).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&ended) })
 	b.Queue(`SELECT `+participantCols+` FROM participants WHERE tenant = $1 AND session_id = $2 AND id = $3`,
 		tenant, forumID, participantID).QueryRow(func(r pgx.Row) error {
@@ -179,7 +181,9 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(a.Events)
+	// Packed without rows: packing them against their messages would take
+	// reading the messages back first.
+	packs, err := s.plainLog(a.Events, "")
 	if err != nil {
 		return err
 	}
@@ -189,7 +193,7 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 		'session ' || $2 || ' not found')`, a.Tenant, a.SessionID)
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
-	queueEvents(b, sc, erows)
+	queuePacks(b, sc, packs)
 	for _, r := range a.Mark {
 		b.Queue(`UPDATE messages SET metadata = jsonb_set(coalesce(metadata, '{}')::jsonb, '{type}', to_jsonb($4::text))::text
 			WHERE tenant = $1 AND session_id = $2 AND id = $3`, a.Tenant, r.SessionID, r.MessageID, r.MarkType())
@@ -264,7 +268,7 @@ func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(w.Events)
+	packs, err := s.plainLog(w.Events, "")
 	if err != nil {
 		return err
 	}
@@ -280,6 +284,6 @@ func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error
 	sc := scope{tenant: w.Tenant, session: nm.ID}
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
-	queueEvents(b, scope{tenant: w.Tenant, session: w.ForumID}, erows)
+	queuePacks(b, scope{tenant: w.Tenant, session: w.ForumID}, packs)
 	return s.write(ctx, b)
 }

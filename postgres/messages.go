@@ -13,13 +13,16 @@ import (
 
 // Messages are read with their parts in one query: the page of messages
 // (a CTE named page) LEFT JOIN its parts, one row per part, in message
-// then part id order.
+// then part id order. The join is LATERAL, an index lookup (parts_message)
+// per message of the page (OFFSET 0 keeps the planner from flattening it):
+// a plain join lets the planner hash every part of the tenant for a page
+// of a hundred messages.
 const pageWithParts = `
 	SELECT m.id, m.session_id, m.turn_id, m.thread_id, m.role, m.parent_id, m.author, m.model, m.finish, m.usage,
 		m.summary, m.created_at, m.metadata, m.origin, m.forum,
 		p.id, p.message_id, p.session_id, p.turn_id, p.type, p.text, p.state, p.call_id, p.tool, p.arguments,
 		p.output, p.error, p.data, p.provider, p.created_at, p.updated_at
-	FROM page m LEFT JOIN parts p ON p.tenant = $1 AND p.message_id = m.id
+	FROM page m LEFT JOIN LATERAL (SELECT * FROM parts WHERE tenant = $1 AND message_id = m.id OFFSET 0) p ON true
 	ORDER BY m.id, p.id`
 
 // scanPage reads the rows of a pageWithParts query.
@@ -83,9 +86,35 @@ func turnExists(b *pgx.Batch, tenant, sessionID, turnID string, found *bool) {
 		tenant, sessionID, turnID).QueryRow(func(r pgx.Row) error { return r.Scan(found) })
 }
 
+// branchSegments is the recursive CTE seg(lin, hi) of the branch ending at
+// turn $3 of session $2 (tenant $1): one row per lineage on it, with the
+// depth the branch reaches in it (migration 0005), so a turn is on the
+// branch when its lineage is a row's and its depth at most that row's. It
+// takes one step per fork, however long the branch. UNION (not UNION ALL)
+// stops on a cycle a corrupt chain could have.
+const branchSegments = `seg(lin, hi) AS (
+		SELECT lineage, depth FROM turns WHERE tenant = $1 AND id = $3 AND session_id = $2
+		UNION
+		SELECT p.lineage, p.depth FROM seg s
+			JOIN turns f ON f.tenant = $1 AND f.id = s.lin
+			JOIN turns p ON p.tenant = $1 AND p.id = f.previous_turn_id AND p.session_id = $2
+	)`
+
+// onBranch is the condition that the turn t (an alias of turns) is on the
+// branch of branchSegments. Joined to the page's messages one by one (a
+// primary-key lookup each) rather than as a subquery on turn ids, which
+// the planner would answer with every turn of the branch.
+func onBranch(t string) string {
+	return `EXISTS (SELECT FROM seg WHERE seg.lin = ` + t + `.lineage AND ` + t + `.depth <= seg.hi)`
+}
+
 // ListMessages returns messages with their parts, oldest first, along the
 // chain of turns ending at q.TipTurnID: a fork's sibling branches are not
-// on the chain. The cursor is the last message id.
+// on the chain. The cursor is the last message id. A page reads the
+// session's messages in id order from the cursor and keeps those of the
+// branch's turns (each checked with one lookup, see branchSegments), so it
+// costs what it returns plus the messages of other branches it skips,
+// never the length of the chain before it.
 func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
 	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
 	var (
@@ -108,20 +137,12 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 				return nil
 			})
 		}
-		// UNION (not UNION ALL) stops on a cycle a corrupt chain could
-		// have. With From set, the walk stops at From's turn: older turns
-		// hold no message with id >= From.
-		b.Queue(`WITH RECURSIVE chain(id, prev) AS (
-				SELECT id, previous_turn_id FROM turns WHERE tenant = $1 AND id = $3 AND session_id = $2
-				UNION
-				SELECT t.id, t.previous_turn_id FROM chain c JOIN turns t
-					ON t.tenant = $1 AND t.id = c.prev AND t.session_id = $2
-				WHERE c.id IS DISTINCT FROM coalesce(
-					(SELECT turn_id FROM messages WHERE tenant = $1 AND id = $7 AND session_id = $2), '')
-			), page AS (
-				SELECT * FROM messages m
+		// Messages that belong to no turn (forum messages, copies in a
+		// monologue) are on every branch.
+		b.Queue(`WITH RECURSIVE `+branchSegments+`, page AS (
+				SELECT m.* FROM messages m LEFT JOIN turns bt ON bt.tenant = $1 AND bt.id = m.turn_id
 				WHERE m.tenant = $1 AND m.session_id = $2 AND m.id > $4 AND m.id >= $7
-					AND (m.turn_id IN (SELECT id FROM chain) OR m.turn_id IS NULL) AND ($5 = '' OR m.thread_id = $5)
+					AND (m.turn_id IS NULL OR `+onBranch("bt")+`) AND ($5 = '' OR m.thread_id = $5)
 				ORDER BY m.id LIMIT $6
 			)`+pageWithParts, tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From).
 			Query(func(rows pgx.Rows) error {
@@ -179,9 +200,10 @@ func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*for
 	return out, nil
 }
 
-// LatestCompaction returns the newest compaction boundary along the branch.
-// The chain walk stops at the first turn (from the tip) holding a
-// boundary, so its cost is what lies after the boundary.
+// LatestCompaction returns the newest compaction boundary along the branch:
+// the session's summaries are read newest first (messages_summary) and the
+// first on the branch whose parent carries a compaction part is it, so its
+// cost is the summaries after it, never the length of the chain.
 func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.CompactionBoundary, error) {
 	var (
 		summary, request, data *string
@@ -190,21 +212,12 @@ func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.Mes
 	b := batch(tenant)
 	liveSession(b, tenant, q.SessionID)
 	if q.TipTurnID != "" {
-		// A turn holds a boundary when one of its messages is a finished
-		// summary whose parent carries a compaction part.
-		const boundary = `FROM messages s JOIN parts p
-				ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
-			WHERE s.tenant = $1 AND s.turn_id = %s AND s.summary AND s.finish NOT IN ('', 'error')
-				AND ($4 = '' OR s.thread_id = $4)`
-		b.Queue(`WITH RECURSIVE chain(id, prev) AS (
-				SELECT id, previous_turn_id FROM turns WHERE tenant = $1 AND id = $3 AND session_id = $2
-				UNION
-				SELECT t.id, t.previous_turn_id FROM chain c JOIN turns t
-					ON t.tenant = $1 AND t.id = c.prev AND t.session_id = $2
-				WHERE NOT EXISTS (SELECT `+fmt.Sprintf(boundary, "c.id")+`)
-			)
-			SELECT s.id, s.parent_id, p.data `+fmt.Sprintf(boundary, "s.turn_id")+`
-				AND s.session_id = $2 AND s.turn_id IN (SELECT id FROM chain)
+		b.Queue(`WITH RECURSIVE `+branchSegments+`
+			SELECT s.id, s.parent_id, p.data FROM messages s
+				JOIN parts p ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
+				JOIN turns bt ON bt.tenant = $1 AND bt.id = s.turn_id
+			WHERE s.tenant = $1 AND s.session_id = $2 AND s.summary AND s.finish NOT IN ('', 'error')
+				AND ($4 = '' OR s.thread_id = $4) AND `+onBranch("bt")+`
 			ORDER BY s.id DESC LIMIT 1`, tenant, q.SessionID, q.TipTurnID, q.ThreadID).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {

@@ -22,7 +22,7 @@ var ctx = context.Background()
 
 // tenantTables are every table that carries a tenant.
 var tenantTables = []string{"agents", "agent_versions", "sessions", "turns", "messages", "parts", "events",
-	"snapshots", "idempotency", "api_keys", "turn_leases", "participants"}
+	"event_log", "snapshots", "idempotency", "api_keys", "turn_leases", "participants"}
 
 // seed writes rows of every kind for tenant through the store and returns
 // the session; its turn stays running when running is true.
@@ -53,7 +53,17 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 		end.Turn = &forge.Turn{Status: forge.TurnDone}
 	}
 	must(s.Commit(ctx, end))
-	_, err := s.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{Key: "k", Scope: "s", Status: 200})
+	// A row of the log of schema version 4 and earlier (nothing writes
+	// there any more).
+	tx, err := s.Pool().Begin(ctx)
+	must(err)
+	_, err = tx.Exec(ctx, `SELECT set_config('forge.tenant', $1, true)`, tenant)
+	must(err)
+	_, err = tx.Exec(ctx, `INSERT INTO events (tenant, session_id, seq, id, type, created_at) VALUES ($1, $2, 0, $3, 'turn.created', now())`,
+		tenant, ses.ID, turnID)
+	must(err)
+	must(tx.Commit(ctx))
+	_, err = s.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{Key: "k", Scope: "s", Status: 200})
 	must(err)
 	_, _, err = s.CreateKey(ctx, tenant, "ci")
 	must(err)

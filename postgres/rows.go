@@ -37,15 +37,6 @@ type partRows struct {
 
 func (r *partRows) len() int { return len(r.id) }
 
-type eventRows struct {
-	seq                []int64
-	id, typ            []string
-	turn, thread, data []*string
-	created            []time.Time
-}
-
-func (r *eventRows) len() int { return len(r.seq) }
-
 // encodeMessages encodes message envelopes, and their parts into parts
 // when parts is not nil.
 func (s *Store) encodeMessages(msgs []*forge.Message, parts *partRows) (*messageRows, error) {
@@ -110,26 +101,6 @@ func (s *Store) encodeParts(out *partRows, messageID string, parts []*forge.Part
 		out.updated = append(out.updated, storeutil.Or(p.UpdatedAt, now))
 	}
 	return nil
-}
-
-// encodeEvents encodes stored events; they all belong to the write's
-// session.
-func (s *Store) encodeEvents(evs []forge.Event) (*eventRows, error) {
-	now := s.now()
-	out := &eventRows{}
-	for _, e := range evs {
-		if err := storeutil.CheckEvent(&e); err != nil {
-			return nil, err
-		}
-		out.seq = append(out.seq, e.Seq)
-		out.id = append(out.id, e.ID)
-		out.typ = append(out.typ, e.Type)
-		out.turn = append(out.turn, e.TurnID)
-		out.thread = append(out.thread, e.ThreadID)
-		out.created = append(out.created, storeutil.Or(e.CreatedAt, now))
-		out.data = append(out.data, rawText(e.Data))
-	}
-	return out, nil
 }
 
 // lastByID keeps the last of the rows sharing an id (in their first
@@ -229,17 +200,4 @@ func queueParts(b *pgx.Batch, sql string, sc scope, r *partRows) {
 	}
 	b.Queue(sql, sc.tenant, sc.session, sc.turn, r.id, r.message, r.typ, r.text, r.state, r.call, r.tool, r.args,
 		r.output, r.errs, r.data, r.provider, r.created, r.updated)
-}
-
-// queueEvents appends to the log; a seq used twice is ErrConflict (seqs are
-// never reused).
-func queueEvents(b *pgx.Batch, sc scope, r *eventRows) {
-	if r.len() == 0 {
-		return
-	}
-	b.Queue(`INSERT INTO events (tenant, session_id, seq, id, type, turn_id, thread_id, created_at, data)
-		SELECT $1, $2, u.seq, u.id, u.type, u.turn_id, u.thread_id, u.created_at, u.data
-		FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
-			AS u(seq, id, type, turn_id, thread_id, created_at, data)`,
-		sc.tenant, sc.session, r.seq, r.id, r.typ, r.turn, r.thread, r.created, r.data)
 }

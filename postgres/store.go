@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
 	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 
 	// dial, when set, replaces the pool's dialer (tests count round trips).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// noPacker leaves ended turns' logs unpacked until FlushEventLog
+	// (tests of what the packer does).
+	noPacker bool
 }
 
 // Pool defaults (see Options).
@@ -90,6 +94,10 @@ type Store struct {
 	now   func() time.Time
 	// writes times each write for ObserveWrites.
 	writes storeutil.WriteTimer
+	// pk packs the logs of ended turns (events.go); dicts keeps the
+	// dictionaries of packed turns' rows for replays.
+	pk    *eventpack.Packer
+	dicts *eventpack.DictCache
 
 	closeOnce sync.Once
 }
@@ -135,6 +143,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.dicts = eventpack.NewDictCache(dictCacheBytes)
+	s.pk = eventpack.NewPacker(packWork{s}, eventpack.PackDelay, !opts.noPacker)
 	return s, nil
 }
 
@@ -223,7 +233,11 @@ func (s *Store) checkQueryRole(ctx context.Context) error {
 
 // Close closes the pool. It may be called more than once.
 func (s *Store) Close(ctx context.Context) error {
-	s.closeOnce.Do(s.pool.Close)
+	s.closeOnce.Do(func() {
+		// The packer drains first: it needs the pool.
+		s.pk.Stop()
+		s.pool.Close()
+	})
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
 	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
@@ -63,7 +64,11 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(evs)
+	if evs, err = s.prepareEvents(evs); err != nil {
+		return err
+	}
+	// The turn's events wait for its end to be packed against its rows.
+	packs, err := eventpack.Plain(evs, t.ID)
 	if err != nil {
 		return err
 	}
@@ -74,16 +79,22 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	b := batch(t.Tenant)
 	b.Queue(`SELECT begin_turn_check($1, $2, $3, $4, $5, $6)`, t.SessionID, t.PreviousTurnID,
 		nullStr(t.IdempotencyKey), t.Status == forge.TurnRunning, bt.ExpectTip != nil, expect)
+	// lineage and depth (migration 0006): a turn chaining from the
+	// session's tip (locked by begin_turn_check, moved below) continues the
+	// tip's lineage; a root or a fork begins its own.
 	b.Queue(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version, status, input,
 			output, required_actions, error, cancel_reason, cancel_message, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, trigger)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+			idempotency_key, created_at, ended_at, trigger, first_seq, lineage, depth)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+			coalesce((SELECT p.lineage FROM turns p JOIN sessions s ON s.tenant = p.tenant AND s.id = p.session_id
+				WHERE p.tenant = $1 AND p.id = $4 AND p.session_id = $3 AND s.tip_turn_id = p.id), $2),
+			coalesce((SELECT p.depth + 1 FROM turns p WHERE p.tenant = $1 AND p.id = $4 AND p.session_id = $3), 0))`,
 		t.Tenant, t.ID, t.SessionID, t.PreviousTurnID, t.AgentID, t.AgentVersion, t.Status, v.input,
 		v.output, v.actions, v.errJSON, t.CancelReason, v.cancelMsg, v.usage, t.Iterations, t.LastSeq,
-		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt, v.trigger)
+		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt, v.trigger, firstSeqOf(evs, t.ID))
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
-	queueEvents(b, sc, erows)
+	queuePacks(b, sc, packs)
 	b.Queue(`UPDATE sessions SET tip_turn_id = $3, updated_at = $4 WHERE tenant = $1 AND id = $2`,
 		t.Tenant, t.SessionID, t.ID, s.now())
 	if bt.Lease != nil && t.Status == forge.TurnRunning {
@@ -92,6 +103,9 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	}
 	if err := s.write(ctx, b); err != nil {
 		return err
+	}
+	if t.Ended() && len(packs) > 0 {
+		s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID})
 	}
 	storeutil.Begun(bt, &t)
 	return nil
@@ -128,10 +142,14 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 		return err
 	}
 	parts.dedup()
-	erows, err := s.encodeEvents(evs)
+	if evs, err = s.prepareEvents(evs); err != nil {
+		return err
+	}
+	packs, err := eventpack.Plain(evs, cb.TurnID)
 	if err != nil {
 		return err
 	}
+	first := firstSeqOf(evs, cb.TurnID)
 	var snap *string
 	if cb.Snapshot != nil {
 		c := *cb.Snapshot
@@ -153,13 +171,13 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 		b.Queue(`WITH u AS (
 				UPDATE turns SET status = $4, output = $5, required_actions = $6, error = $7, cancel_reason = $8,
 					usage = $9, iterations = $10, last_seq = greatest(last_seq, $11, $12), ended_at = $13,
-					cancel_message = $14
+					cancel_message = $14, first_seq = coalesce(first_seq, $15)
 				WHERE tenant = $1 AND session_id = $2 AND id = $3 AND status = 'running'
 				RETURNING last_seq
 			)
 			SELECT fenced((SELECT last_seq FROM u), $2, $3)`,
 			cb.Tenant, cb.SessionID, cb.TurnID, t.Status, v.output, v.actions, v.errJSON, t.CancelReason,
-			v.usage, t.Iterations, t.LastSeq, maxSeq, t.EndedAt, v.cancelMsg).QueryRow(scanLast)
+			v.usage, t.Iterations, t.LastSeq, maxSeq, t.EndedAt, v.cancelMsg, first).QueryRow(scanLast)
 		if t.Ended() && t.Usage != (forge.Usage{}) {
 			// The fence passed, so this is the turn's one terminal write:
 			// its usage joins the session's total in the same transaction.
@@ -174,16 +192,16 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 		}
 	} else {
 		b.Queue(`WITH u AS (
-				UPDATE turns SET last_seq = greatest(last_seq, $4)
+				UPDATE turns SET last_seq = greatest(last_seq, $4), first_seq = coalesce(first_seq, $5)
 				WHERE tenant = $1 AND session_id = $2 AND id = $3 AND status = 'running'
 				RETURNING last_seq
 			)
 			SELECT fenced((SELECT last_seq FROM u), $2, $3)`,
-			cb.Tenant, cb.SessionID, cb.TurnID, maxSeq).QueryRow(scanLast)
+			cb.Tenant, cb.SessionID, cb.TurnID, maxSeq, first).QueryRow(scanLast)
 	}
 	queueMessages(b, upsertMessagesSQL, sc, msgs)
 	queueParts(b, upsertPartsSQL, sc, parts)
-	queueEvents(b, sc, erows)
+	queuePacks(b, sc, packs)
 	if cb.Turn != nil && t.Ended() {
 		b.Queue(`DELETE FROM turn_leases WHERE tenant = $1 AND turn_id = $2`, cb.Tenant, cb.TurnID)
 	}
@@ -194,6 +212,10 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	}
 	if err := s.write(ctx, b); err != nil {
 		return err
+	}
+	if cb.Turn != nil && t.Ended() {
+		// Its rows are final: the packer packs its log against them.
+		s.pk.Add(eventpack.TurnKey{Tenant: cb.Tenant, Session: cb.SessionID, Turn: cb.TurnID})
 	}
 	storeutil.Committed(cb, &t, last)
 	return nil

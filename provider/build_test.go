@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/provider"
+	"github.com/forge-runtime/forge/provider/internal/providertest"
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
 )
 
@@ -282,6 +284,36 @@ providers:
 		other := map[string]string{"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}[want]
 		if string(body[want]) != "12" || body[other] != nil {
 			t.Errorf("%s: body %s, want %s=12 only", name, last.Body, want)
+		}
+	}
+}
+
+// TestHTTPPoolFromConfig: http.max_idle_conns_per_host sizes the pool the
+// providers share. With the default a provider from the file reuses the
+// connections of 100 calls at once; with 10 kept idle, each later wave of
+// 100 dials 90 again.
+func TestHTTPPoolFromConfig(t *testing.T) {
+	t.Parallel()
+	req := &forge.ModelRequest{Model: "m", Messages: []forge.ModelMessage{
+		{Role: forge.RoleUser, Parts: []forge.ModelPart{{Type: forge.ModelPartText, Text: "Hello"}}}}}
+	for _, c := range []struct {
+		http     string
+		min, max int64
+	}{
+		{"", 100, 110},
+		{"http: {max_idle_conns_per_host: 10}", 100 + 2*90, 300},
+	} {
+		srv := openaitest.New(t)
+		srv.RecordRequests(false)
+		r := mustBuild(t, fmt.Sprintf("providers: [{name: local, kind: openai, base_url: %q}]\n%s", srv.URL(), c.http), provider.Options{})
+		m, id, err := r.Resolve("local/m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Model = id
+		providertest.Waves(t, m, srv, req, 100, 3)
+		if n := srv.Connections(); n < c.min || n > c.max {
+			t.Errorf("%q: 3 waves of 100 calls opened %d connections, want %d..%d", c.http, n, c.min, c.max)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/provider/internal/wire"
 	"github.com/forge-runtime/forge/provider/openai"
 )
 
@@ -75,6 +76,9 @@ func ConfigPath(flag string, getenv func(string) string) string {
 //	  max_attempts: 4
 //	  first_byte_timeout: 60s
 //	  idle_timeout: 60s
+//	http:
+//	  max_idle_conns_per_host: 1024   # idle connections kept to each model server
+//	  idle_conn_timeout: 90s
 //
 // Keys are never written in the file: api_key_env names the environment
 // variable that holds one. A provider without api_key_env whose base_url
@@ -103,6 +107,8 @@ type Config struct {
 	MCP MCPConfig `yaml:"mcp"`
 	// Sandbox configures the sandboxes of sessions.
 	Sandbox SandboxConfig `yaml:"sandbox"`
+	// HTTP sizes the pool of connections the providers share.
+	HTTP HTTPConfig `yaml:"http"`
 
 	// Path is the file it was read from ("" when built in code).
 	Path string `yaml:"-"`
@@ -159,6 +165,33 @@ func (pc *PricesConfig) apply(p *Prices, hasBase bool) {
 	if pc.CacheWrite != nil {
 		p.CacheWrite = *pc.CacheWrite
 	}
+}
+
+// HTTPConfig sizes the connection pool of the model providers, one pool
+// shared by all of them. A model call holds a connection for its whole
+// stream over HTTP/1.1 (what local and compatible servers speak), so the
+// pool keeps about one idle connection per session that may call a server
+// at once; the default (1024) serves about 1,000 concurrent sessions
+// without redialing.
+type HTTPConfig struct {
+	// MaxIdleConnsPerHost is how many idle connections to one server are
+	// kept (1..100000).
+	MaxIdleConnsPerHost *int `yaml:"max_idle_conns_per_host"`
+	// IdleConnTimeout is how long an idle connection is kept (1s..1h).
+	IdleConnTimeout *time.Duration `yaml:"idle_conn_timeout"`
+}
+
+// transport returns the options of the providers' transport and whether
+// the file sets any.
+func (h HTTPConfig) transport() (wire.TransportOptions, bool) {
+	var o wire.TransportOptions
+	if h.MaxIdleConnsPerHost != nil {
+		o.MaxIdleConnsPerHost = *h.MaxIdleConnsPerHost
+	}
+	if h.IdleConnTimeout != nil {
+		o.IdleConnTimeout = *h.IdleConnTimeout
+	}
+	return o, h.MaxIdleConnsPerHost != nil || h.IdleConnTimeout != nil
 }
 
 // RetryConfig is the retry policy of model calls (see RetryPolicy). Durations
@@ -266,13 +299,15 @@ func yamlError(file string, err error) error {
 		l = yamlTypeRE.ReplaceAllStringFunc(l, func(m string) string {
 			switch yamlTypeRE.FindStringSubmatch(m)[1] {
 			case "Config":
-				return " at the top level (known: providers, models, retry, mcp, sandbox)"
+				return " at the top level (known: providers, models, retry, mcp, sandbox, http)"
 			case "MCPConfig":
 				return " in mcp (known: commands, other_commands, allow_private_urls, allow_link_local_urls)"
 			case "MCPCommandConfig":
 				return " in an mcp command (known: name, command, prefix, env, sandbox, tenant_env, dir)"
 			case "SandboxConfig":
 				return " in sandbox (known: read_only_paths)"
+			case "HTTPConfig":
+				return " in http (known: max_idle_conns_per_host, idle_conn_timeout)"
 			case "ProviderConfig":
 				return " in a provider (known: name, kind, base_url, api_key_env, headers, retry, max_tokens_field)"
 			case "ModelConfig":
@@ -420,6 +455,7 @@ func (v *validator) config(c *Config) {
 	v.retry(&c.Retry, "", 0)
 	v.mcp(&c.MCP)
 	v.sandbox(&c.Sandbox)
+	v.http(&c.HTTP)
 
 	ids := map[string]bool{}
 	for i := range c.Models {
@@ -460,6 +496,25 @@ func (v *validator) config(c *Config) {
 				}
 			}
 		}
+	}
+}
+
+func (v *validator) http(h *HTTPConfig) {
+	report := func(field, format string, args ...any) {
+		line := 0
+		if r := lookup(v.root, "http"); r != nil {
+			line = r.Line
+			if f := lookup(r, field); f != nil {
+				line = f.Line
+			}
+		}
+		v.errs = append(v.errs, fmt.Errorf("%s:%d: http.%s: %s", v.file, line, field, fmt.Sprintf(format, args...)))
+	}
+	if n := h.MaxIdleConnsPerHost; n != nil && (*n < 1 || *n > 100_000) {
+		report("max_idle_conns_per_host", "%d is not a number of connections from 1 to 100000", *n)
+	}
+	if d := h.IdleConnTimeout; d != nil && (*d < time.Second || *d > time.Hour) {
+		report("idle_conn_timeout", "%s is not a duration from 1s to 1h", *d)
 	}
 }
 

@@ -36,6 +36,9 @@ retry:
   max_attempts: 4
   first_byte_timeout: 90s
   idle_timeout: 0s
+http:
+  max_idle_conns_per_host: 2048
+  idle_conn_timeout: 2m
 `
 
 func TestParseConfig(t *testing.T) {
@@ -59,6 +62,9 @@ func TestParseConfig(t *testing.T) {
 	if *cfg.Retry.FirstByteTimeout != 90*time.Second || *cfg.Retry.IdleTimeout != 0 {
 		t.Errorf("retry: %+v", cfg.Retry)
 	}
+	if *cfg.HTTP.MaxIdleConnsPerHost != 2048 || *cfg.HTTP.IdleConnTimeout != 2*time.Minute {
+		t.Errorf("http: %+v", cfg.HTTP)
+	}
 	for _, empty := range []string{"", "# nothing\n", "{}"} {
 		if cfg, err := provider.ParseConfig("", []byte(empty)); err != nil || len(cfg.Providers) != 0 {
 			t.Errorf("%q: %v", empty, err)
@@ -72,7 +78,7 @@ func TestParseConfigErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown top-level key", "providers: []\nmodel: []\n",
-			"f.yaml:2: field model not found at the top level (known: providers, models, retry, mcp, sandbox)"},
+			"f.yaml:2: field model not found at the top level (known: providers, models, retry, mcp, sandbox, http)"},
 		{"typo in mcp", "mcp:\n  command: []\n", "f.yaml:2: field command not found in mcp (known: commands, other_commands"},
 		{"typo in an mcp command", "mcp:\n  commands:\n    - name: a\n      command: [x]\n      sandboxed: false\n",
 			"f.yaml:5: field sandboxed not found in an mcp command (known: name, command, prefix, env, sandbox, tenant_env, dir)"},
@@ -88,6 +94,14 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad other_commands", "mcp:\n  other_commands: host\n", `f.yaml:2: mcp.other_commands: "host" is not sandbox or refuse`},
 		{"relative read-only path", "sandbox:\n  read_only_paths: [opt/node]\n", `f.yaml:2: sandbox.read_only_paths[0]: "opt/node" must be an absolute path`},
 		{"root read-only path", "sandbox:\n  read_only_paths: [/usr, /]\n", "sandbox.read_only_paths[1]: binding / would show the sandbox every host file"},
+		{"typo in http", "http:\n  max_idle_conns: 10\n",
+			"f.yaml:2: field max_idle_conns not found in http (known: max_idle_conns_per_host, idle_conn_timeout)"},
+		{"no idle connections", "http:\n  max_idle_conns_per_host: 0\n",
+			"f.yaml:2: http.max_idle_conns_per_host: 0 is not a number of connections from 1 to 100000"},
+		{"too many idle connections", "http: {max_idle_conns_per_host: 1000000}\n",
+			"f.yaml:1: http.max_idle_conns_per_host: 1000000 is not a number of connections from 1 to 100000"},
+		{"short idle timeout", "http:\n  idle_conn_timeout: 10ms\n",
+			"f.yaml:2: http.idle_conn_timeout: 10ms is not a duration from 1s to 1h"},
 		{"typo in a provider", "providers:\n  - name: a\n    kind: openai\n    base_ur1: http://x\n",
 			"f.yaml:4: field base_ur1 not found in a provider (known: name, kind, base_url, api_key_env, headers, retry, max_tokens_field)"},
 		{"bad max_tokens_field", "providers:\n  - name: a\n    kind: openai\n    max_tokens_field: max_output_tokens\n",

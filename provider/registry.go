@@ -287,7 +287,11 @@ func Build(cfg *Config, o Options) (*Registry, error) {
 	}
 	base := o.Transport
 	if base == nil {
-		base = wire.DefaultTransport()
+		if to, set := cfg.HTTP.transport(); set {
+			base = wire.NewTransport(to)
+		} else {
+			base = wire.DefaultTransport()
+		}
 	}
 	globalPolicy := DefaultRetryPolicy()
 	cfg.Retry.apply(&globalPolicy)

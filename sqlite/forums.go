@@ -60,7 +60,7 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 		return err
 	}
 	sc := scope{tenant: p.Tenant, session: p.ForumID}
-	erows, err := s.encodeEvents(sc, events)
+	packs, err := s.plainLog(events)
 	if err != nil {
 		return err
 	}
@@ -84,13 +84,13 @@ func (s *Store) AddParticipant(ctx context.Context, p *forge.Participant, monolo
 		if err != nil {
 			return dbErr(err)
 		}
-		return insertEvents(x, erows)
+		return s.insertLog(x, sc, packs)
 	})
 }
 
 // EndParticipant ends an active stint.
 func (s *Store) EndParticipant(ctx context.Context, tenant, forumID, participantID string, at time.Time, events []forge.Event) (*forge.Participant, bool, error) {
-	erows, err := s.encodeEvents(scope{tenant: tenant, session: forumID}, events)
+	packs, err := s.plainLog(events)
 	if err != nil {
 		return nil, false, err
 	}
@@ -106,7 +106,7 @@ func (s *Store) EndParticipant(ctx context.Context, tenant, forumID, participant
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			ended = true
-			if err := insertEvents(x, erows); err != nil {
+			if err := s.insertLog(x, scope{tenant: tenant, session: forumID}, packs); err != nil {
 				return err
 			}
 		}
@@ -205,9 +205,13 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(sc, a.Events)
+	evs, err := s.prepareEvents(a.Events)
 	if err != nil {
 		return err
+	}
+	msgIDs := make([]string, len(a.Messages))
+	for i, m := range a.Messages {
+		msgIDs[i] = m.ID
 	}
 	return s.write(ctx, func(x *tx) error {
 		if err := liveSession(x, a.Tenant, a.SessionID); err != nil {
@@ -230,8 +234,15 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 		if err := insertMessages(x, mrows, prows); err != nil {
 			return err
 		}
-		if err := insertEvents(x, erows); err != nil {
-			return err
+		if len(evs) > 0 {
+			// The messages just written are as they will stay.
+			packs, err := looseLog(x, sc, evs, msgIDs)
+			if err != nil {
+				return err
+			}
+			if err := s.insertLog(x, sc, packs); err != nil {
+				return err
+			}
 		}
 		for _, r := range a.Mark {
 			_, err := x.exec(`UPDATE messages SET metadata = json_set(coalesce(metadata, '{}'), '$.type', ?)
@@ -325,7 +336,7 @@ func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(scope{tenant: w.Tenant, session: w.ForumID}, w.Events)
+	packs, err := s.plainLog(w.Events)
 	if err != nil {
 		return err
 	}
@@ -349,6 +360,6 @@ func (s *Store) SwapMonologue(ctx context.Context, w *forge.MonologueSwap) error
 		if err := insertMessages(x, mrows, prows); err != nil {
 			return err
 		}
-		return insertEvents(x, erows)
+		return s.insertLog(x, scope{tenant: w.Tenant, session: w.ForumID}, packs)
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/forge-runtime/forge"
@@ -60,7 +59,7 @@ func (s *Store) encodeParts(sc scope, messageID string, parts []*forge.Part) ([]
 			return nil, err
 		}
 		created, updated := storeutil.Or(p.CreatedAt, now), storeutil.Or(p.UpdatedAt, now)
-		out = append(out, []any{sc.tenant, p.ID, mid, sc.session, sc.turn, p.Type, p.Text, p.State, p.CallID,
+		out = append(out, []any{sc.tenant, p.ID, mid, p.Type, p.Text, p.State, p.CallID,
 			p.Tool, rawText(p.Arguments), strPtr(p.Output), strPtr(p.Error), rawText(p.Data), rawText(p.Provider),
 			unixNano(created), unixNano(updated)})
 	}
@@ -75,9 +74,10 @@ var (
 	messageUpsert = newMultiInsert("message", messageInsert.head, 16, ` ON CONFLICT (tenant, id) DO UPDATE SET
 		parent_id = excluded.parent_id, author = excluded.author, model = excluded.model,
 		finish = excluded.finish, usage = excluded.usage, summary = excluded.summary`)
-	partInsert = newMultiInsert("part", `INSERT INTO parts (tenant, id, message_id, session_id, turn_id, type,
-		text, state, call_id, tool, arguments, output, error, data, provider, created_at, updated_at) VALUES `, 17, "")
-	partUpsert = newMultiInsert("part", partInsert.head, 17, ` ON CONFLICT (tenant, id) DO UPDATE SET
+	// A part is its message's: its session and turn are the message's.
+	partInsert = newMultiInsert("part", `INSERT INTO parts (tenant, id, message_id, type,
+		text, state, call_id, tool, arguments, output, error, data, provider, created_at, updated_at) VALUES `, 15, "")
+	partUpsert = newMultiInsert("part", partInsert.head, 15, ` ON CONFLICT (tenant, message_id, id) DO UPDATE SET
 		type = excluded.type, text = excluded.text, state = excluded.state, call_id = excluded.call_id,
 		tool = excluded.tool, arguments = excluded.arguments, output = excluded.output, error = excluded.error,
 		data = excluded.data, provider = excluded.provider, updated_at = excluded.updated_at`)
@@ -152,7 +152,7 @@ func (m *multiInsert) exec(x *tx, rows [][]any) error {
 const msgCols = `m.id, m.session_id, m.turn_id, m.thread_id, m.role, m.parent_id, m.author, m.model,
 	m.finish, m.usage, m.summary, m.created_at, m.metadata, m.origin, m.forum`
 
-func scanMessages(rows *sql.Rows, tenant string) ([]*forge.Message, error) {
+func scanMessages(rows rowIter, tenant string) ([]*forge.Message, error) {
 	defer rows.Close()
 	var out []*forge.Message
 	for rows.Next() {
@@ -196,7 +196,7 @@ func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
 	if err != nil {
 		return err
 	}
-	rows, err := x.query(`SELECT id, message_id, session_id, turn_id, type, text, state, call_id, tool,
+	rows, err := x.query(`SELECT id, message_id, type, text, state, call_id, tool,
 		arguments, output, error, data, provider, created_at, updated_at
 		FROM parts WHERE tenant = ? AND message_id IN (SELECT value FROM json_each(?))
 		ORDER BY message_id, id`, tenant, string(idJSON))
@@ -210,7 +210,7 @@ func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
 			args, output, perr, data, provider sql.NullString
 			created, updated                   int64
 		)
-		if err := rows.Scan(&p.ID, &p.MessageID, &p.SessionID, &p.TurnID, &p.Type, &p.Text, &p.State, &p.CallID,
+		if err := rows.Scan(&p.ID, &p.MessageID, &p.Type, &p.Text, &p.State, &p.CallID,
 			&p.Tool, &args, &output, &perr, &data, &provider, &created, &updated); err != nil {
 			return dbErr(err)
 		}
@@ -218,15 +218,40 @@ func loadParts(x *tx, tenant string, msgs []*forge.Message) error {
 		p.Output, p.Error = fromNullStr(output), fromNullStr(perr)
 		p.CreatedAt, p.UpdatedAt = fromNano(created), fromNano(updated)
 		if m := byID[p.MessageID]; m != nil {
+			p.SessionID, p.TurnID = m.SessionID, m.TurnID
 			m.Parts = append(m.Parts, &p)
 		}
 	}
 	return dbErr(rows.Err())
 }
 
+// branchSegments is the recursive CTE seg(lin, hi) of the branch ending at
+// turn ?3 of session ?2 (tenant ?1): one row per lineage on it, with the
+// depth the branch reaches in it (migration 0008), so a turn is on the
+// branch when its lineage is a row's and its depth at most that row's. It
+// takes one step per fork, however long the branch. UNION (not UNION ALL)
+// stops on a cycle a corrupt chain could have.
+const branchSegments = `seg(lin, hi) AS (
+		SELECT lineage, depth FROM turns WHERE tenant = ?1 AND id = ?3 AND session_id = ?2
+		UNION
+		SELECT p.lineage, p.depth FROM seg s CROSS JOIN turns f CROSS JOIN turns p
+		WHERE f.tenant = ?1 AND f.id = s.lin AND p.tenant = ?1 AND p.id = f.previous_turn_id AND p.session_id = ?2
+	)`
+
+// onBranch is the condition that the turn id in col is on the branch of
+// branchSegments: one primary-key lookup of the turn.
+func onBranch(col string) string {
+	return `EXISTS (SELECT 1 FROM turns bt CROSS JOIN seg
+		WHERE bt.tenant = ?1 AND bt.id = ` + col + ` AND bt.lineage = seg.lin AND bt.depth <= seg.hi)`
+}
+
 // ListMessages returns messages with their parts, oldest first, along the
 // chain of turns ending at q.TipTurnID: a fork's sibling branches are not
-// on the chain. The cursor is the last message id.
+// on the chain. The cursor is the last message id. A page reads the
+// session's messages in id order from the cursor and keeps those of the
+// branch's turns (each checked with one lookup, see branchSegments), so it
+// costs what it returns plus the messages of other branches it skips,
+// never the length of the chain before it.
 func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
 	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
 	var out []*forge.Message
@@ -234,33 +259,31 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 		if err := liveSession(x, tenant, q.SessionID); err != nil {
 			return err
 		}
-		// UNION (not UNION ALL) stops on a cycle a corrupt chain could have.
-		// CROSS JOIN keeps chain as the outer loop, so each step is one
-		// primary-key lookup of the previous turn.
-		// With From set, the walk stops at From's turn (stop): older turns
-		// hold no message with id >= From.
-		// Messages that belong to no turn (forum messages, copies in a
-		// monologue) are on every branch.
-		after, stop := q.Cursor, ""
 		if q.From != "" {
-			var st sql.NullString
-			if err := x.queryRow(`SELECT turn_id FROM messages WHERE tenant = ? AND id = ? AND session_id = ?`,
-				tenant, q.From, q.SessionID).Scan(&st); err != nil {
+			var one int
+			if err := x.queryRow(`SELECT 1 FROM messages WHERE tenant = ? AND id = ? AND session_id = ?`,
+				tenant, q.From, q.SessionID).Scan(&one); err != nil {
 				return notFound(err, "message %s not found", q.From)
 			}
-			stop = st.String
 		}
-		rows, err := x.query(`WITH RECURSIVE chain(id, prev) AS (
-				SELECT id, previous_turn_id FROM turns WHERE tenant = ?1 AND id = ?3 AND session_id = ?2
-				UNION
-				SELECT t.id, t.previous_turn_id FROM chain c CROSS JOIN turns t
-				WHERE t.tenant = ?1 AND t.id = c.prev AND t.session_id = ?2 AND c.id != ?8
-			)
-			SELECT `+msgCols+` FROM messages m
-			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id > ?4 AND m.id >= ?7 AND (m.turn_id IN (SELECT id FROM chain) OR m.turn_id IS NULL)
+		// Messages that belong to no turn (forum messages, copies in a
+		// monologue) are on every branch. The planner would rather range
+		// over the primary key (tenant, id), every session's messages:
+		// messages_session keeps the scan to this session's.
+		// One lower bound, the greater of the cursor's (exclusive: the
+		// least id after it, ids hold no NUL) and From: given two, the
+		// planner ranges over the first and filters on the other.
+		lo := q.From
+		if q.Cursor != "" && q.Cursor+"\x00" > lo {
+			lo = q.Cursor + "\x00"
+		}
+		rows, err := x.query(`WITH RECURSIVE `+branchSegments+`
+			SELECT `+msgCols+` FROM messages m INDEXED BY messages_session
+			WHERE m.tenant = ?1 AND m.session_id = ?2 AND m.id >= ?4
+				AND (m.turn_id IS NULL OR `+onBranch("m.turn_id")+`)
 				AND (?5 = '' OR m.thread_id = ?5)
 			ORDER BY m.id LIMIT ?6`,
-			tenant, q.SessionID, q.TipTurnID, after, q.ThreadID, limit+1, q.From, stop)
+			tenant, q.SessionID, q.TipTurnID, lo, q.ThreadID, limit+1)
 		if err != nil {
 			return dbErr(err)
 		}
@@ -304,9 +327,10 @@ func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*for
 	return out, err
 }
 
-// LatestCompaction returns the newest compaction boundary along the branch.
-// The chain walk stops at the first turn (from the tip) holding a
-// boundary, so its cost is what lies after the boundary.
+// LatestCompaction returns the newest compaction boundary along the branch:
+// the session's summaries are read newest first (messages_summary) and the
+// first on the branch whose parent carries a compaction part is it, so its
+// cost is the summaries after it, never the length of the chain.
 func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.CompactionBoundary, error) {
 	var out *forge.CompactionBoundary
 	err := s.read(ctx, func(x *tx) error {
@@ -316,25 +340,15 @@ func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.Mes
 		if q.TipTurnID == "" {
 			return nil
 		}
-		// A turn holds a boundary when one of its messages is a finished
-		// summary whose parent carries a compaction part.
-		const boundary = `FROM messages s JOIN parts p ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
-			WHERE s.tenant = ?1 AND s.turn_id = %s AND s.summary = 1 AND s.finish NOT IN ('', 'error')
-				AND (?4 = '' OR s.thread_id = ?4)`
 		var (
 			summary, request, data sql.NullString
 			found                  bool
 		)
-		rows, err := x.query(`WITH RECURSIVE chain(id, prev) AS (
-				SELECT id, previous_turn_id FROM turns WHERE tenant = ?1 AND id = ?3 AND session_id = ?2
-				UNION
-				SELECT t.id, t.previous_turn_id FROM chain c CROSS JOIN turns t
-				WHERE t.tenant = ?1 AND t.id = c.prev AND t.session_id = ?2
-					AND NOT EXISTS (SELECT 1 `+fmt.Sprintf(boundary, "c.id")+`)
-			)
-			SELECT s.id, s.parent_id, p.data `+fmt.Sprintf(boundary, "s.turn_id")+`
-				AND s.session_id = ?2
-				AND s.turn_id IN (SELECT id FROM chain)
+		rows, err := x.query(`WITH RECURSIVE `+branchSegments+`
+			SELECT s.id, s.parent_id, p.data FROM messages s
+				JOIN parts p ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
+			WHERE s.tenant = ?1 AND s.session_id = ?2 AND s.summary = 1 AND s.finish NOT IN ('', 'error')
+				AND (?4 = '' OR s.thread_id = ?4) AND `+onBranch("s.turn_id")+`
 			ORDER BY s.id DESC LIMIT 1`,
 			tenant, q.SessionID, q.TipTurnID, q.ThreadID)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
 	"github.com/forge-runtime/forge/internal/storeutil"
 	"modernc.org/sqlite"
 )
@@ -33,12 +34,18 @@ type Store struct {
 	path string
 	lock *ownership
 	wdb  *sql.DB
-	w    *writer       // owns the single write connection
-	rc   *rowCache     // rows of the lookups every turn makes (cache.go)
-	cp   *checkpointer // checkpoints the WAL on its own connection
-	r    *pool         // readers
-	ids  forge.IDGen
-	now  func() time.Time
+	w    *writer           // owns the single write connection
+	rc   *rowCache         // rows of the lookups every turn makes (cache.go)
+	cp   *checkpointer     // checkpoints the WAL on its own connection
+	pk   *eventpack.Packer // packs the logs of ended turns (packer.go)
+	// dicts keeps the dictionaries of packed turns' rows (events.go).
+	dicts *eventpack.DictCache
+	// oldLog is set when the database holds events of the log before
+	// packs (table events): nothing writes there any more.
+	oldLog bool
+	r      *pool // readers
+	ids    forge.IDGen
+	now    func() time.Time
 	// writes times each write for ObserveWrites.
 	writes storeutil.WriteTimer
 
@@ -54,6 +61,11 @@ type Store struct {
 	// size, so that a benchmark can see calls queued (len) and queue them
 	// in a known order; callers then do not park while they wait.
 	writerQueue int
+	// noPacker leaves ended turns' logs unpacked until FlushEventLog
+	// (tests of what the packer does).
+	noPacker bool
+	// packDelay is how long the packer lets ended turns gather.
+	packDelay time.Duration
 
 	closeOnce sync.Once
 	closeErr  error
@@ -88,6 +100,8 @@ func openStore(ctx context.Context, path string, configure func(*Store)) (*Store
 		checkpointInterval: checkpointInterval,
 		restartFrames:      restartFrames,
 		rc:                 newRowCache(),
+		packDelay:          eventpack.PackDelay,
+		dicts:              eventpack.NewDictCache(dictCacheBytes),
 	}
 	if configure != nil {
 		configure(s)
@@ -164,6 +178,10 @@ func (s *Store) open(ctx context.Context) error {
 	if err := rdb.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
 	}
+	if err := rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events)`).Scan(&s.oldLog); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	s.pk = eventpack.NewPacker(packWork{s}, s.packDelay, !s.noPacker)
 	return nil
 }
 
@@ -201,6 +219,9 @@ func (s *Store) Close(ctx context.Context) error {
 
 func (s *Store) closeDBs() error {
 	var errs []error
+	if s.pk != nil {
+		s.pk.Stop()
+	}
 	if s.cp != nil {
 		errs = append(errs, s.cp.stop())
 	}
@@ -337,10 +358,19 @@ func (t *tx) execRows(query string, rows [][]any) error {
 	return err
 }
 
-// query runs a query of a read transaction.
-func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+// rowIter is the rows of a query: a read's *sql.Rows, or the rows of a
+// writer's statement (writerRows).
+type rowIter interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// query runs a multi-row query, in a read or a write.
+func (t *tx) query(query string, args ...any) (rowIter, error) {
 	if t.w != nil {
-		return nil, errors.New("sqlite: multi-row query in a write")
+		return t.w.queryRows(query, args)
 	}
 	st, err := t.stmt(query)
 	if err != nil {

@@ -43,6 +43,7 @@ var checkpointVariants = []struct {
 	configure func(*Store)
 }{
 	{"checkpoints=checkpointer", func(*Store) {}},
+	{"nopacker", func(s *Store) { s.noPacker = true }},
 	// The arrangement before the checkpointer (4000: this package's
 	// setting then).
 	{"checkpoints=writer", func(s *Store) { s.writerAutocheckpoint = 4000 }},

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
 	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
@@ -63,10 +64,15 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(scope, evs)
+	if evs, err = s.prepareEvents(evs); err != nil {
+		return err
+	}
+	// The turn's events wait for its end to be packed against its rows.
+	packs, err := eventpack.Plain(evs, t.ID)
 	if err != nil {
 		return err
 	}
+	first := firstSeqOf(evs, t.ID)
 	err = s.write(ctx, func(x *tx) error {
 		// The checks ride on the writes: the unique indexes of turns refuse
 		// a second running turn, a used idempotency key or turn id; the
@@ -77,12 +83,19 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		// is, in the order they rank: session, previous turn, key, then
 		// the running turn (which wins over a moved tip: it is what moved
 		// it) and the tip.
+		// lineage and depth (migration 0010): a turn chaining from the
+		// session's tip, read before the UPDATE below moves it, continues
+		// the tip's lineage; a root or a fork begins its own.
 		_, err := x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, cancel_message, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			idempotency_key, created_at, ended_at, cancel_message, trigger, first_seq, lineage, depth)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
+				coalesce((SELECT p.lineage FROM turns p JOIN sessions s ON s.tenant = p.tenant AND s.id = p.session_id
+					WHERE p.tenant = ?1 AND p.id = ?4 AND p.session_id = ?3 AND s.tip_turn_id = p.id), ?2),
+				coalesce((SELECT p.depth + 1 FROM turns p WHERE p.tenant = ?1 AND p.id = ?4 AND p.session_id = ?3), 0))`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
-			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger)
+			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger, first)
 		if err != nil {
 			if _, cerr := beginCheck(x, &t, false); cerr != nil {
 				return cerr
@@ -119,8 +132,11 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		if err := insertMessages(x, msgs, parts); err != nil {
 			return err
 		}
-		if err := insertEvents(x, erows); err != nil {
+		if err := s.insertLog(x, scope, packs); err != nil {
 			return err
+		}
+		if t.Ended() && len(packs) > 0 {
+			x.after(func() { s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID}) })
 		}
 		// The session's cached row, if any, takes the same change.
 		x.after(func() {
@@ -135,6 +151,17 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		return err
 	}
 	storeutil.Begun(b, &t)
+	return nil
+}
+
+// firstSeqOf is the lowest seq of turn's events in evs (in seq order), or
+// nil.
+func firstSeqOf(evs []forge.Event, turn string) any {
+	for _, e := range evs {
+		if e.TurnID != nil && *e.TurnID == turn {
+			return e.Seq
+		}
+	}
 	return nil
 }
 
@@ -215,40 +242,47 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	if err != nil {
 		return err
 	}
-	erows, err := s.encodeEvents(scope, evs)
+	if evs, err = s.prepareEvents(evs); err != nil {
+		return err
+	}
+	packs, err := eventpack.Plain(evs, b.TurnID)
 	if err != nil {
 		return err
 	}
+	first := firstSeqOf(evs, b.TurnID)
 	var snap any
 	if b.Snapshot != nil {
-		c := *b.Snapshot
-		c.TurnID = b.TurnID
-		if snap, err = encJSON(&c); err != nil {
+		if snap, err = encodeSnapshot(b.Snapshot); err != nil {
 			return err
 		}
 	}
 	var last int64
 	err = s.write(ctx, func(x *tx) error {
-		var err error
+		var (
+			err      error
+			vals     []any
+			firstSeq any // the turn's first_seq, after this write
+		)
 		if b.Turn != nil {
 			// The whole row comes back: an ended turn goes to the row cache.
-			var vals []any
 			vals, err = returning(x.queryRow(`UPDATE turns SET status = ?, output = ?, required_actions = ?, error = ?,
 				cancel_reason = ?, usage = ?, iterations = ?, last_seq = max(last_seq, ?, ?), ended_at = ?,
-				cancel_message = ?, snapshot = coalesce(?, snapshot)
-				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING `+turnColsBare,
+				cancel_message = ?, snapshot = coalesce(?, snapshot), first_seq = coalesce(first_seq, ?)
+				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING `+turnColsBare+`, first_seq`,
 				t.Status, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq, maxSeq,
-				v.ended, v.cancelMsg, snap, b.Tenant, b.SessionID, b.TurnID))
+				v.ended, v.cancelMsg, snap, first, b.Tenant, b.SessionID, b.TurnID))
 			if err == nil {
+				firstSeq, vals = vals[turnColCount], vals[:turnColCount]
 				err = valuesRow(vals[turnLastSeqCol : turnLastSeqCol+1]).Scan(&last)
 			}
 			if err == nil && t.Ended() {
 				x.after(func() { s.rc.putTurn(b.Tenant, b.SessionID, b.TurnID, vals) })
 			}
 		} else {
-			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?), snapshot = coalesce(?, snapshot)
+			err = x.queryRow(`UPDATE turns SET last_seq = max(last_seq, ?), snapshot = coalesce(?, snapshot),
+				first_seq = coalesce(first_seq, ?)
 				WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'running' RETURNING last_seq`,
-				maxSeq, snap, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
+				maxSeq, snap, first, b.Tenant, b.SessionID, b.TurnID).Scan(&last)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return fenceErr(x, b)
@@ -270,7 +304,14 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		if err := upsertParts(x, parts); err != nil {
 			return err
 		}
-		return insertEvents(x, erows)
+		if err := s.insertLog(x, scope, packs); err != nil {
+			return err
+		}
+		if b.Turn != nil && t.Ended() && firstSeq != nil {
+			// Its rows are final: the packer packs its log against them.
+			x.after(func() { s.pk.Add(eventpack.TurnKey{Tenant: b.Tenant, Session: b.SessionID, Turn: b.TurnID}) })
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -468,7 +509,7 @@ func (s *Store) RunningTurns(ctx context.Context) ([]*forge.Turn, error) {
 	return scanTurns(rows)
 }
 
-func scanTurns(rows *sql.Rows) ([]*forge.Turn, error) {
+func scanTurns(rows rowIter) ([]*forge.Turn, error) {
 	defer rows.Close()
 	var out []*forge.Turn
 	for rows.Next() {
@@ -479,6 +520,20 @@ func scanTurns(rows *sql.Rows) ([]*forge.Turn, error) {
 		out = append(out, t)
 	}
 	return out, dbErr(rows.Err())
+}
+
+// encodeSnapshot is the JSON of a snapshot without its turn id, which is
+// its row's (rows written before kept it; it is set from the row on read
+// either way).
+func encodeSnapshot(snap *forge.Snapshot) (any, error) {
+	c := *snap
+	c.TurnID = ""
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	// The turn id is the first field.
+	return "{" + strings.TrimPrefix(string(b), `{"turn_id":"",`), nil
 }
 
 // GetSnapshot returns the snapshot written by the turn's last batch that
@@ -494,5 +549,6 @@ func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.
 	if err := json.Unmarshal([]byte(body), &snap); err != nil {
 		return nil, fmt.Errorf("sqlite: decode snapshot of %s: %w", turnID, err)
 	}
+	snap.TurnID = turnID
 	return &snap, nil
 }

@@ -80,6 +80,74 @@ func (w *writer) queryRow(query string, args []any) row {
 	return row{d: rows}
 }
 
+// queryRows runs a query whose rows the returned iterator reads. The rows
+// must be read to the end or closed before the next statement.
+func (w *writer) queryRows(query string, args []any) (rowIter, error) {
+	st, err := w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := w.named(args)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(nv)
+	rows, err := st.QueryContext(w.ctx, nv)
+	if err != nil {
+		return nil, err
+	}
+	return &writerRows{d: rows, vals: make([]driver.Value, len(rows.Columns()))}, nil
+}
+
+// writerRows iterates over the rows of a writer's statement as *sql.Rows
+// would.
+type writerRows struct {
+	d    driver.Rows
+	vals []driver.Value
+	err  error
+	done bool
+}
+
+func (r *writerRows) Next() bool {
+	if r.done {
+		return false
+	}
+	if err := r.d.Next(r.vals); err != nil {
+		if !errors.Is(err, io.EOF) {
+			r.err = err
+		}
+		r.done = true
+		_ = r.d.Close()
+		return false
+	}
+	return true
+}
+
+func (r *writerRows) Scan(dest ...any) error {
+	if len(dest) != len(r.vals) {
+		return fmt.Errorf("sqlite: scan: %d columns into %d destinations", len(r.vals), len(dest))
+	}
+	for i, v := range r.vals {
+		if b, ok := v.([]byte); ok {
+			v = bytes.Clone(b) // the driver reuses it
+		}
+		if err := assign(dest[i], v); err != nil {
+			return fmt.Errorf("sqlite: scan column %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (r *writerRows) Err() error { return r.err }
+
+func (r *writerRows) Close() error {
+	if r.done {
+		return nil
+	}
+	r.done = true
+	return r.d.Close()
+}
+
 // named converts arguments as database/sql would, into a buffer reused
 // from one statement to the next (the driver copies what it binds).
 func (w *writer) named(rows ...[]any) ([]driver.NamedValue, error) {

@@ -211,6 +211,14 @@ func testLooseRoundTrip(f *fixture) {
 	evs := f.events(forum, forge.EventQuery{})
 	eq(f, len(evs), 1, "events")
 	eq(f, evs[0].TurnID == nil, true, "a turnless event")
+	// A loose event naming a turn is refused and writes nothing: a turn's
+	// events are read within the turn's seqs, where it would never be.
+	turnful := f.forumEvent(forum, forge.EventForumMessage, "msg_turnful", m)
+	tid := "turn_elsewhere"
+	turnful.TurnID = &tid
+	f.is(f.s.AppendLoose(f.ctx, &forge.LooseAppend{Tenant: tenantA, SessionID: forum.ID, Events: []forge.Event{turnful}}),
+		forge.ErrInvalid, "a loose event naming a turn")
+	eq(f, len(f.events(forum, forge.EventQuery{})), 1, "events after the refused append")
 	last, err := f.s.LastLoose(f.ctx, tenantA, forum.ID, 5)
 	f.ok(err, "LastLoose")
 	eq(f, len(last), 1, "last")

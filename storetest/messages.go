@@ -183,3 +183,172 @@ var eventTests = []test{
 		f.is(err, forge.ErrNotFound, "ListEvents")
 	}},
 }
+
+// longTree is a session of 10,000 messages on one chain of 200 turns of 50
+// (every tenth message on a child thread), then a fork F1 <- F2 from the
+// 100th turn, G chained from the last turn of the chain once the tip had
+// moved to F2 (so G forks too, from a turn that is no longer the tip), H
+// chained from G, and a new root R.
+type longTree struct {
+	ses        *forge.Session
+	chain      []*forge.Turn
+	f2, g, h   *forge.Turn
+	chainMsgs  []string // the chain's messages, in order
+	fMsgs      []string // F1's and F2's
+	gMsgs      []string // G's and H's
+	mainThread []string // the chain's messages on the main thread
+}
+
+const longTurns, perLongTurn = 200, 50
+
+func (f *fixture) buildLongTree() *longTree {
+	f.Helper()
+	lt := &longTree{ses: f.newSession(tenantA)}
+	ses := lt.ses
+	// turn begins a done turn chained from prev with n messages.
+	turn := func(prev *forge.Turn, n int) (*forge.Turn, []string) {
+		var prevID *string
+		if prev != nil {
+			prevID = &prev.ID
+		}
+		t := f.newTurn(ses, prevID)
+		t.Status = forge.TurnDone
+		var msgs []*forge.Message
+		var ids []string
+		for i := range n {
+			thread, role := ses.MainThreadID, forge.RoleAssistant
+			switch {
+			case i == 0:
+				role = forge.RoleUser
+			case i%10 == 5:
+				thread = childThread
+			}
+			m := f.message(t, thread, role, "text")
+			msgs = append(msgs, m)
+			ids = append(ids, m.ID)
+		}
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t, Messages: msgs}), "BeginTurn")
+		return t, ids
+	}
+	var prev *forge.Turn
+	for range longTurns {
+		t, ids := turn(prev, perLongTurn)
+		lt.chain = append(lt.chain, t)
+		lt.chainMsgs = append(lt.chainMsgs, ids...)
+		prev = t
+	}
+	for i, id := range lt.chainMsgs {
+		if i%perLongTurn%10 != 5 {
+			lt.mainThread = append(lt.mainThread, id)
+		}
+	}
+	f1, ids := turn(lt.chain[99], 30)
+	lt.fMsgs = append(lt.fMsgs, ids...)
+	lt.f2, ids = turn(f1, 30)
+	lt.fMsgs = append(lt.fMsgs, ids...)
+	lt.g, ids = turn(lt.chain[longTurns-1], 20)
+	lt.gMsgs = append(lt.gMsgs, ids...)
+	lt.h, ids = turn(lt.g, 20)
+	lt.gMsgs = append(lt.gMsgs, ids...)
+	turn(nil, 3)
+	return lt
+}
+
+func flatten(pages [][]string) []string {
+	out := []string{}
+	for _, p := range pages {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func concat(lists ...[]string) []string {
+	out := []string{}
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+var longBranchTests = []test{
+	{name: "LongBranchPagesAndCursorsAcrossForks", run: func(f *fixture) {
+		lt := f.buildLongTree()
+		ses, last := lt.ses, lt.chain[longTurns-1]
+		// The largest page holds the whole 10,000-message chain; exactly
+		// full, it is the last.
+		ms, next := f.branch(ses, last.ID, "", storeMaxLimit, "")
+		f.sameJSON(msgIDs(ms), lt.chainMsgs, "the chain in one page of 10000")
+		eq(f, next, "", "cursor after a full last page")
+		eq(f, len(ms[0].Parts), 1, "parts of the first message")
+		eq(f, ms[len(ms)-1].Parts[0].Text, "text", "part of the last message")
+		// Default pages: 100 of 100.
+		pp := f.branchPages(ses, last.ID, "", 0)
+		eq(f, len(pp), 100, "default pages of the chain")
+		f.sameJSON(flatten(pp), lt.chainMsgs, "the chain in default pages")
+		// A branch longer than the largest page: a second page.
+		want := concat(lt.chainMsgs, lt.gMsgs)
+		ms, next = f.branch(ses, lt.h.ID, "", storeMaxLimit, "")
+		f.sameJSON(msgIDs(ms), want[:storeMaxLimit], "first page of 10000 to H")
+		ms, next = f.branch(ses, lt.h.ID, "", storeMaxLimit, next)
+		f.sameJSON(msgIDs(ms), want[storeMaxLimit:], "second page of 10000 to H")
+		eq(f, next, "", "cursor after the last page")
+		// Pages that do not divide the branch, to H and to F2.
+		f.sameJSON(flatten(f.branchPages(ses, lt.h.ID, "", 777)), want, "pages of 777 to H")
+		f.sameJSON(flatten(f.branchPages(ses, lt.f2.ID, "", 0)), concat(lt.chainMsgs[:100*perLongTurn], lt.fMsgs),
+			"default pages to F2")
+		// The thread filter over the long branch.
+		f.sameJSON(flatten(f.branchPages(ses, last.ID, ses.MainThreadID, 1000)), lt.mainThread, "main thread pages")
+
+		// Cursors across forks.
+		fork := 100 * perLongTurn // F1 chains from the turn that ends here
+		read := func(tip, cursor string) []string {
+			ms, _ := f.branch(ses, tip, "", storeMaxLimit, cursor)
+			return msgIDs(ms)
+		}
+		// A cursor in the part shared with F2's branch continues there
+		// along F2's branch.
+		at := lt.chainMsgs[fork-1234]
+		f.sameJSON(read(lt.f2.ID, at), concat(lt.chainMsgs[fork-1233:fork], lt.fMsgs), "F2's branch after a shared cursor")
+		f.sameJSON(read(lt.h.ID, at), concat(lt.chainMsgs[fork-1233:], lt.gMsgs), "H's branch after the same cursor")
+		// The last message before the fork as the cursor: the forked turns
+		// follow.
+		f.sameJSON(read(lt.f2.ID, lt.chainMsgs[fork-1]), lt.fMsgs, "F2's branch after the fork point")
+		// A cursor from past the fork on another branch: the cursor is a
+		// position in id order, so what follows it on this branch (F1 and
+		// F2 are newer than the whole chain).
+		f.sameJSON(read(lt.f2.ID, lt.chainMsgs[fork+10]), lt.fMsgs, "F2's branch after a cursor of the chain past the fork")
+		f.sameJSON(read(lt.chain[longTurns-1].ID, lt.fMsgs[3]), []string{}, "the chain after a cursor of F1")
+		f.sameJSON(read(lt.h.ID, lt.fMsgs[3]), lt.gMsgs, "H's branch after a cursor of F1")
+		// Branches ending inside the chain.
+		f.sameJSON(read(lt.chain[9].ID, lt.chainMsgs[99]), lt.chainMsgs[100:10*perLongTurn], "the branch ending at the 10th turn")
+		f.sameJSON(read(lt.chain[0].ID, ""), lt.chainMsgs[:perLongTurn], "the branch of the first turn")
+	}},
+	{name: "LatestCompactionIgnoresSiblingBranches", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		s1 := f.start(ses, nil, "u1")
+		f.end(ses, s1.turn)
+		s2 := f.start(ses, &s1.turn.ID, "u2")
+		c2, sum2 := f.compactIn(ses, s2.turn, s2.msg, s2.msg.ID, forge.FinishStop)
+		f.end(ses, s2.turn)
+		s3 := f.start(ses, &s2.turn.ID, "u3")
+		f.end(ses, s3.turn)
+		// A newer compaction on a fork from T1 is not T3's.
+		s4 := f.start(ses, &s1.turn.ID, "u4")
+		c4, sum4 := f.compactIn(ses, s4.turn, s4.msg, s4.msg.ID, forge.FinishStop)
+		f.end(ses, s4.turn)
+		f.sameJSON(f.latest(ses, s3.turn.ID, ses.MainThreadID),
+			&forge.CompactionBoundary{RequestID: c2.ID, SummaryID: sum2.ID, TailStartID: s2.msg.ID}, "T3's boundary")
+		f.sameJSON(f.latest(ses, s4.turn.ID, ses.MainThreadID),
+			&forge.CompactionBoundary{RequestID: c4.ID, SummaryID: sum4.ID, TailStartID: s4.msg.ID}, "T4's boundary")
+		// Chained from T3 after the tip moved to T4: T3's boundary still.
+		s5 := f.start(ses, &s3.turn.ID, "u5")
+		f.end(ses, s5.turn)
+		f.sameJSON(f.latest(ses, s5.turn.ID, ses.MainThreadID),
+			&forge.CompactionBoundary{RequestID: c2.ID, SummaryID: sum2.ID, TailStartID: s2.msg.ID}, "T5's boundary")
+		f.sameJSON(f.branchPages(ses, s5.turn.ID, "", 0),
+			[][]string{{s1.msg.ID, s2.msg.ID, c2.ID, sum2.ID, s3.msg.ID, s5.msg.ID}}, "T5's branch")
+	}},
+}
+
+// storeMaxLimit is the largest page a store returns.
+const storeMaxLimit = 10000

@@ -12,7 +12,7 @@ import (
 // agent whose replies stream slowly enough to be seen typing); alice asks
 // support with markup in her message, support answers, bob leaves. It
 // returns the forum id and support's stint.
-func forumRoom(t *testing.T, s *server) (string, map[string]any) {
+func forumRoom(t *testing.T, s *testServer) (string, map[string]any) {
 	t.Helper()
 	s.createAgent(map[string]any{"name": "support", "model": "scripted/echo", "model_params": map[string]any{
 		"script": []any{map[string]any{"text": "Order 42 shipped yesterday.", "chunk": 4, "delay_ms": 80}}}})
@@ -31,7 +31,7 @@ func forumRoom(t *testing.T, s *server) (string, map[string]any) {
 }
 
 // waitReplies waits until the forum holds n replies.
-func waitReplies(t *testing.T, s *server, fid string, n int) {
+func waitReplies(t *testing.T, s *testServer, fid string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

@@ -20,15 +20,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
-	"github.com/forge-runtime/forge/forum"
-	"github.com/forge-runtime/forge/httpapi"
-	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
-	"github.com/forge-runtime/forge/sandbox"
-	"github.com/forge-runtime/forge/sqlite"
-	"github.com/forge-runtime/forge/tools"
+	"github.com/forge-runtime/forge/server"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "also write the page screenshots to testdata/screenshots (committed)")
@@ -220,10 +214,10 @@ func (b *browser) screenshot(name string) {
 
 // ---- the server
 
-// server is the real Forge HTTP API in-process: SQLite in a temp dir, the
+// testServer is the real Forge HTTP API in-process: SQLite in a temp dir, the
 // engine, the scripted provider and the openai provider pointed at a
 // loopback fake of the OpenAI API.
-type server struct {
+type testServer struct {
 	t     testing.TB
 	URL   string
 	key   string
@@ -237,52 +231,38 @@ type server struct {
 	wrapNext func(http.Handler) http.Handler
 }
 
-type serverOption func(*httpapi.Config)
+type serverOption func(*server.Config)
 
 func withKeys(keys map[string]string) serverOption {
-	return func(c *httpapi.Config) { c.Keys = keys }
+	return func(c *server.Config) { c.APIKeys = keys }
 }
 
-func newServer(t testing.TB, opts ...serverOption) *server {
+func newServer(t testing.TB, opts ...serverOption) *testServer {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "forge.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	oai := openaitest.New(t)
 	env := map[string]string{"OPENAI_BASE_URL": oai.URL(), "OPENAI_API_KEY": "sk-test"}
-	models := provider.FromEnv(func(k string) string { return env[k] })
 	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("WEB_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	sandboxes, err := sandbox.NewManager(filepath.Join(t.TempDir(), "sandboxes"), sandbox.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := forge.NewULIDGen(nil)
-	eng := engine.New(engine.Config{
-		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0), Sandboxes: sandboxes,
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
-	})
-	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
-	eng.SetMonologueObserver(forums)
-	if err := eng.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := forums.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cfg := httpapi.Config{Store: st, Engine: eng, Forums: forums, Logger: logger, Models: models}
+	dir := t.TempDir()
+	cfg := server.Config{DB: filepath.Join(dir, "forge.db"), SandboxRoot: filepath.Join(dir, "sandboxes"),
+		Getenv: func(k string) string { return env[k] }, Logger: logger, NoMetrics: true,
+		ScriptedQuota: &server.ScriptedQuota{}, // no quota in tests
+		Tune:          func(c *engine.Config) { c.ToolCancelWait = 200 * time.Millisecond }}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &server{t: t, store: st, eng: eng, oai: oai}
-	for k := range cfg.Keys {
+	srv, err := server.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{t: t, store: srv.Store(), eng: srv.Engine(), oai: oai}
+	for k := range cfg.APIKeys {
 		s.key = k
 	}
-	api := httpapi.New(cfg).Handler()
+	api := srv.Handler()
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/events") && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 			s.mu.Lock()
@@ -297,24 +277,21 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 		s.srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = forums.Close(ctx)
-		_ = eng.Close(ctx)
-		_ = sandboxes.Close(ctx)
-		_ = st.Close(ctx)
+		_ = srv.Stop(ctx)
 	})
 	return s
 }
 
 // streamRequests returns the Last-Event-ID header of each event stream
 // request so far.
-func (s *server) streamRequests() []string {
+func (s *testServer) streamRequests() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.lastIDs...)
 }
 
 // call makes an API request with the server's key and decodes the answer.
-func (s *server) call(method, path string, body any, want int, out any) {
+func (s *testServer) call(method, path string, body any, want int, out any) {
 	s.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -350,12 +327,12 @@ func (s *server) call(method, path string, body any, want int, out any) {
 	}
 }
 
-func (s *server) createAgent(body map[string]any) {
+func (s *testServer) createAgent(body map[string]any) {
 	s.t.Helper()
 	s.call("POST", "/v1/agents", body, 201, nil)
 }
 
-func (s *server) createSession(agent, title string) forge.Session {
+func (s *testServer) createSession(agent, title string) forge.Session {
 	s.t.Helper()
 	var ses forge.Session
 	s.call("POST", "/v1/sessions", map[string]any{"agent": agent, "title": title}, 201, &ses)
@@ -363,7 +340,7 @@ func (s *server) createSession(agent, title string) forge.Session {
 }
 
 // turn runs a message turn to its end.
-func (s *server) turn(sid, text string, extra ...map[string]any) forge.Turn {
+func (s *testServer) turn(sid, text string, extra ...map[string]any) forge.Turn {
 	s.t.Helper()
 	body := map[string]any{"input": []any{map[string]any{"type": "message", "text": text}}}
 	for _, e := range extra {
@@ -376,14 +353,14 @@ func (s *server) turn(sid, text string, extra ...map[string]any) forge.Turn {
 	return t
 }
 
-func (s *server) session(sid string) forge.Session {
+func (s *testServer) session(sid string) forge.Session {
 	s.t.Helper()
 	var ses forge.Session
 	s.call("GET", "/v1/sessions/"+sid, nil, 200, &ses)
 	return ses
 }
 
-func (s *server) getTurn(sid, tid string) forge.Turn {
+func (s *testServer) getTurn(sid, tid string) forge.Turn {
 	s.t.Helper()
 	var t forge.Turn
 	s.call("GET", "/v1/sessions/"+sid+"/turns/"+tid, nil, 200, &t)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
 )
 

@@ -18,7 +18,7 @@ import (
 // Each copy is one BeginTurn holding the ended turn, its messages and its
 // stored events, exactly as the engine stored the original. The engine
 // never saw the new session, so its next live turn reserves seqs above.
-func seedEchoSession(t testing.TB, s *server, agent, title string, n int) forge.Session {
+func seedEchoSession(t testing.TB, s *testServer, agent, title string, n int) forge.Session {
 	t.Helper()
 	ctx := context.Background()
 	const marker = "#TEMPLATE#"

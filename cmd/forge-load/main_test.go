@@ -13,13 +13,10 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/bus"
-	"github.com/forge-runtime/forge/engine"
-	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
-	"github.com/forge-runtime/forge/sqlite"
-	"github.com/forge-runtime/forge/tools"
+	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/server"
 )
 
 // newServer runs the real server in-process (SQLite in a temp dir, the
@@ -34,26 +31,20 @@ func newServer(t *testing.T) string {
 // newServerWith is newServer with the given models.
 func newServerWith(t *testing.T, models *provider.Registry) string {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir()+"/forge.db")
+	srv, err := server.New(context.Background(), server.Config{DB: t.TempDir() + "/forge.db", Models: models,
+		Logger: slog.New(slog.DiscardHandler), NoMetrics: true, Sandbox: sandbox.Options{UseBwrap: sandbox.BwrapOff}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.DiscardHandler)
-	eng := engine.New(engine.Config{Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0), Logger: logger})
-	if err := eng.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: st, Engine: eng, Logger: logger}).Handler())
+	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
+		hs.CloseClientConnections()
+		hs.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = eng.Close(ctx)
-		_ = st.Close(ctx)
+		_ = srv.Stop(ctx)
 	})
-	return srv.URL
+	return hs.URL
 }
 
 func runMode(t *testing.T, args ...string) string {

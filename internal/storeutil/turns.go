@@ -121,5 +121,10 @@ func CheckLoose(a *forge.LooseAppend) error {
 	if a == nil || a.SessionID == "" {
 		return forge.Errorf(forge.ErrInvalid, "append needs a session")
 	}
+	for _, e := range a.Events {
+		if e.TurnID != nil && *e.TurnID != "" {
+			return forge.Errorf(forge.ErrInvalid, "a loose event names no turn: event %s names turn %s", e.ID, *e.TurnID)
+		}
+	}
 	return nil
 }

@@ -39,15 +39,37 @@ let newTurns = 0; // turns that began while the reader was not at the bottom
 // move up away from the bottom ends it: content growing below (the stream)
 // or changing size above (pages coming and going, which scroll anchoring
 // compensates) does not.
+//
+// A move up is the reader's only when the document kept its height since
+// the last scroll: when pages above the viewport leave the DOM, scroll
+// anchoring moves scrollY up by their height, which is layout, not intent.
 let follow = true;
 let lastY = 0;
+let lastHeight = 0;
 window.addEventListener('scroll', () => {
+  const height = document.documentElement.scrollHeight;
   if (atBottom()) follow = true;
-  else if (window.scrollY < lastY) follow = false;
+  else if (window.scrollY < lastY && height === lastHeight) follow = false;
   lastY = window.scrollY;
+  lastHeight = height;
   if (follow) newTurns = 0;
   renderJump();
 }, {passive: true});
+
+// A wheel or key moving up is the reader's whatever the layout does.
+function leaveBottom() {
+  if (!follow || atTop()) return;
+  follow = false;
+  renderJump();
+}
+window.addEventListener('wheel', (e) => { if (e.deltaY < 0) leaveBottom(); }, {passive: true});
+window.addEventListener('keydown', (e) => {
+  if (['ArrowUp', 'PageUp', 'Home'].includes(e.key) && !e.target.closest('textarea, input')) leaveBottom();
+});
+
+function atTop() {
+  return window.scrollY <= 0;
+}
 
 function atBottom() {
   return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80;
@@ -56,6 +78,7 @@ function atBottom() {
 function scrollToBottom() {
   window.scrollTo(0, document.documentElement.scrollHeight);
   lastY = window.scrollY;
+  lastHeight = document.documentElement.scrollHeight;
 }
 
 // pageResized is called when a page of the history got its real height.

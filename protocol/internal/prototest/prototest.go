@@ -1,27 +1,25 @@
-// Package prototest runs the Forge HTTP server in-process (SQLite in a
-// temporary directory, the engine with the scripted provider, httpapi with
-// the given protocols mounted) for the protocol packages' tests.
+// Package prototest runs a Forge server in-process (server.New: SQLite in
+// a temporary directory, the scripted provider, the given protocols
+// mounted) for the protocol packages' tests.
 package prototest
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
-	"github.com/forge-runtime/forge/provider/scripted"
-	"github.com/forge-runtime/forge/sqlite"
-	"github.com/forge-runtime/forge/tools"
+	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/server"
 )
 
 // Stack is a running in-process server.
@@ -42,31 +40,39 @@ func New(t testing.TB, protocols ...httpapi.Protocol) *Stack {
 func NewWithKeys(t testing.TB, keys map[string]string, protocols ...httpapi.Protocol) *Stack {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir()+"/forge.db")
-	if err != nil {
-		t.Fatal(err)
-	}
 	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("PROTOCOL_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	models := provider.NewRegistry()
-	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
-	eng := engine.New(engine.Config{Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond})
-	if err := eng.Recover(ctx); err != nil {
+	if protocols == nil {
+		protocols = []httpapi.Protocol{}
+	}
+	// The scripted provider only: no variable of the environment names a
+	// real one.
+	models, err := provider.Build(nil, provider.Options{Getenv: func(string) string { return "" }, Logger: logger})
+	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: st, Engine: eng, Logger: logger, Keys: keys, Protocols: protocols}).Handler())
+	srv, err := server.New(ctx, server.Config{
+		DB: t.TempDir() + "/forge.db", APIKeys: keys, Models: models, Logger: logger, Protocols: protocols,
+		NoMetrics: true, Sandbox: sandbox.Options{UseBwrap: sandbox.BwrapOff},
+		ScriptedQuota: &server.ScriptedQuota{}, // no quota in tests
+		Tune:          func(c *engine.Config) { c.ToolCancelWait = 200 * time.Millisecond },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Serve(ln)
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = eng.Close(ctx)
-		_ = st.Close(ctx)
+		_ = srv.Stop(ctx)
 	})
-	return &Stack{T: t, Store: st, Eng: eng, URL: srv.URL}
+	return &Stack{T: t, Store: srv.Store(), Eng: srv.Engine(), URL: "http://" + ln.Addr().String()}
 }
 
 // Do sends a request with a JSON body (when body is not "") and returns

@@ -70,6 +70,13 @@ func (s *Server) URL() string { return s.lb.URL() }
 // Close stops the server, first releasing streams stalled by HangAfter.
 func (s *Server) Close() { s.lb.Close() }
 
+// Connections is the number of connections the server has accepted.
+func (s *Server) Connections() int64 { return s.lb.Connections() }
+
+// SetGate makes every request call gate before it is answered (nil: no
+// gate): a test holds requests until as many as it wants are in flight.
+func (s *Server) SetGate(gate func()) { s.lb.SetGate(gate) }
+
 // SetAPIKey makes the server require the key (x-api-key or a bearer
 // token) and answer 401 otherwise, as the API does. The empty key (the
 // default) accepts any.

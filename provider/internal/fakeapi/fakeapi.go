@@ -8,6 +8,7 @@ package fakeapi
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -22,7 +23,9 @@ type Loopback struct {
 	srv      *httptest.Server
 	done     chan struct{}
 	once     sync.Once
-	inFlight atomic.Int64
+	conns    atomic.Int64 // connections accepted
+	inFlight atomic.Int64 // requests being answered
+	gate     atomic.Pointer[func()]
 }
 
 // Start serves h on 127.0.0.1; t.Cleanup closes it.
@@ -35,17 +38,41 @@ func Start(t testing.TB, h http.Handler) *Loopback {
 // Listen starts h on 127.0.0.1 outside a test; the caller must Close it.
 func Listen(h http.Handler) *Loopback {
 	l := &Loopback{done: make(chan struct{})}
-	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	l.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.inFlight.Add(1)
 		defer l.inFlight.Add(-1)
+		if g := l.gate.Load(); g != nil {
+			(*g)()
+		}
 		h.ServeHTTP(w, r)
 	}))
+	l.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			l.conns.Add(1)
+		}
+	}
+	l.srv.Start()
 	return l
 }
 
 // InFlight is the number of requests being answered: a stream a client
 // aborted is no longer counted once the server noticed.
 func (l *Loopback) InFlight() int { return int(l.inFlight.Load()) }
+
+// Connections is the number of connections the server has accepted: a
+// client that reuses its connections opens no more than the calls it has
+// in flight at once.
+func (l *Loopback) Connections() int64 { return l.conns.Load() }
+
+// SetGate makes every request call gate before it is answered (nil: no
+// gate): a test holds requests until as many as it wants are in flight.
+func (l *Loopback) SetGate(gate func()) {
+	if gate == nil {
+		l.gate.Store(nil)
+		return
+	}
+	l.gate.Store(&gate)
+}
 
 // URL is the server's root, http://127.0.0.1:port.
 func (l *Loopback) URL() string { return l.srv.URL }

@@ -9,6 +9,10 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge"
 
 	"github.com/forge-runtime/forge/provider/internal/fakeapi"
 )
@@ -39,6 +43,19 @@ var connectionTests = []test{
 			}
 		}
 		f.received(0) // recording is off
+	}},
+	{"ConcurrentCallsReuseConnections", func(f *fixture) {
+		// The provider's default client keeps an idle connection for
+		// each of 200 calls made at once (Go's transport keeps 2 per
+		// host, Forge's kept 64), so later waves dial nothing. A few may
+		// be dialed again when a call starts before the connection of a
+		// call of the last wave is back in the pool.
+		const calls, waves = 200, 3
+		f.fake.RecordRequests(false)
+		Waves(f.T, f.model(), f.fake, hello(), calls, waves)
+		if n := f.fake.Connections(); n > int64(calls+calls/10) {
+			f.Fatalf("%d waves of %d calls at once opened %d connections: idle ones were closed instead of reused", waves, calls, n)
+		}
 	}},
 	{"ConnectionReused", func(f *fixture) {
 		// A finished stream leaves its connection to the next call: no
@@ -146,4 +163,50 @@ var environmentTests = []test{
 			f.Errorf("error %+v, want a final 401", *me)
 		}
 	}},
+}
+
+// Pool is a fake server that counts the connections it accepts and can
+// hold requests (openaitest.Server, anthropictest.Server).
+type Pool interface {
+	Connections() int64
+	SetGate(func())
+}
+
+// Waves makes waves of calls through m, each with calls requests in flight
+// at once (the fake holds each until all have arrived), one wave after the
+// other. The fake behind m must answer req with a short stream.
+func Waves(t testing.TB, m forge.Model, fake Pool, req *forge.ModelRequest, calls, waves int) {
+	t.Helper()
+	defer fake.SetGate(nil)
+	for wave := range waves {
+		var arrived sync.WaitGroup
+		arrived.Add(calls)
+		fake.SetGate(func() {
+			arrived.Done()
+			arrived.Wait()
+		})
+		var done sync.WaitGroup
+		errs := make(chan error, calls)
+		for range calls {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				for _, err := range m.Stream(t.Context(), req) {
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		done.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("wave %d: %v", wave, err)
+		}
+		// A connection goes back to the pool just after its body's end
+		// is read.
+		time.Sleep(100 * time.Millisecond)
+		t.Logf("after wave %d: %d connections", wave, fake.Connections())
+	}
 }

@@ -91,6 +91,9 @@ type Fake interface {
 	Received() []fakeapi.Request
 	// InFlight is the number of requests being answered.
 	InFlight() int
+	// Connections is the number of connections accepted; SetGate makes
+	// every request call gate before it is answered (nil: no gate).
+	Pool
 }
 
 // Run runs the suite's cases of p's own code (every group but the

@@ -29,28 +29,29 @@ func Scripted() Provider {
 			return &scriptModel{m: scripted.New(c.Model), fake: c.Fake.(*scriptFake)}
 		},
 		Unsupported: map[string]string{
-			"Reliability":                  "the registry does not retry the scripted provider",
-			"Environment":                  noWire,
-			"Request":                      "nothing is sent: " + noWire,
-			"Connection/ConnectionReused":  noWire,
-			"Connection/ConnectionRefused": noWire,
-			"Connection/NotAnEventStream":  noWire,
-			"Stream/TwoTextBlocks":         "a step has one text",
-			"Errors/RetryAfter":            "a step has no headers",
-			"Errors/ErrorBodies":           noWire,
-			"Errors/ContextOverflow":       "a step cannot say its prompt was too long",
-			"Errors/BadRequests":           "it takes any history",
-			"Errors/RefusedHistory":        "it takes any history",
-			"MidStream/Cut":                noStream,
-			"MidStream/CutBeforeOutput":    noStream,
-			"MidStream/CutBeforeFinish":    noStream,
-			"MidStream/CutAfterFinish":     noStream,
-			"MidStream/Unfinished":         noStream,
-			"MidStream/ErrorEvent":         "a step fails only after its text",
-			"MidStream/LeftOpen":           noStream,
-			"Cancel/BeforeHeaders":         noWire,
-			"Cancel/Silent":                noWire,
-			"Cancel/ReportsWaits":          "an undelayed step has no waits (TestReportsItsWaits)",
+			"Reliability":                 "the registry does not retry the scripted provider",
+			"Environment":                 noWire,
+			"Request":                     "nothing is sent: " + noWire,
+			"Connection/ConnectionReused": noWire,
+			"Connection/ConcurrentCallsReuseConnections": noWire,
+			"Connection/ConnectionRefused":               noWire,
+			"Connection/NotAnEventStream":                noWire,
+			"Stream/TwoTextBlocks":                       "a step has one text",
+			"Errors/RetryAfter":                          "a step has no headers",
+			"Errors/ErrorBodies":                         noWire,
+			"Errors/ContextOverflow":                     "a step cannot say its prompt was too long",
+			"Errors/BadRequests":                         "it takes any history",
+			"Errors/RefusedHistory":                      "it takes any history",
+			"MidStream/Cut":                              noStream,
+			"MidStream/CutBeforeOutput":                  noStream,
+			"MidStream/CutBeforeFinish":                  noStream,
+			"MidStream/CutAfterFinish":                   noStream,
+			"MidStream/Unfinished":                       noStream,
+			"MidStream/ErrorEvent":                       "a step fails only after its text",
+			"MidStream/LeftOpen":                         noStream,
+			"Cancel/BeforeHeaders":                       noWire,
+			"Cancel/Silent":                              noWire,
+			"Cancel/ReportsWaits":                        "an undelayed step has no waits (TestReportsItsWaits)",
 		},
 	}
 }
@@ -69,6 +70,8 @@ type scriptFake struct {
 func (f *scriptFake) URL() string            { return "" }
 func (f *scriptFake) SetAPIKey(string)       {}
 func (f *scriptFake) InFlight() int          { return 0 }
+func (f *scriptFake) Connections() int64     { return 0 }
+func (f *scriptFake) SetGate(func())         {}
 func (f *scriptFake) RecordRequests(on bool) { f.mu.Lock(); f.record = on; f.mu.Unlock() }
 
 func (f *scriptFake) Respond(replies ...fakeapi.Reply) {

@@ -13,26 +13,56 @@ import (
 	"time"
 )
 
+// DefaultMaxIdleConnsPerHost is how many idle connections to one model
+// server a transport keeps by default: a model call holds its connection
+// for the whole stream (HTTP/1.1, as local and compatible servers speak),
+// so about 1,000 sessions calling the same server at once need as many,
+// and each one closed after its call (Go's default keeps 2) is a new dial
+// and a socket in TIME_WAIT for the next. Idle ones close after
+// DefaultIdleConnTimeout.
+const DefaultMaxIdleConnsPerHost = 1024
+
+// DefaultIdleConnTimeout is how long an idle connection is kept.
+const DefaultIdleConnTimeout = 90 * time.Second
+
+// TransportOptions size a transport's pool of connections.
+type TransportOptions struct {
+	// MaxIdleConnsPerHost: 0 means DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout: 0 means DefaultIdleConnTimeout.
+	IdleConnTimeout time.Duration
+}
+
 // NewTransport returns a transport for model APIs: Go's default settings
-// (proxy from the environment, dial and TLS timeouts, HTTP/2), more idle
-// connections per host (an agent server talks to few hosts, often), and a
-// response-header timeout long enough for any model's first byte; the
-// callers' first-byte and idle timeouts (provider.Wrap) are the real
-// bounds. There is no overall timeout: streams are long.
-func NewTransport() http.RoundTripper {
+// (proxy from the environment, dial and TLS timeouts, HTTP/2), enough idle
+// connections per host for the concurrency an agent server has (it talks
+// to few hosts, often), no bound on idle connections across hosts beyond
+// that, and a response-header timeout long enough for any model's first
+// byte; the callers' first-byte and idle timeouts (provider.Wrap) are the
+// real bounds. There is no overall timeout: streams are long.
+func NewTransport(o TransportOptions) http.RoundTripper {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
 		return http.DefaultTransport
 	}
 	t = t.Clone()
-	t.MaxIdleConnsPerHost = 64
+	t.MaxIdleConnsPerHost = o.MaxIdleConnsPerHost
+	if t.MaxIdleConnsPerHost <= 0 {
+		t.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	t.MaxIdleConns = 0 // the per-host bound is the one that matters
+	t.IdleConnTimeout = o.IdleConnTimeout
+	if t.IdleConnTimeout <= 0 {
+		t.IdleConnTimeout = DefaultIdleConnTimeout
+	}
 	t.ResponseHeaderTimeout = 10 * time.Minute
 	return t
 }
 
-// DefaultTransport is one NewTransport shared by every provider built
-// without a transport of its own, so they share its connection pool.
-var DefaultTransport = sync.OnceValue(NewTransport)
+// DefaultTransport is one NewTransport with the default options, shared by
+// every provider built without a transport of its own, so they share its
+// connection pool.
+var DefaultTransport = sync.OnceValue(func() http.RoundTripper { return NewTransport(TransportOptions{}) })
 
 // DefaultClient is an http.Client on DefaultTransport.
 var DefaultClient = sync.OnceValue(func() *http.Client {

@@ -45,9 +45,14 @@ func TestDefaultClientShared(t *testing.T) {
 	if DefaultClient() != DefaultClient() || DefaultClient().Transport != DefaultTransport() {
 		t.Fatal("not one shared client on the shared transport")
 	}
-	tr, ok := NewTransport().(*http.Transport)
-	if !ok || tr.MaxIdleConnsPerHost != 64 || tr.ResponseHeaderTimeout != 10*time.Minute || tr == http.DefaultTransport {
+	tr, ok := NewTransport(TransportOptions{}).(*http.Transport)
+	if !ok || tr.MaxIdleConnsPerHost != DefaultMaxIdleConnsPerHost || tr.MaxIdleConns != 0 ||
+		tr.IdleConnTimeout != DefaultIdleConnTimeout || tr.ResponseHeaderTimeout != 10*time.Minute || tr == http.DefaultTransport {
 		t.Fatalf("transport %+v", tr)
+	}
+	tr, ok = NewTransport(TransportOptions{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Second}).(*http.Transport)
+	if !ok || tr.MaxIdleConnsPerHost != 8 || tr.IdleConnTimeout != time.Second {
+		t.Fatalf("transport with options %+v", tr)
 	}
 	if DefaultClient().Timeout != 0 {
 		t.Fatal("an overall timeout would cut long streams")

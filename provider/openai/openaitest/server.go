@@ -72,6 +72,13 @@ func (s *Server) URL() string { return s.lb.URL() + "/v1" }
 // Close stops the server, first releasing streams stalled by HangAfter.
 func (s *Server) Close() { s.lb.Close() }
 
+// Connections is the number of connections the server has accepted.
+func (s *Server) Connections() int64 { return s.lb.Connections() }
+
+// SetGate makes every request call gate before it is answered (nil: no
+// gate): a test holds requests until as many as it wants are in flight.
+func (s *Server) SetGate(gate func()) { s.lb.SetGate(gate) }
+
 // SetAPIKey makes the server require "Authorization: Bearer key" and answer
 // 401 otherwise, as OpenAI does. The empty key (the default) accepts any.
 func (s *Server) SetAPIKey(key string) {

@@ -1,4 +1,4 @@
-package cli
+package server
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // mcpOptions builds the MCP manager's policy from forge.yaml's mcp section
 // (cfg may be nil) and the flags, and logs it. keyless reports whether the
 // server still has no API key.
-func mcpOptions(cfg *provider.Config, o serveOptions, launcher mcp.Launcher, keyless func(context.Context) bool,
+func mcpOptions(cfg *provider.Config, o Config, launcher mcp.Launcher, keyless func(context.Context) bool,
 	getenv func(string) string, log *slog.Logger) (mcp.Options, error) {
 	opts := mcp.Options{Logger: log, Launcher: launcher}
 	var mc provider.MCPConfig
@@ -55,8 +55,8 @@ func mcpOptions(cfg *provider.Config, o serveOptions, launcher mcp.Launcher, key
 
 	privateFrom := "default"
 	switch {
-	case o.allowPrivateMCPURLs != nil:
-		opts.Network.AllowPrivate = *o.allowPrivateMCPURLs
+	case o.AllowPrivateMCPURLs != nil:
+		opts.Network.AllowPrivate = *o.AllowPrivateMCPURLs
 		privateFrom = "--allow-private-mcp-urls"
 	case mc.AllowPrivateURLs != nil:
 		opts.Network.AllowPrivate = *mc.AllowPrivateURLs
@@ -65,8 +65,8 @@ func mcpOptions(cfg *provider.Config, o serveOptions, launcher mcp.Launcher, key
 		opts.Network.PrivateAllowed = keyless
 	}
 	switch {
-	case o.allowLinkLocalMCPURLs != nil:
-		opts.Network.AllowLinkLocal = *o.allowLinkLocalMCPURLs
+	case o.AllowLinkLocalMCPURLs != nil:
+		opts.Network.AllowLinkLocal = *o.AllowLinkLocalMCPURLs
 	case mc.AllowLinkLocalURLs != nil:
 		opts.Network.AllowLinkLocal = *mc.AllowLinkLocalURLs
 	}
@@ -138,7 +138,7 @@ func checkReadOnlyPaths(paths []string, db, sandboxRoot string) error {
 		if within(root, rp) || within(rp, root) {
 			return fmt.Errorf("sandbox.read_only_paths: %s overlaps the sandbox root %s: every session would see the others' sandboxes", p, root)
 		}
-		if !isPostgres(db) && within(abs(db), rp) {
+		if !IsPostgres(db) && within(abs(db), rp) {
 			return fmt.Errorf("sandbox.read_only_paths: %s holds the database %s: every session could read it", p, db)
 		}
 	}

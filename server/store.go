@@ -1,4 +1,4 @@
-package cli
+package server
 
 import (
 	"context"
@@ -12,26 +12,24 @@ import (
 	"github.com/forge-runtime/forge/sqlite"
 )
 
-// store is what the CLI needs of a database: the store and its API keys.
-type store interface {
+// Store is what a server needs of a database: the store and its API keys.
+type Store interface {
 	forge.Store
 	forge.KeyStore
 }
 
-// defaultDB is the --db of every command that opens the database.
-const defaultDB = "./forge.db"
+// DefaultDB is the database a Config without one opens.
+const DefaultDB = "./forge.db"
 
-const dbFlagHelp = "database: a SQLite file, or a postgres:// URL"
-
-// isPostgres reports whether a --db value names a PostgreSQL database.
-func isPostgres(db string) bool {
+// IsPostgres reports whether db names a PostgreSQL database.
+func IsPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// openStore opens the database --db names, migrating it if needed: a
+// OpenStore opens the database db names, migrating it if needed: a
 // postgres:// URL opens PostgreSQL, anything else is a SQLite file.
-func openStore(ctx context.Context, db string) (store, error) {
-	if isPostgres(db) {
+func OpenStore(ctx context.Context, db string) (Store, error) {
+	if IsPostgres(db) {
 		s, err := postgres.Open(ctx, db, postgres.Options{})
 		if err != nil {
 			return nil, err
@@ -48,9 +46,9 @@ func openStore(ctx context.Context, db string) (store, error) {
 	return s, nil
 }
 
-// displayDB is a --db value safe to log: a URL's password is hidden.
-func displayDB(db string) string {
-	if !isPostgres(db) {
+// DisplayDB is a database name safe to log: a URL's password is hidden.
+func DisplayDB(db string) string {
+	if !IsPostgres(db) {
 		return db
 	}
 	u, err := url.Parse(db)

@@ -1,4 +1,4 @@
-package engine
+package modelview
 
 import (
 	"encoding/json"
@@ -32,11 +32,11 @@ func TestModelMemoConvertsLikeTheWholeHistory(t *testing.T) {
 	}
 
 	var h []*forge.Message
-	var memo modelMemo
+	var memo Memo
 	check := func(step string, wantSettled int) {
 		t.Helper()
-		got, next := memo.convert(h)
-		if want := toModelMessages(h); !reflect.DeepEqual(got, want) {
+		got, next := memo.Convert(h)
+		if want := Convert(h); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: memo conversion\n%+v\nwhole history\n%+v", step, got, want)
 		}
 		if len(next.msgs) != wantSettled {
@@ -122,7 +122,7 @@ func TestForumCopiesNameTheirAuthorUnambiguously(t *testing.T) {
 		{"human:ev\u2028il\x1b", "", "x", "ev\uFFFDil\uFFFD: x"},
 	}
 	for _, c := range cases {
-		got := toModelMessages([]*forge.Message{copyOf(c.actor, c.name, c.text)})
+		got := Convert([]*forge.Message{copyOf(c.actor, c.name, c.text)})
 		if len(got) != 1 || len(got[0].Parts) != 1 || got[0].Parts[0].Text != c.want {
 			t.Fatalf("copy by %q of %q shown as %+v, want %q", c.actor, c.text, got, c.want)
 		}
