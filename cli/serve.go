@@ -266,6 +266,7 @@ func serve(ctx context.Context, o serveOptions) error {
 }
 
 func run(ctx context.Context, o serveOptions, log *slog.Logger) error {
+	tuneServeMemory(log)
 	cfg, err := o.serverConfig(log)
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/eventlog"
 )
 
@@ -55,7 +54,9 @@ type Config struct {
 	Models forge.Models
 	// Tools are the server-side built-in tools by name.
 	Tools map[string]forge.Tool
-	// Bus carries live events; nil means an in-process bus.
+	// Bus carries live events (required: bus.New in one process, the
+	// Redis bus across replicas). The assembly picks it; the engine
+	// imports no bus of its own.
 	Bus forge.Bus
 	// Sandboxes, when set, gives sessions a working directory and the
 	// sandbox tools (bash, read_file, ...).
@@ -243,7 +244,7 @@ func New(cfg Config) *Engine {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Bus == nil {
-		cfg.Bus = bus.New(0, 0)
+		panic("engine.New: Config.Bus is nil (bus.New(0, 0) is the in-process bus)")
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = 10 * time.Minute

@@ -11,6 +11,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/internal/sse"
+	"github.com/forge-runtime/forge/protocol"
 )
 
 // ephemeralEnvelope is the envelope of an event that is no position in
@@ -76,8 +77,12 @@ func (s *Server) streamEvents(ctx context.Context, cancel context.CancelFunc, w 
 	sw := sse.NewWriter(w, s.writeWait)
 	tenant := tenantOf(r)
 	sent := false // an event with a seq was sent
+	var runs protocol.Runs
 	sse.Pump(ctx, cancel, sw, s.keepAlive, events, func(ev forge.Event, err error) bool {
 		sent = sent || (err == nil && ev.Seq > 0)
+		if err != nil || runs.Starts(ev) {
+			sw.Urgent()
+		}
 		return s.frame(sw, ev, err, turnID, sid)
 	}, func() bool {
 		if s.sessionGone(ctx, sw, tenant, sid) {

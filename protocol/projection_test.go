@@ -239,3 +239,15 @@ func TestTrimDelta(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsStartAtEveryBoundary: only a delta after a delta continues a run.
+func TestRunsStartAtEveryBoundary(t *testing.T) {
+	var r protocol.Runs
+	types := []string{forge.EventTurnCreated, forge.EventModelDelta, forge.EventModelDelta, forge.EventModelMessage, forge.EventModelDelta, forge.EventModelDelta}
+	want := []bool{true, true, false, true, true, false}
+	for i, typ := range types {
+		if got := r.Starts(forge.Event{Type: typ}); got != want[i] {
+			t.Fatalf("event %d (%s) starts a run: %v, want %v", i, typ, got, want[i])
+		}
+	}
+}

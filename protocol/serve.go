@@ -103,3 +103,18 @@ func SetRetryAfter(w http.ResponseWriter, err error) {
 // server accepted (starting a turn, cancelling one) runs to its end even
 // if the client hangs up.
 func Detach(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
+
+// Runs tells a stream's frames that start a run from those that continue
+// one, for sse.Writer.Urgent: a delta after a delta continues the text
+// being streamed and may wait a few milliseconds for company; any other
+// event, and the first delta after one, is what a reader waits for.
+type Runs struct {
+	last string // the type of the previous event
+}
+
+// Starts reports whether ev starts a run, and remembers it.
+func (r *Runs) Starts(ev forge.Event) bool {
+	starts := ev.Type != forge.EventModelDelta || r.last != forge.EventModelDelta
+	r.last = ev.Type
+	return starts
+}

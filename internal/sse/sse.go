@@ -43,9 +43,16 @@ type Writer struct {
 	// Pump: an item that arrives sooner after the last flush waits with
 	// those that follow until this much time has passed since it, so a
 	// steadily paced stream costs one write per Coalesce, not one per
-	// item. An item after a quiet spell is flushed at once.
+	// item. An item after a quiet spell is flushed at once, and so is one
+	// the handler marks Urgent.
 	Coalesce time.Duration
+	urgent   bool // the frames buffered go out with the next item, not held
 }
+
+// Urgent has Pump flush what is buffered at once instead of holding it
+// for company (Coalesce): for the first frame of a run, which a reader is
+// waiting for, as opposed to the next of many.
+func (s *Writer) Urgent() { s.urgent = true }
 
 // NewWriter returns a writer on w whose writes may each take wait.
 func NewWriter(w http.ResponseWriter, wait time.Duration) *Writer {
@@ -179,7 +186,7 @@ func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keep
 			hold.Stop()
 			hold, holdC = nil, nil
 		}
-		lastFlush = time.Now()
+		lastFlush, w.urgent = time.Now(), false
 		return w.Flush() == nil
 	}
 	for {
@@ -219,7 +226,7 @@ func Pump[T any](ctx context.Context, cancel context.CancelFunc, w *Writer, keep
 				}
 				break
 			}
-			if !end && w.Coalesce > 0 && w.Buffered() < chunk {
+			if !end && w.Coalesce > 0 && !w.urgent && w.Buffered() < chunk {
 				if since := time.Since(lastFlush); since < w.Coalesce {
 					if hold == nil {
 						hold = time.NewTimer(w.Coalesce - since)

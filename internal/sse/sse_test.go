@@ -281,3 +281,54 @@ func TestPumpCoalescesAPacedStream(t *testing.T) {
 		}
 	})
 }
+
+// TestPumpFlushesAnUrgentItemAtOnce: an item the handler marks Urgent is
+// not held for company even right after a flush; the next unmarked one
+// is held again.
+func TestPumpFlushesAnUrgentItemAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		rec := newRecorder()
+		w := sse.NewWriter(rec, time.Second)
+		w.Coalesce = 10 * time.Millisecond
+		start := time.Now()
+		flushedAt := map[int]time.Duration{} // flush count -> when it was first seen
+		items := func(yield func(int64, error) bool) {
+			// 1 at 0 (at once: quiet), 2 at 1 ms (urgent: at once), 3 at
+			// 2 ms (held until 11 ms, Coalesce after item 2's flush).
+			for i, d := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond} {
+				time.Sleep(d - time.Since(start))
+				if !yield(int64(i+1), nil) {
+					return
+				}
+			}
+			time.Sleep(50*time.Millisecond - time.Since(start))
+		}
+		go func() {
+			for time.Since(start) <= 40*time.Millisecond {
+				synctest.Wait()
+				rec.mu.Lock()
+				n := rec.flushes
+				rec.mu.Unlock()
+				if _, ok := flushedAt[n]; !ok {
+					flushedAt[n] = time.Since(start)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		sse.Pump(ctx, cancel, w, time.Hour, items, func(i int64, err error) bool {
+			w.Event(i, "e", []byte("x"))
+			if i == 2 {
+				w.Urgent()
+			}
+			return false
+		}, nil)
+		synctest.Wait()
+		want := map[int]time.Duration{2: 0, 3: time.Millisecond, 4: 11 * time.Millisecond} // 1 is the headers
+		for n, at := range want {
+			if got, ok := flushedAt[n]; !ok || got != at {
+				t.Fatalf("flushes seen at %v, want %v", flushedAt, want)
+			}
+		}
+	})
+}

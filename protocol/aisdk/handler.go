@@ -338,7 +338,11 @@ func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.
 	}
 	var proj *protocol.Projector
 	turns := 0
+	var runs protocol.Runs
 	sse.Pump(ctx, cancel, sw, h.env.KeepAlive, all, func(ev forge.Event, err error) bool {
+		if err != nil || runs.Starts(ev) {
+			sw.Urgent()
+		}
 		if err == nil && ev.Type == forge.EventTurnCreated {
 			proj = protocol.NewProjector(ses.MainThreadID)
 			enc.last = turns == len(earlier)

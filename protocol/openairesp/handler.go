@@ -329,7 +329,11 @@ func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.
 	sw := sse.NewWriter(w, sse.WriteWait)
 	proj := protocol.NewProjector(ses.MainThreadID)
 	enc := newEncoder(base(turn, ses, rec), after, func(typ string, data []byte) { sw.Event(0, typ, data) })
+	var runs protocol.Runs
 	sse.Pump(ctx, cancel, sw, h.env.KeepAlive, events, func(ev forge.Event, err error) bool {
+		if err != nil || runs.Starts(ev) {
+			sw.Urgent()
+		}
 		if err == nil {
 			err = proj.Apply(ev, enc.step)
 		}

@@ -2,16 +2,12 @@ package anthropic_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptrace"
-	"reflect"
 	"testing"
-	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/provider/anthropic"
 	"github.com/forge-runtime/forge/provider/anthropic/anthropictest"
+	"github.com/forge-runtime/forge/provider/internal/providertest"
 )
 
 func TestWireRequest(t *testing.T) {
@@ -56,23 +52,17 @@ func TestWireRequest(t *testing.T) {
 				{Type: forge.ModelPartText, Text: "And Rome?"},
 			}},
 		},
-		Tools: []forge.ToolDef{
-			{Name: "get_weather", Description: "Weather of a city", InputSchema: json.RawMessage(
-				`{"type":"object","properties":{"city":{"type":"string","maxLength":100}},"required":["city"],"additionalProperties":false}`)},
-			{Name: "now", InputSchema: json.RawMessage(`{}`)},
-			{Name: "ping"},
-			{Name: "untyped", InputSchema: json.RawMessage(`{"properties":{"a":{"type":"integer"}},"$defs":{"x":{}}}`)},
-		},
+		Tools:  providertest.Tools(),
 		Params: forge.ModelParams{MaxTokens: &maxTokens, Temperature: &temp},
 	}
-	if _, err := collect(t.Context(), m, req); err != nil {
+	if _, err := providertest.Collect(t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	r, ok := srv.LastRequest()
 	if !ok {
 		t.Fatal("no request")
 	}
-	sameJSON(t, r.Body, `{
+	providertest.SameJSON(t, "request body", r.Body, `{
 	  "model": "claude-sonnet-4-5",
 	  "max_tokens": 512,
 	  "stream": true,
@@ -141,7 +131,7 @@ func TestReasoningEffort(t *testing.T) {
 			req := hello()
 			req.Model = tt.model
 			req.Params = forge.ModelParams{ReasoningEffort: tt.effort, MaxTokens: tt.maxTokens, Temperature: ptr(0.7)}
-			if _, err := collect(t.Context(), m, req); err != nil {
+			if _, err := providertest.Collect(t.Context(), m, req); err != nil {
 				t.Fatal(err)
 			}
 			r, _ := srv.LastRequest()
@@ -156,7 +146,7 @@ func TestReasoningEffort(t *testing.T) {
 				}
 			}
 			g, _ := json.Marshal(got)
-			sameJSON(t, g, tt.want)
+			providertest.SameJSON(t, "request body", g, tt.want)
 		})
 	}
 }
@@ -174,7 +164,7 @@ func TestThinkingOffInsideLoopWithoutThinking(t *testing.T) {
 			{Type: forge.ModelPartToolCall, CallID: "call_1", Name: "x", Arguments: json.RawMessage(`{}`)}}},
 		forge.ModelMessage{Role: forge.RoleTool, Parts: []forge.ModelPart{
 			{Type: forge.ModelPartToolResult, CallID: "call_1", Output: "done"}}})
-	if _, err := collect(t.Context(), m, req); err != nil {
+	if _, err := providertest.Collect(t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := srv.LastRequest(); r.Thinking != nil {
@@ -182,7 +172,7 @@ func TestThinkingOffInsideLoopWithoutThinking(t *testing.T) {
 	}
 	req.Messages = append(req.Messages, forge.ModelMessage{Role: forge.RoleAssistant, Parts: []forge.ModelPart{
 		{Type: forge.ModelPartText, Text: "Done."}}}, user("Next"))
-	if _, err := collect(t.Context(), m, req); err != nil {
+	if _, err := providertest.Collect(t.Context(), m, req); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := srv.LastRequest(); r.Thinking == nil || r.Thinking.Type != "enabled" {
@@ -194,77 +184,10 @@ func TestPromptCacheDisabled(t *testing.T) {
 	t.Parallel()
 	srv := anthropictest.New(t)
 	m := anthropic.New(anthropic.Config{BaseURL: srv.URL(), DisablePromptCache: true}).Model("claude-sonnet-4-5")
-	if _, err := collect(t.Context(), m, hello()); err != nil {
+	if _, err := providertest.Collect(t.Context(), m, hello()); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := srv.LastRequest(); r.CacheControl != nil {
 		t.Errorf("cache_control %s sent", r.CacheControl)
-	}
-}
-
-func TestConcurrentStreams(t *testing.T) {
-	t.Parallel()
-	srv, m := newModel(t)
-	srv.RecordRequests(false)
-	srv.SetDefault(anthropictest.Text("a", "b", "c"))
-	errs := make(chan error, 16)
-	for range 16 {
-		go func() {
-			got, err := collect(t.Context(), m, hello())
-			if err == nil && len(got) != 6 {
-				err = fmt.Errorf("events %q", got)
-			}
-			errs <- err
-		}()
-	}
-	for range 16 {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
-}
-
-// TestConnectionReused checks that a finished stream leaves its connection
-// to the next request (no new TCP, or TLS, handshake per model call).
-func TestConnectionReused(t *testing.T) {
-	t.Parallel()
-	srv := anthropictest.New(t)
-	var reused []bool
-	// A transport of its own: parallel tests closing their servers close
-	// the idle connections of http.DefaultTransport.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	client := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
-		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) }}
-		return tr.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
-	})}
-	m := anthropic.New(anthropic.Config{BaseURL: srv.URL(), HTTPClient: client}).Model("claude")
-	for range 3 {
-		if _, err := collect(t.Context(), m, hello()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if want := []bool{false, true, true}; !reflect.DeepEqual(reused, want) {
-		t.Errorf("connection reused: %v, want %v", reused, want)
-	}
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// A server that keeps the stream open after message_stop does not hold up
-// the end of the call.
-func TestStreamLeftOpenAfterMessageStop(t *testing.T) {
-	t.Parallel()
-	srv, m := newModel(t)
-	srv.Enqueue(anthropictest.Text("a").Usage(1, 1).HangAfter(7))
-	start := time.Now()
-	got, err := collect(t.Context(), m, hello())
-	if err != nil || len(got) != 4 || got[3] != "finish:stop in=1 out=1 read=0 write=0 think=0" {
-		t.Fatalf("events %q, %v", got, err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("took %v", d)
 	}
 }

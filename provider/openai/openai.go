@@ -206,8 +206,11 @@ func (m *model) Stream(ctx context.Context, req *forge.ModelRequest) iter.Seq2[f
 			if bytes.HasPrefix(ev.Data, doneData) {
 				done = true
 				waiting.Stop()
-				// Read the body to its end so the connection is reused.
+				// Read the body to its end so the connection is reused,
+				// but do not wait on a server that keeps it open.
+				t := time.AfterFunc(time.Second, func() { res.Body.Close() })
 				io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+				t.Stop()
 				break
 			}
 			if ev.Type == "error" {

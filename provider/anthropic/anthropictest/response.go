@@ -70,6 +70,9 @@ type Response struct {
 	errMsg   string
 	raw      [][]byte // pre-split SSE events replayed verbatim
 	isRaw    bool
+	// From a fakeapi.Reply: delivery at points, resolved against the
+	// rendered stream.
+	points *fakeapi.Reply
 }
 
 // Text is a reply with one text block streaming one text_delta per piece.
@@ -210,4 +213,55 @@ func checkSignature(thinking, sig string) bool {
 		return true // not ours: cannot be checked
 	}
 	return sig == Sign(thinking)
+}
+
+// stopReasons are the stop_reason of each forge finish reason.
+var stopReasons = map[string]string{"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+
+// FromReply is the Response of a reply written in no API's terms (the
+// provider conformance suite's). A failure mid-stream is an api_error.
+func FromReply(r fakeapi.Reply) Response {
+	var resp Response
+	switch {
+	case r.Overflow:
+		resp = PromptTooLong(208310, 200000)
+	case r.Status != 0:
+		resp = Status(r.Status, r.ErrorBody)
+	}
+	for _, it := range r.Items {
+		switch it.Kind {
+		case fakeapi.ItemText:
+			resp = resp.Text(it.Pieces...)
+		case fakeapi.ItemReasoning:
+			resp = resp.Thinking(it.Pieces...)
+		case fakeapi.ItemCalls:
+			calls := make([]Call, len(it.Calls))
+			for i, c := range it.Calls {
+				calls[i] = Call{ID: c.ID, Name: c.Name, Input: c.Args}
+			}
+			resp = resp.ToolUse(calls...)
+		}
+	}
+	if u := r.Tokens; u != nil {
+		resp = resp.Tokens(Tokens{Input: u.Input - u.CacheRead - u.CacheWrite, Output: u.Output,
+			CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Thinking: u.Reasoning})
+	}
+	if stop, ok := stopReasons[r.FinishReason]; ok {
+		resp = resp.StopReason(stop)
+	}
+	if r.Unfinished {
+		resp = resp.StopReason("")
+	}
+	resp.header = r.Headers.Clone()
+	resp.errType, resp.errMsg = "api_error", r.ErrorMessage
+	resp.points = &r
+	return resp
+}
+
+// deliver is how resp is delivered as a stream of events with marks m.
+func (r Response) deliver(m fakeapi.Marks, events int) fakeapi.Delivery {
+	if r.points == nil {
+		return r.delivery
+	}
+	return r.points.Delivery(m, events)
 }

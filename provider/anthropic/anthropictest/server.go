@@ -182,11 +182,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var events [][]byte
+	var marks fakeapi.Marks
 	if resp.isRaw {
 		events = resp.raw
 	} else {
-		events = s.render(&req, resp, len(body))
+		events, marks = s.render(&req, resp, len(body))
 	}
+	resp.delivery = resp.deliver(marks, len(events))
 	s.stream(w, r.Context(), resp, events)
 }
 
@@ -220,6 +222,9 @@ func writeStatus(w http.ResponseWriter, resp Response) {
 		if resp.status < 500 {
 			e.typ = "invalid_request_error"
 		}
+	}
+	if resp.errMsg != "" {
+		e.msg = resp.errMsg
 	}
 	writeError(w, resp.status, e.typ, e.msg)
 }
@@ -371,8 +376,10 @@ func (s *Server) messageID() string {
 	return fmt.Sprintf("msg_01ATEST%016d", s.seq.Add(1))
 }
 
-// render turns a Response into the SSE events of a streamed message.
-func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
+// render turns a Response into the SSE events of a streamed message, and
+// where its points fall.
+func (s *Server) render(req *Request, resp Response, bodyLen int) ([][]byte, fakeapi.Marks) {
+	var marks fakeapi.Marks
 	blocks, outChars := s.blocks(resp)
 	t := resp.usage(bodyLen, outChars)
 	e := &eventWriter{}
@@ -398,11 +405,13 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 			e.blockStart(i, []byte(`{"type":"text","text":""}`))
 			for _, p := range b.pieces {
 				e.blockDelta(i, "text_delta", "text", p)
+				marks.Delta(len(e.events))
 			}
 		case "thinking":
 			e.blockStart(i, []byte(`{"type":"thinking","thinking":"","signature":""}`))
 			for _, p := range b.pieces {
 				e.blockDelta(i, "thinking_delta", "thinking", p)
+				marks.Delta(len(e.events))
 			}
 			e.blockDelta(i, "signature_delta", "signature", b.sig)
 		case "redacted_thinking":
@@ -428,8 +437,10 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 		e.add("ping", []byte(`{"type": "ping"}`))
 	}
 	stop := resp.stopReason(blocks)
+	marks.Finish = len(e.events)
 	if stop == "" {
-		return e.events
+		marks.Finished = marks.Finish
+		return e.events, marks
 	}
 	d = []byte(`{"type":"message_delta","delta":{"stop_reason":`)
 	d = appendString(d, stop)
@@ -445,8 +456,9 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 	d = strconv.AppendInt(d, int64(t.Thinking), 10)
 	d = append(d, `}}}`...)
 	e.add("message_delta", d)
+	marks.Finished = len(e.events)
 	e.add("message_stop", []byte(`{"type":"message_stop"}`))
-	return e.events
+	return e.events, marks
 }
 
 // writeMessage answers a request without "stream": true with a Message.

@@ -20,11 +20,12 @@ import (
 // Loopback is an HTTP server on 127.0.0.1 whose Close first releases the
 // streams stalled by a Delivery's Hang.
 type Loopback struct {
-	srv   *httptest.Server
-	done  chan struct{}
-	once  sync.Once
-	conns atomic.Int64 // connections accepted
-	gate  atomic.Pointer[func()]
+	srv      *httptest.Server
+	done     chan struct{}
+	once     sync.Once
+	conns    atomic.Int64 // connections accepted
+	inFlight atomic.Int64 // requests being answered
+	gate     atomic.Pointer[func()]
 }
 
 // Start serves h on 127.0.0.1; t.Cleanup closes it.
@@ -38,6 +39,8 @@ func Start(t testing.TB, h http.Handler) *Loopback {
 func Listen(h http.Handler) *Loopback {
 	l := &Loopback{done: make(chan struct{})}
 	l.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.inFlight.Add(1)
+		defer l.inFlight.Add(-1)
 		if g := l.gate.Load(); g != nil {
 			(*g)()
 		}
@@ -51,6 +54,10 @@ func Listen(h http.Handler) *Loopback {
 	l.srv.Start()
 	return l
 }
+
+// InFlight is the number of requests being answered: a stream a client
+// aborted is no longer counted once the server noticed.
+func (l *Loopback) InFlight() int { return int(l.inFlight.Load()) }
 
 // Connections is the number of connections the server has accepted: a
 // client that reuses its connections opens no more than the calls it has
@@ -184,6 +191,7 @@ type Delivery struct {
 	Hang     int           // stall until the request or the server ends
 	Cut      int           // drop the connection
 	ErrAfter int           // write the error event and end the stream
+	Silent   bool          // answer nothing at all until the request or the server ends
 }
 
 // Stream writes an event stream: the headers already set on w plus
@@ -192,6 +200,13 @@ type Delivery struct {
 // ErrAfter writes; an effect counted past the last event applies after it.
 // The stream ends early when ctx or done ends.
 func Stream(w http.ResponseWriter, ctx context.Context, done <-chan struct{}, d Delivery, events [][]byte, errEvent []byte) {
+	if d.Silent {
+		select {
+		case <-ctx.Done():
+		case <-done:
+		}
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")

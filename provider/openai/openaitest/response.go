@@ -59,6 +59,11 @@ type Response struct {
 	errMsg   string
 	raw      [][]byte // pre-split SSE events replayed verbatim
 	isRaw    bool
+	// From a fakeapi.Reply: delivery at points (resolved against the
+	// rendered stream), no end of stream, a context overflow answer.
+	points     *fakeapi.Reply
+	unfinished bool
+	overflow   bool
 }
 
 // Text is a reply streaming one content delta per piece.
@@ -157,4 +162,48 @@ func (r Response) ErrorAfter(n int, message string) Response {
 	r.delivery.ErrAfter = n + 1
 	r.errMsg = message
 	return r
+}
+
+// FromReply is the Response of a reply written in no API's terms (the
+// provider conformance suite's): its points are resolved against the
+// stream of the endpoint that serves it.
+func FromReply(r fakeapi.Reply) Response {
+	var resp Response
+	if r.Status != 0 {
+		resp = Status(r.Status, r.ErrorBody)
+		resp.errMsg, resp.overflow = r.ErrorMessage, r.Overflow
+	}
+	for _, it := range r.Items {
+		switch it.Kind {
+		case fakeapi.ItemText:
+			resp = resp.Text(it.Pieces...)
+		case fakeapi.ItemReasoning:
+			resp = resp.Reasoning(it.Pieces...)
+		case fakeapi.ItemCalls:
+			calls := make([]Call, len(it.Calls))
+			for i, c := range it.Calls {
+				calls[i] = Call{ID: c.ID, Name: c.Name, Args: c.Args}
+			}
+			resp = resp.ToolCalls(calls...)
+		}
+	}
+	if u := r.Tokens; u != nil {
+		resp = resp.Tokens(Tokens{Input: u.Input, Output: u.Output, Cached: u.CacheRead, Reasoning: u.Reasoning})
+	}
+	if r.FinishReason != "" {
+		resp = resp.Finish(r.FinishReason)
+	}
+	resp.header = r.Headers.Clone()
+	resp.errMsg = r.ErrorMessage
+	resp.unfinished = r.Unfinished
+	resp.points = &r
+	return resp
+}
+
+// deliver is how resp is delivered as a stream of events with marks m.
+func (r Response) deliver(m fakeapi.Marks, events int) fakeapi.Delivery {
+	if r.points == nil {
+		return r.delivery
+	}
+	return r.points.Delivery(m, events)
 }

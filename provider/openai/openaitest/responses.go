@@ -212,7 +212,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	if resp.status != 0 {
-		s.writeStatus(w, resp)
+		s.writeStatus(w, resp, responsesOverflow)
 		return
 	}
 	if !req.Stream {
@@ -232,6 +232,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		rw.render(resp)
 		events = rw.events
 	}
+	resp.delivery = resp.deliver(rw.marks, len(events))
 	if n := resp.delivery.ErrAfter - 1; n >= 0 && n < len(events) {
 		// The failure replaces the rest of the stream.
 		rw.events, rw.seq = nil, n
@@ -407,6 +408,7 @@ type responseWriter struct {
 	output   [][]byte // the done items, for the final response object
 	final    []byte   // the final response object
 	outChars int
+	marks    fakeapi.Marks
 }
 
 func (s *Server) newResponseWriter(req *ResponsesRequest, bodyLen int) *responseWriter {
@@ -493,6 +495,11 @@ func (w *responseWriter) render(resp Response) {
 	if resp.finish != nil {
 		finish = *resp.finish
 	}
+	if resp.unfinished {
+		finish = ""
+	}
+	w.marks.Finish = len(w.events)
+	defer func() { w.marks.Finished = len(w.events) }()
 	switch finish {
 	case "":
 		// No terminal event: the stream just ends.
@@ -521,6 +528,7 @@ func (w *responseWriter) message(index int, pieces []string) {
 		d := appendString([]byte(`,"delta":`), p)
 		d = append(d, `,"logprobs":[]`...)
 		w.event("response.output_text.delta", ref, obfuscation(d, p))
+		w.marks.Delta(len(w.events))
 		text.WriteString(p)
 	}
 	w.outChars += text.Len()
@@ -546,6 +554,7 @@ func (w *responseWriter) reasoning(index int, pieces []string, encrypted bool) {
 		w.event("response.reasoning_summary_part.added", ref, []byte(`,"part":{"type":"summary_text","text":""}`))
 		for _, p := range pieces {
 			w.event("response.reasoning_summary_text.delta", ref, obfuscation(appendString([]byte(`,"delta":`), p), p))
+			w.marks.Delta(len(w.events))
 			text.WriteString(p)
 		}
 		w.event("response.reasoning_summary_text.done", ref, appendString([]byte(`,"text":`), text.String()))

@@ -175,7 +175,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	if resp.status != 0 {
-		s.writeStatus(w, resp)
+		s.writeStatus(w, resp, chatOverflow)
 		return
 	}
 	if !req.Stream {
@@ -183,17 +183,28 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var events [][]byte
+	var marks fakeapi.Marks
 	if resp.isRaw {
 		events = resp.raw
 	} else {
-		events = s.render(&req, resp, len(body))
+		events, marks = s.render(&req, resp, len(body))
 	}
+	resp.delivery = resp.deliver(marks, len(events))
 	s.stream(w, r.Context(), resp, events)
 }
 
-func (s *Server) writeStatus(w http.ResponseWriter, resp Response) {
+// The error objects of a prompt over the context window.
+const (
+	chatOverflow      = `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+	responsesOverflow = `{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`
+)
+
+func (s *Server) writeStatus(w http.ResponseWriter, resp Response, overflow string) {
 	if (resp.status == http.StatusTooManyRequests || resp.status == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
+	}
+	if resp.overflow {
+		resp.body = overflow
 	}
 	if resp.body != "" {
 		w.Header().Set("Content-Type", "application/json")
@@ -211,6 +222,9 @@ func (s *Server) writeStatus(w http.ResponseWriter, resp Response) {
 		typ, msg = "server_error", "The server had an error while processing your request. Sorry about that!"
 	case resp.status >= 400:
 		typ = "invalid_request_error"
+	}
+	if resp.errMsg != "" {
+		msg = resp.errMsg
 	}
 	writeError(w, resp.status, typ, "", code, msg)
 }
@@ -301,8 +315,10 @@ func (c *chunkWriter) usage(t Tokens) {
 
 var doneEvent = []byte("data: [DONE]\n\n")
 
-// render turns a Response into the SSE events of a streamed completion.
-func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
+// render turns a Response into the SSE events of a streamed completion,
+// and where its points fall.
+func (s *Server) render(req *Request, resp Response, bodyLen int) ([][]byte, fakeapi.Marks) {
+	var marks fakeapi.Marks
 	c := s.newChunkWriter(req)
 	outChars := 0
 	hasCalls := false
@@ -321,6 +337,7 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 					first = false
 				}
 				c.choice(appendString([]byte(field), p, '}'), "")
+				marks.Delta(len(c.events))
 				outChars += len(p)
 			}
 		case itemCalls:
@@ -374,9 +391,15 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 	if resp.finish != nil {
 		finish = *resp.finish
 	}
+	marks.Finish = len(c.events)
+	if resp.unfinished {
+		marks.Finished = marks.Finish
+		return c.events, marks
+	}
 	if finish != "" {
 		c.choice([]byte(`{}`), finish)
 	}
+	marks.Finished = len(c.events)
 	if c.usageNull {
 		t := Tokens{Input: max(1, bodyLen/4), Output: max(1, outChars/4)}
 		if resp.tokens != nil {
@@ -384,7 +407,7 @@ func (s *Server) render(req *Request, resp Response, bodyLen int) [][]byte {
 		}
 		c.usage(t)
 	}
-	return append(c.events, doneEvent)
+	return append(c.events, doneEvent), marks
 }
 
 // writeCompletion answers a non-streaming request with a chat.completion.
