@@ -442,3 +442,41 @@ func TestFailedTurn(t *testing.T) {
 		t.Fatalf("length: %+v", got.Choices[0])
 	}
 }
+
+// TestServerToolsBetweenTexts: a tool Forge runs itself is not shown (Chat
+// Completions has no such item); the texts around it are one content,
+// streamed and not, and that content continues the conversation. A call
+// waiting for an approval, which Chat Completions cannot express, is a
+// clear error naming the way to resolve it.
+func TestServerToolsBetweenTexts(t *testing.T) {
+	t.Parallel()
+	s, c := start(t)
+	s.Agent(`{"name":"worker","model":"scripted/x","tools":["echo"],"model_params":{"script":[
+		{"text":"let me check","tool_calls":[{"name":"echo","arguments":{"text":"ping"}}]},{"text":"it says ping"},{"text":"bye"}]}}`)
+	got, sid := complete(t, c, "worker", msgs{openai.UserMessage("go")})
+	want := "let me check\n\nit says ping"
+	if got.Choices[0].Message.Content != want || got.Choices[0].FinishReason != "stop" || len(got.Choices[0].Message.ToolCalls) != 0 {
+		t.Fatalf("non-stream: %+v", got.Choices[0])
+	}
+	st := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "worker", Messages: msgs{openai.UserMessage("go")}})
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if st.Err() != nil || acc.Choices[0].Message.Content != want {
+		t.Fatalf("stream: %v %q", st.Err(), acc.Choices[0].Message.Content)
+	}
+	next, sid2 := complete(t, c, "worker", msgs{openai.UserMessage("go"), got.Choices[0].Message.ToParam(), openai.UserMessage("ok")})
+	if sid2 != sid || next.Choices[0].Message.Content != "bye" {
+		t.Fatalf("next: %q %q", sid2, next.Choices[0].Message.Content)
+	}
+
+	s.Agent(`{"name":"careful","model":"scripted/x","tools":["echo"],"approval":{"echo":"ask"},"model_params":{"script":[
+		{"tool_calls":[{"name":"echo","arguments":{"text":"x"}}]},{"text":"done"}]}}`)
+	_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "careful", Messages: msgs{openai.UserMessage("go")}})
+	wantError(t, err, 409, "action_required", "")
+	var ae *openai.Error
+	if errors.As(err, &ae); !strings.Contains(ae.Message, "/v1/sessions/ses_") {
+		t.Fatalf("approval error does not say where to resolve it: %v", err)
+	}
+}
