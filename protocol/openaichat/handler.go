@@ -229,8 +229,13 @@ func (h *handler) resolve(r *http.Request, tenant, model string, msgs []message)
 			c.whole = ses.TipTurnID == nil
 			return c, nil
 		}
-		_, key := conversationKeys(model, ses.ID, prefix)
-		rec, ok, err := h.lookup(ctx, tenant, key)
+		tk, sk := conversationKeys(model, ses.ID, prefix)
+		rec, ok, err := h.lookup(ctx, tenant, sk)
+		if err == nil && !ok {
+			// Most conversations are recorded under the tenant's key only.
+			rec, ok, err = h.lookup(ctx, tenant, tk)
+			ok = ok && rec.SessionID == ses.ID
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -289,28 +294,34 @@ func (h *handler) lookup(ctx context.Context, tenant, key string) (record, bool,
 }
 
 // remember records the conversation a completion ended (the request's
-// messages and the answer) under its keys, so that a request resending
-// it continues from this turn. The first record of a key stays: an equal
-// conversation reached twice continues where it was first reached.
+// messages and the answer), so that a request resending it continues
+// from this turn. The first record of a key stays: an equal conversation
+// reached twice continues where it was first reached. A conversation
+// that is the whole branch goes under the tenant's key, and under the
+// session's key too only when the tenant's names another session; a
+// partial one (a pinned session continued from its tip) only under the
+// session's, since it would give an unpinned client history it never
+// sent.
 func (h *handler) remember(ctx context.Context, tenant string, c *completion, enc *encoder) {
 	conv := append(append([]message(nil), c.conversation...), enc.message())
 	body, _ := json.Marshal(record{SessionID: c.ses.ID, TurnID: enc.turn.ID, Whole: c.whole})
 	tk, sk := conversationKeys(c.ses.Agent, c.ses.ID, conv)
-	keys := []string{sk}
-	if c.whole {
-		// Only a conversation that is the whole branch is found without
-		// the session pinned: a partial one would give an unpinned client
-		// history it never sent.
-		keys = append(keys, tk)
-	}
-	for _, key := range keys {
-		_, err := h.env.Store.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{
+	put := func(key string) *forge.IdempotencyRecord {
+		got, err := h.env.Store.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{
 			Key: key, Scope: recordScope, Status: http.StatusOK, Body: body, CreatedAt: h.env.Clock.Now(),
 		})
 		if err != nil {
 			h.env.Log.Warn("recording a chat conversation failed", "session_id", c.ses.ID, "turn_id", enc.turn.ID, "err", err)
 		}
+		return got
 	}
+	if c.whole {
+		var stored record
+		if got := put(tk); got != nil && json.Unmarshal(got.Body, &stored) == nil && stored.SessionID == c.ses.ID {
+			return
+		}
+	}
+	put(sk)
 }
 
 // startError words the engine's refusals of a new turn for this API.

@@ -113,11 +113,53 @@ func TestMultiTurnByResendingHistory(t *testing.T) {
 		t.Fatalf("fork turn: %+v %v", ft, err)
 	}
 	// The same first message again is a new conversation.
-	if _, other := complete(t, c, "bot", msgs{openai.UserMessage("hi")}); other == sid {
+	again, other := complete(t, c, "bot", msgs{openai.UserMessage("hi")})
+	if other == sid {
 		t.Fatal("a new one-message conversation reused a session")
 	}
 	if n := sessions(t, s); n != 2 {
 		t.Fatalf("%d sessions, want 2", n)
+	}
+	// Its conversation equals the first session's: unpinned, it continues
+	// where it was first reached; pinned, in its own session.
+	h := msgs{openai.UserMessage("hi"), again.Choices[0].Message.ToParam(), openai.UserMessage("mine")}
+	if _, got := complete(t, c, "bot", h); got != sid {
+		t.Fatalf("unpinned equal conversation went to %q, want %q", got, sid)
+	}
+	mine, got := complete(t, c, "bot", h, option.WithHeader(openaichat.SessionHeader, other))
+	if got != other || *turns(t, s, forge.DefaultTenant, other)[1].PreviousTurnID != again.ID || mine.Choices[0].Message.Content != "echo: mine" {
+		t.Fatalf("pinned equal conversation: %q", got)
+	}
+}
+
+// TestConcurrentResend: two requests continuing the same conversation at
+// once: one runs, the other is OpenAI's 409 (the session runs one turn at
+// a time), and nothing of either is lost or run twice.
+func TestConcurrentResend(t *testing.T) {
+	t.Parallel()
+	s, c := start(t)
+	s.Agent(`{"name":"slow","model":"scripted/x","model_params":{"script":[{"text":"first"},{"text":"a b c d e f","delay_ms":200}]}}`)
+	first, sid := complete(t, c, "slow", msgs{openai.UserMessage("one")})
+	h := msgs{openai.UserMessage("one"), first.Choices[0].Message.ToParam(), openai.UserMessage("two")}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "slow", Messages: h})
+			errs <- err
+		}()
+	}
+	var failed []error
+	for range 2 {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) != 1 {
+		t.Fatalf("want one refusal, got %v", failed)
+	}
+	wantError(t, failed[0], 409, "conversation_locked", "")
+	if n := len(turns(t, s, forge.DefaultTenant, sid)); n != 2 {
+		t.Fatalf("%d turns, want 2", n)
 	}
 }
 
