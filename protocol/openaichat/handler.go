@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -262,19 +263,109 @@ func (h *handler) resolve(r *http.Request, tenant, model string, msgs []message)
 				return nil, err
 			}
 		}
-		return nil, newError(http.StatusBadRequest, "messages", "history_not_found",
-			"Forge has not seen this conversation (the %d messages before the last): importing an earlier history is not supported yet; start with a single user message, or continue a conversation as Forge answered it", len(prefix))
+		if input[0].Type != forge.InputMessage {
+			return nil, newError(http.StatusBadRequest, "messages", "history_not_found",
+				"Forge has not seen this conversation, and one ending with tool results cannot be imported (the calls they answer were never Forge's): import it ending with a user message, or continue a conversation as Forge answered it")
+		}
 	}
 	now := h.env.Clock.Now()
 	ses := &forge.Session{
 		ID: h.env.IDs.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindDirect, Agent: model,
 		MainThreadID: h.env.IDs.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now,
 	}
+	imported, err := importMessages(h.env, ses, prefix)
+	if err != nil {
+		return nil, err
+	}
 	if err := h.env.Store.CreateSession(ctx, ses); err != nil {
 		return nil, err
 	}
+	if len(imported) > 0 {
+		// Messages of no turn: on every branch of the session, read by its
+		// first turn as its history (nothing runs for them).
+		if err := h.env.Store.AppendLoose(ctx, &forge.LooseAppend{Tenant: tenant, SessionID: ses.ID, Messages: imported}); err != nil {
+			return nil, err
+		}
+	}
 	c.ses, c.whole = ses, true
 	return c, nil
+}
+
+// maxImported bounds the messages one request imports (the body limit
+// bounds them too; this keeps one transaction's rows reasonable).
+const maxImported = 5000
+
+// importMessages turns a conversation Forge has not seen into the messages
+// of ses it imports: user and assistant messages with their text, an
+// assistant's tool calls as tool parts completed with the outputs of the
+// tool messages that answer them.
+func importMessages(env protocol.Env, ses *forge.Session, prefix []message) ([]*forge.Message, error) {
+	if len(prefix) > maxImported {
+		return nil, invalid("messages", "the conversation holds %d earlier messages Forge has not seen; at most %d are imported at once", len(prefix), maxImported)
+	}
+	now := env.Clock.Now()
+	var out []*forge.Message
+	open := map[string]*forge.Part{} // the calls of the last assistant message not answered yet
+	unanswered := func(i int) error {
+		for id := range open {
+			return invalid("messages", "messages[%d]: tool call %q of the assistant message before it has no tool message answering it", i, id)
+		}
+		return nil
+	}
+	add := func(role, finish string) *forge.Message {
+		m := &forge.Message{ID: env.IDs.New(forge.PrefixMessage), Tenant: ses.Tenant, SessionID: ses.ID, ThreadID: ses.MainThreadID,
+			Role: role, Finish: finish, Metadata: json.RawMessage(`{"imported":true}`), CreatedAt: now}
+		out = append(out, m)
+		return m
+	}
+	part := func(m *forge.Message, p forge.Part) *forge.Part {
+		p.ID, p.MessageID, p.SessionID, p.CreatedAt, p.UpdatedAt = env.IDs.New(forge.PrefixPart), m.ID, ses.ID, now, now
+		m.Parts = append(m.Parts, &p)
+		return &p
+	}
+	for i, m := range prefix {
+		switch m.Role {
+		case "user":
+			if err := unanswered(i); err != nil {
+				return nil, err
+			}
+			part(add(forge.RoleUser, ""), forge.Part{Type: forge.PartText, Text: m.Text, State: forge.StateCompleted})
+		case "assistant":
+			if err := unanswered(i); err != nil {
+				return nil, err
+			}
+			finish := forge.FinishStop
+			if len(m.ToolCalls) > 0 {
+				finish = forge.FinishToolCalls
+			}
+			msg := add(forge.RoleAssistant, finish)
+			if m.Text != "" {
+				part(msg, forge.Part{Type: forge.PartText, Text: m.Text, State: forge.StateCompleted})
+			}
+			for j, call := range m.ToolCalls {
+				if open[call.ID] != nil {
+					return nil, invalid("messages["+strconv.Itoa(i)+"].tool_calls["+strconv.Itoa(j)+"].id", "messages[%d] holds tool call id %q twice", i, call.ID)
+				}
+				args := json.RawMessage(call.Arguments)
+				if !json.Valid(args) {
+					args, _ = json.Marshal(call.Arguments) // kept as the text the model wrote
+				}
+				open[call.ID] = part(msg, forge.Part{Type: forge.PartTool, CallID: call.ID, Tool: call.Name, Arguments: args, State: forge.StatePending})
+			}
+		case "tool":
+			p := open[m.ToolCallID]
+			if p == nil {
+				return nil, invalid("messages["+strconv.Itoa(i)+"].tool_call_id", "messages[%d] answers tool call %q, which the assistant message before it did not make (or another tool message answered)", i, m.ToolCallID)
+			}
+			output := m.Text
+			p.State, p.Output = forge.StateCompleted, &output
+			delete(open, m.ToolCallID)
+		}
+	}
+	if err := unanswered(len(prefix)); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // lookup reads the record of a conversation key.

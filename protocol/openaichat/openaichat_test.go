@@ -338,8 +338,9 @@ func TestPinnedSession(t *testing.T) {
 	// pinned; unpinned it is not found, since the session's branch also
 	// holds "one" that client never sent.
 	h := msgs{openai.UserMessage("two"), second.Choices[0].Message.ToParam(), openai.UserMessage("three")}
-	_, err := a.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "bot", Messages: h})
-	wantError(t, err, 400, "history_not_found", "messages")
+	if _, imported := complete(t, a, "bot", h); imported == sid {
+		t.Fatal("an unpinned client's partial view continued the pinned session")
+	}
 	if third, sid3 := complete(t, a, "bot", h, pin); sid3 != sid || third.Choices[0].Message.Content != "echo: three" || *turns(t, s, "acme", sid)[2].PreviousTurnID != second.ID {
 		t.Fatalf("pinned partial history: %q %q", sid3, third.Choices[0].Message.Content)
 	}
@@ -351,7 +352,7 @@ func TestPinnedSession(t *testing.T) {
 	}
 	// A history the session does not hold, pinned.
 	h = msgs{openai.UserMessage("one"), openai.AssistantMessage("not what Forge said"), openai.UserMessage("five")}
-	_, err = a.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "bot", Messages: h}, pin)
+	_, err := a.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "bot", Messages: h}, pin)
 	wantError(t, err, 400, "conversation_mismatch", "messages")
 	// A pinned session of another agent.
 	if status, body := s.Do("POST", "/v1/agents", `{"name":"bot2","model":"scripted/echo"}`, "Authorization", "Bearer ka"); status != 201 {
@@ -365,14 +366,16 @@ func TestPinnedSession(t *testing.T) {
 	_, err = a.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "bot", Messages: msgs{openai.UserMessage("x")}},
 		option.WithHeader(openaichat.SessionHeader, "ses_nope"))
 	wantError(t, err, 404, "session_not_found", "")
-	// Another tenant resending acme's conversation does not find it.
-	_, err = b.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "bot", Messages: h})
-	wantError(t, err, 400, "history_not_found", "messages")
+	// Another tenant resending acme's conversation does not find it: it
+	// is imported into a session of its own.
+	if _, gsid := complete(t, b, "bot", h); gsid == sid {
+		t.Fatal("globex continued acme's session")
+	}
 	if ts := turns(t, s, "acme", sid); len(ts) != 4 {
 		t.Fatalf("%d turns in the pinned session, want 4", len(ts))
 	}
-	if ss, _, _ := s.Store.ListSessions(context.Background(), "globex", forge.ListOptions{}); len(ss) != 0 {
-		t.Fatalf("globex has %d sessions", len(ss))
+	if ss, _, _ := s.Store.ListSessions(context.Background(), "globex", forge.ListOptions{}); len(ss) != 1 {
+		t.Fatalf("globex has %d sessions, want 1", len(ss))
 	}
 	// A wrong key is OpenAI's authentication error.
 	bad := client(s, "nope")
@@ -405,7 +408,10 @@ func TestRefusals(t *testing.T) {
 		{"blank user message", `{"model":"bot","messages":[{"role":"user","content":"  "}]}`, 400, "invalid_request", "messages[0].content", "blank"},
 		{"image part", `{"model":"bot","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:,"}}]}]}`, 400, "invalid_request", "messages[0].content[0]", "image_url"},
 		{"ends with assistant", `{"model":"bot","messages":[` + user + `,{"role":"assistant","content":"echo: hi"}]}`, 400, "invalid_request", "messages", "assistant"},
-		{"unseen history", `{"model":"bot","messages":[` + user + `,{"role":"assistant","content":"something Forge never said"},` + user + `]}`, 400, "history_not_found", "messages", "importing"},
+		{"unseen history ending with tool results", `{"model":"bot","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"x"}]}`, 400, "history_not_found", "messages", "imported"},
+		{"unseen history: a tool message answering nothing", `{"model":"bot","messages":[` + user + `,{"role":"assistant","content":"a"},{"role":"tool","tool_call_id":"c9","content":"x"},{"role":"assistant","content":"b"},` + user + `]}`, 400, "invalid_request", "messages[2].tool_call_id", "c9"},
+		{"unseen history: an unanswered call", `{"model":"bot","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"assistant","content":"b"},` + user + `]}`, 400, "invalid_request", "messages", "c1"},
+		{"unseen history: a call id twice", `{"model":"bot","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"x"},{"role":"assistant","content":"b"},` + user + `]}`, 400, "invalid_request", "messages[1].tool_calls[1].id", "twice"},
 		{"tool without call", `{"model":"bot","messages":[{"role":"tool","tool_call_id":"call_1","content":"x"}]}`, 400, "invalid_request", "messages", "tool_calls"},
 		{"tool without id", `{"model":"bot","messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_request", "messages[0].tool_call_id", "required"},
 		{"temperature", `{"model":"bot","messages":[` + user + `],"temperature":0.2}`, 400, "invalid_request", "temperature", "not supported"},
@@ -520,5 +526,59 @@ func TestServerToolsBetweenTexts(t *testing.T) {
 	var ae *openai.Error
 	if errors.As(err, &ae); !strings.Contains(ae.Message, "/v1/sessions/ses_") {
 		t.Fatalf("approval error does not say where to resolve it: %v", err)
+	}
+}
+
+// TestImportUnseenHistory: a conversation Forge has never seen starts a
+// new session seeded with the history, imported, not re-run: one turn
+// runs, for the last message, and the model sees the earlier ones (the
+// scripted model plays the step of the number of assistant messages in
+// its request). The imported conversation then continues like any other.
+func TestImportUnseenHistory(t *testing.T) {
+	t.Parallel()
+	s, c := start(t)
+	s.Agent(`{"name":"bot","model":"scripted/x","model_params":{"script":[{"text":"no history"},{"text":"saw one answer"},{"text":"saw two answers"},{"text":"saw three"}]}}`)
+	h := msgs{openai.UserMessage("a"), openai.AssistantMessage("an answer from elsewhere"), openai.UserMessage("b")}
+	got, sid := complete(t, c, "bot", h)
+	if got.Choices[0].Message.Content != "saw one answer" {
+		t.Fatalf("imported: %q", got.Choices[0].Message.Content)
+	}
+	ts := turns(t, s, forge.DefaultTenant, sid)
+	if len(ts) != 1 || ts[0].Input[0].Text != "b" {
+		t.Fatalf("turns %+v", ts)
+	}
+	status, body := s.Do("GET", "/v1/sessions/"+sid+"/messages", "")
+	var page struct {
+		Data []struct {
+			Role   string `json:"role"`
+			TurnID string `json:"turn_id"`
+			Parts  []struct {
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &page); err != nil || status != 200 || len(page.Data) != 4 {
+		t.Fatalf("messages: %d %s", status, body)
+	}
+	if page.Data[0].TurnID != "" || page.Data[1].Role != "assistant" || page.Data[1].Parts[0].Text != "an answer from elsewhere" || page.Data[2].TurnID != ts[0].ID {
+		t.Fatalf("messages: %s", body)
+	}
+	// Continued by resending: found, one more turn, the model sees all.
+	h = append(h, got.Choices[0].Message.ToParam(), openai.UserMessage("c"))
+	next, sid2 := complete(t, c, "bot", h)
+	if sid2 != sid || next.Choices[0].Message.Content != "saw two answers" || len(turns(t, s, forge.DefaultTenant, sid)) != 2 {
+		t.Fatalf("continued: %q %q", sid2, next.Choices[0].Message.Content)
+	}
+	// A history with tool calls and their results imports as tool parts.
+	h = msgs{openai.UserMessage("x"), {OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{
+		OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: "call_ext", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "lookup", Arguments: `{"q":1}`}},
+	}}}}, openai.ToolMessage("found 1", "call_ext"), openai.AssistantMessage("it is 1"), openai.UserMessage("and?")}
+	got, sid3 := complete(t, c, "bot", h)
+	if sid3 == sid || got.Choices[0].Message.Content != "saw two answers" {
+		t.Fatalf("tool history: %q %q", sid3, got.Choices[0].Message.Content)
+	}
+	_, body = s.Do("GET", "/v1/sessions/"+sid3+"/messages", "")
+	if !strings.Contains(body, `"call_id":"call_ext"`) || !strings.Contains(body, `"output":"found 1"`) || !strings.Contains(body, `"state":"completed"`) {
+		t.Fatalf("tool history messages: %s", body)
 	}
 }
