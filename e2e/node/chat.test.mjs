@@ -77,3 +77,21 @@ test('errors are OpenAI errors', async () => {
     (err) => err.status === 400 && err.param === 'temperature',
   );
 });
+
+test('a history Forge never saw is imported, not re-run', async () => {
+  await agent({ name: 'js-chat-import' });
+  const { data, response } = await client.chat.completions.create({
+    model: 'js-chat-import',
+    messages: [
+      { role: 'user', content: 'hello' },
+      { role: 'assistant', content: 'hi, from another server' },
+      { role: 'user', content: 'still there?' },
+    ],
+  }).withResponse();
+  assert.equal(data.choices[0].message.content, 'echo: still there?');
+  const sid = response.headers.get('forge-session-id');
+  const turns = await forge('GET', `/v1/sessions/${sid}/turns`);
+  assert.equal(turns.data.length, 1);
+  const messages = await forge('GET', `/v1/sessions/${sid}/messages`);
+  assert.deepEqual(messages.data.map((m) => m.role), ['user', 'assistant', 'user', 'assistant']);
+});
