@@ -45,3 +45,23 @@ func TestDependencies(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineStandsApart: the engine imports neither the forum (which
+// follows it) nor a bus (which the assembly chooses and hands it).
+func TestEngineStandsApart(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{.ImportPath}}", "./engine").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"forum", "bus", "redis", "server", "httpapi"} {
+			if dep == module+"/"+banned || strings.HasPrefix(dep, module+"/"+banned+"/") {
+				t.Errorf("the engine depends on %s", dep)
+			}
+		}
+	}
+}

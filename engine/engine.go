@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/bus"
 	"github.com/forge-runtime/forge/eventlog"
 )
 
@@ -48,11 +47,16 @@ type MCPServers interface {
 
 // Config wires an Engine.
 type Config struct {
-	Store  forge.Store
+	Store forge.Store
+	// Files keeps the files messages attach; nil: the Store's, when it is
+	// a forge.FileStore (else attachments are refused).
+	Files  forge.FileStore
 	Models forge.Models
 	// Tools are the server-side built-in tools by name.
 	Tools map[string]forge.Tool
-	// Bus carries live events; nil means an in-process bus.
+	// Bus carries live events (required: bus.New in one process, the
+	// Redis bus across replicas). The assembly picks it; the engine
+	// imports no bus of its own.
 	Bus forge.Bus
 	// Sandboxes, when set, gives sessions a working directory and the
 	// sandbox tools (bash, read_file, ...).
@@ -191,6 +195,7 @@ type MonologueObserver interface {
 type Engine struct {
 	cfg    Config
 	store  forge.Store
+	files  forge.FileStore // nil: no attachments
 	events *eventlog.Log
 	clock  forge.Clock
 	ids    forge.IDGen
@@ -239,7 +244,7 @@ func New(cfg Config) *Engine {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Bus == nil {
-		cfg.Bus = bus.New(0, 0)
+		panic("engine.New: Config.Bus is nil (bus.New(0, 0) is the in-process bus)")
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = 10 * time.Minute
@@ -282,6 +287,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		cfg:   cfg,
 		store: cfg.Store,
+		files: cfg.Files,
 		events: eventlog.New(eventlog.Config{Store: cfg.Store, Bus: cfg.Bus, Clock: cfg.Clock, Logger: cfg.Logger,
 			RetryDelays: cfg.StoreRetryDelays, Sleep: cfg.Sleep, Fence: cfg.Fence}),
 		replica:      cfg.ReplicaID,
@@ -298,6 +304,9 @@ func New(cfg Config) *Engine {
 		deleting:     map[string]chan struct{}{},
 		monologues:   cfg.Monologues,
 		quotas:       newQuotas(cfg.Quota, cfg.Clock),
+	}
+	if e.files == nil {
+		e.files, _ = cfg.Store.(forge.FileStore)
 	}
 	if cfg.Sandboxes != nil {
 		for _, name := range cfg.Sandboxes.ToolNames() {

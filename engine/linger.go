@@ -20,7 +20,10 @@ const (
 // write. The executor settles the wait at the stream's next event or its
 // end, before it touches the thread's batch again: it stops the timer, or
 // waits for the write the timer began. Whatever it waits, the write is
-// never later than it would be written at once.
+// never later than it would be written at once. A batch that opens a part
+// (its first row and first delta) is written at the first wait without
+// lingering: that delta is the one a reader waits for, and the write is
+// one per part, not per delta.
 type lingerer struct {
 	th     *thread
 	linger time.Duration // < 0: write at once
@@ -51,7 +54,9 @@ func (l *lingerer) wait() {
 	if l.state != nil || th.w.held == 0 || th.heldErr != nil {
 		return // a wait is pending already, or nothing to write
 	}
-	if l.linger < 0 {
+	if l.linger < 0 || len(th.w.opened) > 0 {
+		// A part's first delta is what a reader waits for: its row and
+		// the delta are written now, not after a linger.
 		l.release()
 		return
 	}
