@@ -86,3 +86,35 @@ func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
 }
+
+// BenchmarkImport is one completion of a conversation Forge has never
+// seen, of 4999 earlier messages (imported into a new session) and a last
+// user message: the import's price at its cap.
+//
+//	go test -run '^$' -bench Import -benchtime 20x ./protocol/openaichat/
+func BenchmarkImport(b *testing.B) {
+	s := prototest.New(b, openaichat.Protocol{})
+	s.Agent(`{"name":"bot","model":"scripted/echo"}`)
+	var m []string
+	for i := range 2500 {
+		m = append(m, `{"role":"user","content":"question `+itoa(i)+`"}`)
+		if i < 2499 {
+			m = append(m, `{"role":"assistant","content":"an answer of a few words `+itoa(i)+`"}`)
+		}
+	}
+	body := `{"model":"bot","messages":[` + strings.Join(m, ",") + `]}`
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", s.URL+"/openai/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%d %s", resp.StatusCode, out)
+		}
+	}
+}

@@ -425,6 +425,7 @@ func TestRefusals(t *testing.T) {
 		{"unknown field", `{"model":"bot","messages":[` + user + `],"frobnicate":1}`, 400, "invalid_request", "", "frobnicate"},
 		{"invalid UTF-8", "{\"model\":\"bot\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xff\xfeb\"}]}", 400, "invalid_request", "", "UTF-8"},
 		{"lone surrogate", `{"model":"bot","messages":[{"role":"user","content":"a\ud800b"}]}`, 400, "invalid_request", "", ""},
+		{"too long a history to import", `{"model":"bot","messages":[` + strings.Repeat(user+`,{"role":"assistant","content":"y"},`, 2501) + user + `]}`, 400, "invalid_request", "messages", "at most 5000"},
 		{"huge content", `{"model":"bot","messages":[{"role":"user","content":"` + strings.Repeat("x", 5<<20) + `"}]}`, 413, "", "", "exceeds"},
 		{"not JSON", `{"model":`, 400, "invalid_request", "", ""},
 	} {
