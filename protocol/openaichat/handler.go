@@ -17,6 +17,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
 )
@@ -125,9 +126,36 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	if body.StreamOptions != nil && !stream {
 		return invalid("stream_options", "stream_options is only allowed with stream: true")
 	}
+	// The new message's images and files are checked (and inline ones
+	// spooled) before anything is stored.
+	var inputFiles []forge.InputFile
+	if last := msgs[len(msgs)-1]; len(last.atts) > 0 {
+		if h.env.Files == nil {
+			return invalid("messages", "this server keeps no files: a message cannot carry images or files")
+		}
+		var closeFiles func()
+		inputFiles, closeFiles, err = files.Resolve(last.atts, tenant, h.env.MaxFileBytes, "messages["+strconv.Itoa(len(msgs)-1)+"].content")
+		defer closeFiles()
+		if err != nil {
+			return err
+		}
+		// A missing file_id is refused before a new session is made for
+		// the message (the engine checks again when the turn begins).
+		for _, f := range inputFiles {
+			if f.FileID == "" || f.Pending != nil {
+				continue
+			}
+			if _, err := h.env.Files.GetFile(r.Context(), tenant, f.FileID); err != nil {
+				return notFound(err, "messages", "file_not_found", "file %q not found", f.FileID)
+			}
+		}
+	}
 	c, err := h.resolve(r, tenant, model, msgs)
 	if err != nil {
 		return err
+	}
+	if inputFiles != nil {
+		c.req.Input[0].Files = inputFiles
 	}
 	w.Header().Set(SessionHeader, c.ses.ID)
 	if stream {
@@ -328,6 +356,10 @@ func importMessages(env protocol.Env, ses *forge.Session, prefix []message) ([]*
 		case "user":
 			if err := unanswered(i); err != nil {
 				return nil, err
+			}
+			if len(m.atts) > 0 {
+				return nil, newError(http.StatusBadRequest, "messages["+strconv.Itoa(i)+"].content", "history_not_found",
+					"Forge has not seen this conversation, and importing earlier messages with images or files is not supported yet: send them as the last message, or upload them and continue a conversation Forge answered")
 			}
 			part(add(forge.RoleUser, ""), forge.Part{Type: forge.PartText, Text: m.Text, State: forge.StateCompleted})
 		case "assistant":

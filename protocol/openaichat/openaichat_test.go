@@ -1,9 +1,13 @@
 package openaichat_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"image"
+	"image/png"
 	"net/http"
 	"strings"
 	"testing"
@@ -406,7 +410,8 @@ func TestRefusals(t *testing.T) {
 		{"system message", `{"model":"bot","messages":[{"role":"system","content":"be terse"},` + user + `]}`, 400, "invalid_request", "messages[0].role", "instructions"},
 		{"developer message", `{"model":"bot","messages":[{"role":"developer","content":"x"},` + user + `]}`, 400, "invalid_request", "messages[0].role", "instructions"},
 		{"blank user message", `{"model":"bot","messages":[{"role":"user","content":"  "}]}`, 400, "invalid_request", "messages[0].content", "blank"},
-		{"image part", `{"model":"bot","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:,"}}]}]}`, 400, "invalid_request", "messages[0].content[0]", "image_url"},
+		{"audio part", `{"model":"bot","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"","format":"wav"}}]}]}`, 400, "invalid_request", "messages[0].content[0]", "input_audio"},
+		{"assistant image part", `{"model":"bot","messages":[` + user + `,{"role":"assistant","content":[{"type":"image_url","image_url":{"url":"data:,"}}]},` + user + `]}`, 400, "invalid_request", "messages[1].content[0]", "image_url"},
 		{"ends with assistant", `{"model":"bot","messages":[` + user + `,{"role":"assistant","content":"echo: hi"}]}`, 400, "invalid_request", "messages", "assistant"},
 		{"unseen history ending with tool results", `{"model":"bot","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"x"}]}`, 400, "history_not_found", "messages", "imported"},
 		{"unseen history: a tool message answering nothing", `{"model":"bot","messages":[` + user + `,{"role":"assistant","content":"a"},{"role":"tool","tool_call_id":"c9","content":"x"},{"role":"assistant","content":"b"},` + user + `]}`, 400, "invalid_request", "messages[2].tool_call_id", "c9"},
@@ -581,5 +586,69 @@ func TestImportUnseenHistory(t *testing.T) {
 	_, body = s.Do("GET", "/v1/sessions/"+sid3+"/messages", "")
 	if !strings.Contains(body, `"call_id":"call_ext"`) || !strings.Contains(body, `"output":"found 1"`) || !strings.Contains(body, `"state":"completed"`) {
 		t.Fatalf("tool history messages: %s", body)
+	}
+}
+
+// TestImagesAndFiles: image_url (a data URL) and file parts (file_id,
+// file_data) of the new user message become file parts of the turn's
+// message; resending that message in the history continues the session;
+// a remote URL or a lying type is refused with nothing stored, and so is
+// an unseen history with an image in an earlier message.
+func TestImagesAndFiles(t *testing.T) {
+	t.Parallel()
+	s, c := start(t)
+	s.Agent(`{"name":"bot","model":"scripted/echo"}`)
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 5, 7))); err != nil {
+		t.Fatal(err)
+	}
+	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes())
+	up, err := c.Files.New(context.Background(), openai.FileNewParams{File: openai.File(bytes.NewReader(b.Bytes()), "a.png", "image/png"), Purpose: openai.FilePurposeUserData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n%%EOF\n"))
+	question := openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+		openai.TextContentPart("compare these"),
+		openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: dataURL}),
+		openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{FileID: openai.String(up.ID)}),
+		openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{FileData: openai.String(pdf), Filename: openai.String("r.pdf")}),
+	})
+	got, sid := complete(t, c, "bot", msgs{question})
+	if got.Choices[0].Message.Content != "echo: compare these" {
+		t.Fatalf("answer %q", got.Choices[0].Message.Content)
+	}
+	_, body := s.Do("GET", "/v1/sessions/"+sid+"/messages", "")
+	if strings.Count(body, `"type":"file"`) != 3 || !strings.Contains(body, `"filename":"r.pdf"`) || !strings.Contains(body, `"file_id":"`+up.ID+`"`) {
+		t.Fatalf("messages: %s", body)
+	}
+	next, sid2 := complete(t, c, "bot", msgs{question, got.Choices[0].Message.ToParam(), openai.UserMessage("and?")})
+	if sid2 != sid || next.Choices[0].Message.Content != "echo: and?" {
+		t.Fatalf("resent: %q %q", sid2, next.Choices[0].Message.Content)
+	}
+	_, list := s.Do("GET", "/v1/files", "")
+	before := strings.Count(list, `"id":"file_`)
+	for _, part := range []string{
+		`{"type":"image_url","image_url":{"url":"https://example.com/x.png"}}`,
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + pdf + `"}}`,
+		`{"type":"file","file":{"file_id":"file_missing"}}`,
+		`{"type":"file","file":{}}`,
+		`{"type":"input_audio","input_audio":{"data":"","format":"wav"}}`,
+	} {
+		status, out := s.Do("POST", "/openai/v1/chat/completions", `{"model":"bot","messages":[{"role":"user","content":[{"type":"text","text":"x"},`+part+`]}]}`)
+		if status < 400 || status >= 500 || !strings.Contains(out, `"error"`) {
+			t.Fatalf("%s: %d %s", part, status, out)
+		}
+	}
+	status, out := s.Do("POST", "/openai/v1/chat/completions", `{"model":"bot","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"`+dataURL+`"}}]},{"role":"assistant","content":"a picture"},{"role":"user","content":"x"}]}`)
+	if status != 400 || !strings.Contains(out, `"param":"messages[0].content"`) {
+		t.Fatalf("unseen history with an image: %d %s", status, out)
+	}
+	_, list = s.Do("GET", "/v1/files", "")
+	if after := strings.Count(list, `"id":"file_`); after != before {
+		t.Fatalf("refused requests stored files: %d then %d", before, after)
+	}
+	if n := sessions(t, s); n != 1 {
+		t.Fatalf("%d sessions", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/files"
 )
 
 // createBody is the body of POST /chat/completions. Fields Forge honours
@@ -150,6 +151,11 @@ type message struct {
 	Text       string     `json:"text"`
 	ToolCalls  []canonCal `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Files names a user message's images and files in its identity: a
+	// file id, or a hash of the inline content as sent.
+	Files []string `json:"files,omitempty"`
+	// atts are those attachments as sent, for the message Forge runs.
+	atts []files.Attachment
 }
 
 type canonCal struct {
@@ -197,11 +203,11 @@ func parseMessage(i int, raw json.RawMessage) (message, error) {
 	case "system", "developer":
 		return message{}, invalid(param(".role"), "messages[%d] is a %s message: in Forge the agent owns its instructions, and per-request instructions are not supported yet; change the agent (PUT /v1/agents/{name}) instead", i, m.Role)
 	case "user":
-		text, err := contentText(cm.Content, param(".content"), true)
+		text, atts, names, err := userContent(cm.Content, param(".content"))
 		if err != nil {
 			return message{}, err
 		}
-		m.Text = text
+		m.Text, m.atts, m.Files = text, atts, names
 	case "assistant":
 		text, err := contentText(cm.Content, param(".content"), false)
 		if err != nil {
@@ -271,6 +277,78 @@ func contentText(raw json.RawMessage, param string, required bool) (string, erro
 		return "", invalid(param, "the message must not be blank")
 	}
 	return text, nil
+}
+
+// userContent reads a user message's content: a string, or text,
+// image_url and file parts. It returns the text, the attachments and
+// their names in the message's identity.
+func userContent(raw json.RawMessage, param string) (string, []files.Attachment, []string, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || v[0] != '[' {
+		text, err := contentText(raw, param, true)
+		return text, nil, nil, err
+	}
+	var parts []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+		File *struct {
+			FileID   string `json:"file_id"`
+			FileData string `json:"file_data"`
+			Filename string `json:"filename"`
+		} `json:"file"`
+	}
+	if err := json.Unmarshal(v, &parts); err != nil {
+		return "", nil, nil, invalid(param, "content must be a string or an array of text, image_url and file parts")
+	}
+	var (
+		b     strings.Builder
+		atts  []files.Attachment
+		names []string
+	)
+	digest := func(kind, s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return kind + ":" + hex.EncodeToString(sum[:])
+	}
+	for j, p := range parts {
+		at := param + "[" + strconv.Itoa(j) + "]"
+		switch p.Type {
+		case "text":
+			b.WriteString(p.Text)
+		case "image_url":
+			if p.ImageURL == nil || p.ImageURL.URL == "" {
+				return "", nil, nil, invalid(at, "content[%d] (image_url) needs image_url.url (a data: URL)", j)
+			}
+			atts = append(atts, files.Attachment{URL: p.ImageURL.URL})
+			names = append(names, digest("url", p.ImageURL.URL))
+		case "file":
+			switch {
+			case p.File == nil:
+				return "", nil, nil, invalid(at, "content[%d] (file) needs file.file_id or file.file_data", j)
+			case p.File.FileID != "":
+				atts = append(atts, files.Attachment{FileID: p.File.FileID})
+				names = append(names, "id:"+p.File.FileID)
+			case strings.HasPrefix(p.File.FileData, "data:"):
+				atts = append(atts, files.Attachment{URL: p.File.FileData, Filename: p.File.Filename})
+				names = append(names, digest("data", p.File.FileData))
+			case p.File.FileData != "":
+				data := p.File.FileData
+				atts = append(atts, files.Attachment{Data: &data, MimeType: "application/octet-stream", Filename: p.File.Filename})
+				names = append(names, digest("data", data))
+			default:
+				return "", nil, nil, invalid(at, "content[%d] (file) needs file.file_id or file.file_data", j)
+			}
+		default:
+			return "", nil, nil, invalid(at, "content[%d] has type %q: Forge takes text, image_url and file parts", j, p.Type)
+		}
+	}
+	text := b.String()
+	if strings.TrimSpace(text) == "" && len(atts) == 0 {
+		return "", nil, nil, invalid(param, "the message must not be blank")
+	}
+	return text, atts, names, nil
 }
 
 // split cuts the conversation into the part Forge must already hold
