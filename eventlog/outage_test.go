@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,76 +16,6 @@ import (
 	"github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/redis/redistest"
 )
-
-// restartableRedis is a redis-server of the test's own with an append-only
-// file, which the test stops (SIGTERM, as an operator's restart does) and
-// starts again on the same port and directory: its keys survive.
-type restartableRedis struct {
-	t    *testing.T
-	bin  string
-	port int
-	dir  string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-}
-
-func newRestartableRedis(t *testing.T) *restartableRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv(redistest.EnvRequire) == "1" {
-			t.Fatal("redis-server is not installed")
-		}
-		t.Skip("redis-server is not installed")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	r := &restartableRedis{t: t, bin: bin, port: port, dir: t.TempDir()}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *restartableRedis) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
-
-func (r *restartableRedis) start() {
-	r.t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cmd := exec.Command(r.bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(r.port), "--save", "",
-		"--appendonly", "yes", "--appendfsync", "always", "--dir", r.dir)
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	r.cmd = cmd
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.port))
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("redis-server did not start: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func (r *restartableRedis) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	_ = r.cmd.Wait()
-	r.cmd = nil
-}
 
 // partText is what a subscriber's events say a part's text is: the
 // deltas it got, in order, after the part's streaming row (a streaming
@@ -128,11 +54,11 @@ func partText(evs []forge.Event, partID string) (text string, completed string, 
 // (Before, the bus dropped them and the stream's links skipped them
 // silently: 30 of 30 turns lost deltas across a restart.)
 func TestDeltasPublishedWhileRedisIsDownReachSubscribers(t *testing.T) {
-	rs := newRestartableRedis(t)
+	rs := redistest.Own(t)
 	dbURL := pgtest.NewDatabase(t)
 	t.Parallel()
 	ctx := t.Context()
-	r := newReplicaAt(t, dbURL, rs.url(), redistest.Prefix(t), redis.Options{WriterID: "replica-a"})
+	r := newReplicaAt(t, dbURL, rs.URL(), redistest.Prefix(t), redis.Options{WriterID: "replica-a"})
 	ids := forge.NewULIDGen(nil)
 	now := time.Now().UTC()
 	sess := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: forge.DefaultTenant, Kind: forge.KindDirect, Agent: "a",
@@ -203,9 +129,9 @@ func TestDeltasPublishedWhileRedisIsDownReachSubscribers(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			rs.stop()
+			rs.Stop()
 		case upAt:
-			rs.start()
+			rs.Start()
 			resumed = follow(cursor)
 		}
 		d := fmt.Sprintf("[%03d]", i)
