@@ -22,6 +22,9 @@ var (
 	ErrConflict             = errors.New("conflict")
 	ErrTooLarge             = errors.New("payload_too_large")
 	ErrUnsupportedMediaType = errors.New("unsupported_media_type")
+	// ErrUnsupportedContent refuses input the turn's model cannot take
+	// (an image for a text-only model).
+	ErrUnsupportedContent = errors.New("unsupported_content")
 	// ErrIdempotencyMismatch is an Idempotency-Key reused with another
 	// request than the one it was first used with.
 	ErrIdempotencyMismatch = errors.New("idempotency_mismatch")
@@ -74,6 +77,7 @@ var errorKinds = []ErrorKind{
 	{ErrConflict, "conflict"},
 	{ErrTooLarge, "payload_too_large"},
 	{ErrUnsupportedMediaType, "unsupported_media_type"},
+	{ErrUnsupportedContent, "unsupported_content"},
 	{ErrIdempotencyMismatch, "idempotency_mismatch"},
 	{ErrStore, CodeStoreError},
 	{ErrUnavailable, "unavailable"},

@@ -37,6 +37,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"ErrUnknownCall": forge.ErrUnknownCall, "ErrDuplicateCall": forge.ErrDuplicateCall,
 		"ErrIncompleteResolution": forge.ErrIncompleteResolution, "ErrConflict": forge.ErrConflict,
 		"ErrTooLarge": forge.ErrTooLarge, "ErrUnsupportedMediaType": forge.ErrUnsupportedMediaType,
+		"ErrUnsupportedContent":  forge.ErrUnsupportedContent,
 		"ErrIdempotencyMismatch": forge.ErrIdempotencyMismatch, "ErrStore": forge.ErrStore, "ErrUnavailable": forge.ErrUnavailable,
 		"ErrTurnEnded": forge.ErrTurnEnded, "ErrLocked": forge.ErrLocked,
 		"ErrRateLimited": forge.ErrRateLimited, "ErrTooManySubscribers": forge.ErrTooManySubscribers,

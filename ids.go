@@ -18,6 +18,7 @@ const (
 	PrefixCall        = "call_"
 	PrefixParticipant = "par_"
 	PrefixKey         = "key_"
+	PrefixFile        = "file_"
 )
 
 // IDGen makes opaque, time-sortable ids with a type prefix.

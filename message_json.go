@@ -286,6 +286,24 @@ func (in *Input) appendJSON(b []byte) []byte {
 		b = append(b, `,"is_error":true`...)
 	}
 	b = optString(b, `,"token":`, in.Token)
+	if len(in.Files) > 0 {
+		b = append(b, `,"files":[`...)
+		for i := range in.Files {
+			f := &in.Files[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"file_id":`...)
+			b = jsonenc.AppendString(b, f.FileID)
+			b = optString(b, `,"filename":`, f.Filename)
+			b = optString(b, `,"mime_type":`, f.MimeType)
+			if f.Bytes != 0 {
+				b = strconv.AppendInt(append(b, `,"bytes":`...), f.Bytes, 10)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }
 

@@ -55,6 +55,9 @@ const (
 	ModelPartReasoning  = "reasoning"
 	ModelPartToolCall   = "tool_call"
 	ModelPartToolResult = "tool_result"
+	// ModelPartFile is an image or a PDF of a user message (File); text
+	// files reach the model as text parts.
+	ModelPartFile = "file"
 )
 
 // ModelPart is a fragment of a ModelMessage.
@@ -67,6 +70,19 @@ type ModelPart struct {
 	Output    string          `json:"output,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
 	Provider  json.RawMessage `json:"provider,omitempty"`
+	// File is a file part's file.
+	File *ModelFile `json:"file,omitempty"`
+}
+
+// ModelFile is a file sent to the model: an image or a PDF, with its
+// bytes (which the engine reads from the store for each call).
+type ModelFile struct {
+	FileID   string `json:"file_id"`
+	Filename string `json:"filename"`
+	MimeType string `json:"mime_type"`
+	// Data is the file's content; nil in a model view (modelview), filled
+	// by the engine before the call.
+	Data []byte `json:"-"`
 }
 
 // ModelEventType tells what a ModelEvent carries.

@@ -12,6 +12,9 @@ type ModelInfo struct {
 	ContextWindow int64   `json:"context_window"`
 	MaxOutput     int64   `json:"max_output"`
 	Prices        *Prices `json:"prices"` // nil (null): unknown, cost is not computed
+	// InputModalities are the kinds of input the model takes ("text",
+	// "image", "pdf"); absent (nil): unknown, and every kind is accepted.
+	InputModalities []string `json:"input_modalities,omitempty"`
 	// Source tells where the figures come from: "builtin" (the built-in
 	// table), "config" (the config file, over the built-in entry, if any)
 	// or "default" (nothing known).

@@ -142,6 +142,8 @@ type Input struct {
 	Output   *string `json:"output,omitempty"`
 	IsError  bool    `json:"is_error,omitempty"`
 	Token    string  `json:"token,omitempty"`
+	// Files are a message's attachments (API.md, "Files and attachments").
+	Files []InputFile `json:"files,omitempty"`
 }
 
 // Snapshot is per-turn durable state that is not a message, written at the

@@ -51,6 +51,7 @@ type serveOptions struct {
 	// Limits (0: the engine's and the API's defaults; negative: none).
 	maxTurnOutputBytes, maxTurnOutputTokens   int64
 	maxStreamsPerSession, maxStreamsPerTenant int
+	maxFileBytes                              int64
 	// The scripted provider's per-tenant quota; it applies when the server
 	// has API keys, or when a flag sets it (scriptedQuotaSet).
 	scriptedRunning, scriptedPerMinute int
@@ -206,6 +207,8 @@ docs/distributed.md.`,
 		"most event streams (SSE) open at once on one session: over it a stream is refused with 429 too_many_subscribers (-1: no cap)")
 	f.IntVar(&o.maxStreamsPerTenant, "max-streams-per-tenant", httpapi.DefaultMaxStreamsPerTenant,
 		"most event streams (SSE) open at once for one tenant (-1: no cap)")
+	f.Int64Var(&o.maxFileBytes, "max-file-bytes", httpapi.DefaultMaxFileBytes,
+		"most bytes one file may have (POST /v1/files, inline attachments): over it the upload is refused with 413 payload_too_large")
 	f.IntVar(&o.scriptedRunning, "scripted-max-running", server.DefaultScriptedQuota.Running,
 		"most turns of scripted models (a provider that needs no key) one tenant may run at once: over it a turn is refused with 429 rate_limited (0: no limit; applies when the server has API keys, or when given)")
 	f.IntVar(&o.scriptedPerMinute, "scripted-turns-per-minute", server.DefaultScriptedQuota.PerMinute,
@@ -315,6 +318,7 @@ func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
 		TurnTimeout: o.turnTimeout, ShutdownGrace: o.shutdownGrace,
 		MaxTurnOutputBytes: o.maxTurnOutputBytes, MaxTurnOutputTokens: o.maxTurnOutputTokens,
 		MaxStreamsPerSession: o.maxStreamsPerSession, MaxStreamsPerTenant: o.maxStreamsPerTenant,
+		MaxFileBytes: o.maxFileBytes,
 	}
 	if o.scriptedQuotaSet {
 		cfg.ScriptedQuota = &server.ScriptedQuota{Running: o.scriptedRunning, PerMinute: o.scriptedPerMinute, Keyless: true}

@@ -47,7 +47,10 @@ type MCPServers interface {
 
 // Config wires an Engine.
 type Config struct {
-	Store  forge.Store
+	Store forge.Store
+	// Files keeps the files messages attach; nil: the Store's, when it is
+	// a forge.FileStore (else attachments are refused).
+	Files  forge.FileStore
 	Models forge.Models
 	// Tools are the server-side built-in tools by name.
 	Tools map[string]forge.Tool
@@ -192,6 +195,7 @@ type MonologueObserver interface {
 type Engine struct {
 	cfg    Config
 	store  forge.Store
+	files  forge.FileStore // nil: no attachments
 	events *eventlog.Log
 	clock  forge.Clock
 	ids    forge.IDGen
@@ -283,6 +287,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		cfg:   cfg,
 		store: cfg.Store,
+		files: cfg.Files,
 		events: eventlog.New(eventlog.Config{Store: cfg.Store, Bus: cfg.Bus, Clock: cfg.Clock, Logger: cfg.Logger,
 			RetryDelays: cfg.StoreRetryDelays, Sleep: cfg.Sleep, Fence: cfg.Fence}),
 		replica:      cfg.ReplicaID,
@@ -299,6 +304,9 @@ func New(cfg Config) *Engine {
 		deleting:     map[string]chan struct{}{},
 		monologues:   cfg.Monologues,
 		quotas:       newQuotas(cfg.Quota, cfg.Clock),
+	}
+	if e.files == nil {
+		e.files, _ = cfg.Store.(forge.FileStore)
 	}
 	if cfg.Sandboxes != nil {
 		for _, name := range cfg.Sandboxes.ToolNames() {

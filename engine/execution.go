@@ -43,7 +43,10 @@ type execution struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	done   chan struct{} // closed after the terminal write and its publishing
+	// files are the attachments' contents read for this turn's model
+	// calls (each file is read from the store once per turn).
+	files fileCache
+	done  chan struct{} // closed after the terminal write and its publishing
 	// ended is closed once the turn has ended in the store (its terminal
 	// write committed, or it ended elsewhere), before anything of that
 	// write is published: a waiter may answer then.

@@ -33,10 +33,16 @@ func (th *thread) step() (*forge.Message, []*call, error) {
 		th.messageEvent(forge.EventMessageUpdated, msg)
 		return msg, nil, &forge.ModelError{Provider: th.agent.Model, Message: err.Error()}
 	}
+	msgs, err := th.withFiles(th.modelMessages())
+	if err != nil {
+		msg.Finish = forge.FinishError
+		th.messageEvent(forge.EventMessageUpdated, msg)
+		return msg, nil, err
+	}
 	req := &forge.ModelRequest{
 		Model:    modelID,
 		System:   th.agent.Instructions,
-		Messages: th.modelMessages(),
+		Messages: msgs,
 		Tools:    th.toolDefs(),
 		Params:   th.agent.ModelParams,
 	}

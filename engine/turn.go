@@ -103,6 +103,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	} else if resolutions, err = validateInput(req.Input, open); err != nil {
 		return nil, false, err
 	}
+	attachments, err := e.resolveAttachments(ctx, tenant, agent, req)
+	if err != nil {
+		return nil, false, err
+	}
 	var history []*forge.Message
 	var snap *forge.Snapshot
 	var memo modelMemo
@@ -148,7 +152,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		AgentID:         agent.ID,
 		AgentVersion:    agent.Version,
 		Status:          forge.TurnRunning,
-		Input:           redactTokens(req.Input),
+		Input:           inputWithFiles(redactTokens(req.Input), attachments),
 		RequiredActions: []forge.RequiredAction{},
 		IdempotencyKey:  req.IdempotencyKey,
 		CreatedAt:       now,
@@ -178,6 +182,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		msg.Parts = []*forge.Part{th.newPart(msg, forge.PartText)}
 		msg.Parts[0].Text = req.Input[0].Text
 		msg.Parts[0].State = forge.StateCompleted
+		th.fileParts(msg, attachments)
 		msgs = append(msgs, msg)
 		th.history = append(th.history, msg)
 		drafts = append(drafts, eventlog.Draft{Type: forge.EventMessageCreated, ID: msg.ID, TurnID: turn.ID, ThreadID: msg.ThreadID, Data: msg})
@@ -204,6 +209,15 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		}
 		return nil, true, nil // another request won the race; look again
 	}
+	// Inline attachments are stored last, once the turn is sure to begin
+	// but for its write; should that fail, they are deleted again.
+	madeFiles, err := e.storePending(ctx, tenant, attachments)
+	if err != nil {
+		e.unregister(x)
+		x.freeQuota()
+		return nil, false, err
+	}
+	turn.Input = inputWithFiles(turn.Input, attachments)
 	expectTip := ""
 	if sess.TipTurnID != nil {
 		expectTip = *sess.TipTurnID
@@ -223,6 +237,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x.began(err)
 	if err != nil {
 		<-x.done // it stopped without a trace
+		e.deleteFiles(ctx, tenant, madeFiles)
 		if errors.Is(err, forge.ErrConflict) {
 			// The tip moved or the idempotency key was just used.
 			if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {

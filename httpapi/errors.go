@@ -43,6 +43,7 @@ var codeStatus = map[string]struct {
 	"conflict":               {http.StatusConflict, "the request conflicts with the current state"},
 	"payload_too_large":      {http.StatusRequestEntityTooLarge, "the request body exceeds 4 MiB"},
 	"unsupported_media_type": {http.StatusUnsupportedMediaType, "a request body must be sent with Content-Type: application/json"},
+	"unsupported_content":    {http.StatusBadRequest, "the model cannot take this kind of input"},
 	"idempotency_mismatch":   {http.StatusUnprocessableEntity, "this Idempotency-Key was first used with another request"},
 	"store_error":            {http.StatusServiceUnavailable, "the store failed; retry later"},
 	"unavailable":            {http.StatusServiceUnavailable, "the server is shutting down; retry (another replica serves the request)"},

@@ -115,6 +115,9 @@ func (s *Server) admit(r *http.Request) error {
 	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		if isUpload(r) {
+			return nil // the body is the file (internal/files checks it)
+		}
 		return jsonContent(r)
 	}
 	return nil

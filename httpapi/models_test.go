@@ -61,7 +61,7 @@ models:
 	if got := j(byID["local/qwen3:8b"]); got != `{"context_window":40960,"id":"local/qwen3:8b","max_output":8192,"model":"qwen3:8b","prices":{"cached_input":0,"input":0,"output":0},"provider":"local","source":"config"}` {
 		t.Errorf("local/qwen3:8b = %s", got)
 	}
-	if got := j(byID["openai/gpt-4.1"]); got != `{"context_window":1047576,"id":"openai/gpt-4.1","max_output":32768,"model":"gpt-4.1","prices":{"cached_input":0.5,"input":2,"output":8},"provider":"openai","source":"builtin"}` {
+	if got := j(byID["openai/gpt-4.1"]); got != `{"context_window":1047576,"id":"openai/gpt-4.1","input_modalities":["text","image","pdf"],"max_output":32768,"model":"gpt-4.1","prices":{"cached_input":0.5,"input":2,"output":8},"provider":"openai","source":"builtin"}` {
 		t.Errorf("openai/gpt-4.1 = %s", got)
 	}
 	if byID["scripted/echo"] == nil || page.NextCursor != nil {

@@ -26,6 +26,7 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 	env := protocol.Env{
 		Store: s.store, Runtime: s.rt, Tenant: s.tenantFor, Decode: decodeBody, Classify: classify,
 		Log: s.log, Clock: s.clock, IDs: s.ids, KeepAlive: s.keepAlive, OpenStream: s.streams.open,
+		Files: s.files, MaxFileBytes: s.maxFileBytes,
 	}
 	for _, p := range s.protocols {
 		mux.Handle(p.Prefix(), p.Handler(env))

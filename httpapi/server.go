@@ -18,6 +18,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/web"
 )
@@ -92,6 +93,12 @@ type Config struct {
 	Ready []ReadyCheck
 	// MCP, when set, vets agents' MCP servers on POST and PUT /v1/agents.
 	MCP MCPChecker
+	// Files keeps uploaded files (/v1/files, /openai/v1/files); nil: the
+	// Store's, when it is a forge.FileStore.
+	Files forge.FileStore
+	// MaxFileBytes is the most bytes one file may have (--max-file-bytes);
+	// 0 means files.DefaultMaxBytes (20 MiB).
+	MaxFileBytes int64
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -110,6 +117,9 @@ type Server struct {
 	forumSvc  Forums
 	metrics   http.Handler
 	mcp       MCPChecker
+	files     forge.FileStore
+	// maxFileBytes is the limit of one file.
+	maxFileBytes int64
 	// tenantMetrics serves a tenant's own series (nil: none).
 	tenantMetrics func(tenant string) http.Handler
 	operatorKey   string
@@ -150,6 +160,15 @@ func New(cfg Config) *Server {
 		streams:       newStreamCaps(cfg.MaxStreamsPerSession, cfg.MaxStreamsPerTenant),
 
 		readyChecks: cfg.Ready,
+
+		files:        cfg.Files,
+		maxFileBytes: cfg.MaxFileBytes,
+	}
+	if s.files == nil {
+		s.files, _ = cfg.Store.(forge.FileStore)
+	}
+	if s.maxFileBytes <= 0 {
+		s.maxFileBytes = files.DefaultMaxBytes
 	}
 	for k, t := range cfg.Keys {
 		s.keys[k] = t
@@ -215,6 +234,12 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/sessions/{sid}/turns/{tid}/events", s.turnEvents, false},
 
 		{"GET", "/v1/models", s.listModels, false},
+
+		{"POST", "/v1/files", s.createFile, false},
+		{"GET", "/v1/files", s.listFiles, false},
+		{"GET", "/v1/files/{fid}", s.getFile, false},
+		{"GET", "/v1/files/{fid}/content", s.fileContent, false},
+		{"DELETE", "/v1/files/{fid}", s.deleteFile, false},
 
 		{"POST", "/v1/forums", s.createForum, false},
 		{"GET", "/v1/forums", s.listForums, false},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
 )
 
 // turnBody is the body of POST /v1/sessions/{sid}/turns.
@@ -28,14 +29,24 @@ type turnBody struct {
 
 // inputBody is one input item; which fields apply depends on its type.
 type inputBody struct {
-	Type     *string `json:"type"`
-	Text     *string `json:"text"`
-	CallID   *string `json:"call_id"`
-	Approved *bool   `json:"approved"`
-	Reason   *string `json:"reason"`
-	Output   *string `json:"output"`
-	IsError  *bool   `json:"is_error"`
-	Token    *string `json:"token"`
+	Type     *string    `json:"type"`
+	Text     *string    `json:"text"`
+	CallID   *string    `json:"call_id"`
+	Approved *bool      `json:"approved"`
+	Reason   *string    `json:"reason"`
+	Output   *string    `json:"output"`
+	IsError  *bool      `json:"is_error"`
+	Token    *string    `json:"token"`
+	Files    []fileBody `json:"files"`
+}
+
+// fileBody is one attachment of a message item.
+type fileBody struct {
+	FileID   string  `json:"file_id"`
+	Data     *string `json:"data"`
+	MimeType string  `json:"mime_type"`
+	Filename string  `json:"filename"`
+	URL      string  `json:"url"`
 }
 
 // turnMode is how POST /turns answers.
@@ -106,7 +117,7 @@ func (in *inputBody) input(i int) (forge.Input, error) {
 	}
 	t := *in.Type
 	allowed := map[string][]string{
-		forge.InputMessage:    {"text"},
+		forge.InputMessage:    {"text", "files"},
 		forge.InputApproval:   {"call_id", "approved", "reason"},
 		forge.InputToolResult: {"call_id", "output", "is_error"},
 		forge.InputAuth:       {"call_id", "token"},
@@ -117,12 +128,12 @@ func (in *inputBody) input(i int) (forge.Input, error) {
 	present := map[string]bool{
 		"text": in.Text != nil, "call_id": in.CallID != nil, "approved": in.Approved != nil,
 		"reason": in.Reason != nil, "output": in.Output != nil, "is_error": in.IsError != nil,
-		"token": in.Token != nil,
+		"token": in.Token != nil, "files": in.Files != nil,
 	}
 	for _, f := range allowed {
 		delete(present, f)
 	}
-	for _, f := range []string{"text", "call_id", "approved", "reason", "output", "is_error", "token"} {
+	for _, f := range []string{"text", "call_id", "approved", "reason", "output", "is_error", "token", "files"} {
 		if present[f] {
 			return forge.Input{}, invalid("input[%d].%s does not apply to a %s item", i, f, t)
 		}
@@ -163,6 +174,32 @@ func (in *inputBody) input(i int) (forge.Input, error) {
 	return out, nil
 }
 
+// attachFiles decodes and checks the attachments of the request's message
+// (inline content is spooled, not stored: the engine stores it when the
+// turn begins). The closer removes what was spooled.
+func (s *Server) attachFiles(r *http.Request, b *turnBody, req *engine.TurnRequest) (func(), error) {
+	for i := range b.Input {
+		in := &b.Input[i]
+		if len(in.Files) == 0 {
+			continue
+		}
+		if s.files == nil {
+			return func() {}, forge.Errorf(errNotImplemented, "this server's store keeps no files")
+		}
+		atts := make([]files.Attachment, len(in.Files))
+		for j, f := range in.Files {
+			atts[j] = files.Attachment{FileID: f.FileID, Data: f.Data, MimeType: f.MimeType, Filename: f.Filename, URL: f.URL}
+		}
+		inputs, closer, err := files.Resolve(atts, tenantOf(r), s.maxFileBytes, fmt.Sprintf("input[%d].files", i))
+		if err != nil {
+			return closer, err
+		}
+		req.Input[i].Files = inputs
+		return closer, nil // one message per turn
+	}
+	return func() {}, nil
+}
+
 // detach returns the request's context without its cancellation: a state
 // change the server has accepted (starting a turn, cancelling one) runs to
 // its end even if the client hangs up.
@@ -192,6 +229,11 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req, mode, err := body.request(acceptsSSE(r))
+	if err != nil {
+		return err
+	}
+	closeFiles, err := s.attachFiles(r, &body, &req)
+	defer closeFiles()
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func convertRange(history []*forge.Message, from, to int, last map[string]*forge
 	for _, m := range history[from:to] {
 		for _, p := range m.Parts {
 			switch p.Type {
-			case forge.PartText, forge.PartReasoning:
+			case forge.PartText, forge.PartReasoning, forge.PartFile:
 				nparts++
 			case forge.PartTool:
 				nparts += 2
@@ -73,8 +73,13 @@ func convertRange(history []*forge.Message, from, to int, last map[string]*forge
 			}
 			start := len(pool)
 			for _, p := range m.Parts {
-				if p.Type == forge.PartText && p.Text != "" {
+				switch {
+				case p.Type == forge.PartText && p.Text != "":
 					pool = append(pool, forge.ModelPart{Type: forge.ModelPartText, Text: copyText(m, p.Text)})
+				case p.Type == forge.PartFile:
+					if f := filePart(p); f != nil {
+						pool = append(pool, forge.ModelPart{Type: forge.ModelPartFile, File: f})
+					}
 				}
 			}
 			if parts := take(start); parts != nil {
@@ -215,4 +220,14 @@ func lineBreak(c rune) bool {
 		return true
 	}
 	return false
+}
+
+// filePart is the model file of a file part, without its bytes (the
+// engine reads them from the store); nil for a part without a file id.
+func filePart(p *forge.Part) *forge.ModelFile {
+	var d forge.FileData
+	if json.Unmarshal(p.Data, &d) != nil || d.FileID == "" {
+		return nil
+	}
+	return &forge.ModelFile{FileID: d.FileID, Filename: d.Filename, MimeType: d.MimeType}
 }

@@ -1,6 +1,10 @@
 package modelview
 
-import "github.com/forge-runtime/forge"
+import (
+	"encoding/json"
+
+	"github.com/forge-runtime/forge"
+)
 
 // CharsPerToken is the local estimate of text a model has not counted.
 const CharsPerToken = 4
@@ -22,6 +26,8 @@ func MessageChars(m *forge.Message) int64 {
 		switch p.Type {
 		case forge.PartText, forge.PartReasoning:
 			chars += int64(len(p.Text))
+		case forge.PartFile:
+			chars += fileChars(p)
 		case forge.PartTool:
 			chars += int64(len(p.Tool) + len(p.Arguments) + callFraming)
 			if p.Output != nil {
@@ -33,6 +39,25 @@ func MessageChars(m *forge.Message) int64 {
 		}
 	}
 	return chars
+}
+
+// imageChars is what an image is counted as: about the thousand tokens
+// providers charge for a mid-sized image.
+const imageChars = 1000 * CharsPerToken
+
+// fileChars is the estimate of a file part: an image's flat cost, a text
+// or PDF file's size.
+func fileChars(p *forge.Part) int64 {
+	f := filePart(p)
+	if f == nil {
+		return 0
+	}
+	if len(f.MimeType) > 6 && f.MimeType[:6] == "image/" {
+		return imageChars
+	}
+	var d forge.FileData
+	_ = json.Unmarshal(p.Data, &d)
+	return d.Bytes + int64(len(d.Filename)) + messageFraming
 }
 
 // EstimateTokens is a cheap local estimate of what msgs cost the model:
@@ -56,6 +81,9 @@ func EstimateRequestTokens(req *forge.ModelRequest) int64 {
 		chars += messageFraming
 		for _, p := range m.Parts {
 			chars += int64(len(p.Text) + len(p.Name) + len(p.Arguments) + len(p.Output))
+			if p.File != nil {
+				chars += int64(len(p.File.Data))
+			}
 			if p.Type == forge.ModelPartToolCall || p.Type == forge.ModelPartToolResult {
 				chars += callFraming
 			}

@@ -1,8 +1,10 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"net/url"
@@ -22,7 +24,8 @@ var ctx = context.Background()
 
 // tenantTables are every table that carries a tenant.
 var tenantTables = []string{"agents", "agent_versions", "sessions", "turns", "messages", "parts", "events",
-	"event_log", "snapshots", "idempotency", "api_keys", "turn_leases", "participants"}
+	"event_log", "snapshots", "idempotency", "api_keys", "turn_leases", "participants",
+	"files", "file_blobs", "file_chunks"}
 
 // seed writes rows of every kind for tenant through the store and returns
 // the session; its turn stays running when running is true.
@@ -67,6 +70,10 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 	must(err)
 	_, _, err = s.CreateKey(ctx, tenant, "ci")
 	must(err)
+	data := []byte(tenant + " secret file")
+	sum := sha256.Sum256(data)
+	must(s.CreateFile(ctx, &forge.File{Tenant: tenant, Filename: "secret.txt", MimeType: "text/plain",
+		Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, bytes.NewReader(data)))
 	forum := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindForum,
 		MainThreadID: ids.New(forge.PrefixThread)}
 	must(s.CreateSession(ctx, forum))

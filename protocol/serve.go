@@ -46,6 +46,10 @@ type Env struct {
 	// forge.ErrTooManySubscribers, saying when to retry. release gives the
 	// slot back once the stream has ended. Nil: no cap.
 	OpenStream func(tenant, sessionID string) (release func(), err error)
+	// Files keeps uploaded files (nil: the server keeps none), at most
+	// MaxFileBytes each.
+	Files        forge.FileStore
+	MaxFileBytes int64
 }
 
 // Open takes a stream slot through env.OpenStream; release is never nil.

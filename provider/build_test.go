@@ -140,24 +140,25 @@ retry:
 	p := func(in, out, cached, write float64) *provider.Prices {
 		return &provider.Prices{Input: in, Output: out, CachedInput: cached, CacheWrite: write}
 	}
+	allInputs := []string{"text", "image", "pdf"}
 	tests := []struct {
 		name string
 		want provider.ModelInfo
 	}{
-		{"openai/gpt-4.1-mini", provider.ModelInfo{ContextWindow: 1047576, MaxOutput: 32768, Prices: p(0.4, 1.6, 0.1, 0), Source: "builtin"}},
-		{"openai/gpt-4.1-mini-2025-04-14", provider.ModelInfo{ContextWindow: 1047576, MaxOutput: 32768, Prices: p(0.4, 1.6, 0.1, 0), Source: "builtin"}},
+		{"openai/gpt-4.1-mini", provider.ModelInfo{ContextWindow: 1047576, MaxOutput: 32768, Prices: p(0.4, 1.6, 0.1, 0), InputModalities: allInputs, Source: "builtin"}},
+		{"openai/gpt-4.1-mini-2025-04-14", provider.ModelInfo{ContextWindow: 1047576, MaxOutput: 32768, Prices: p(0.4, 1.6, 0.1, 0), InputModalities: allInputs, Source: "builtin"}},
 		// The file's prices; the built-in window.
-		{"openai/gpt-4.1", provider.ModelInfo{ContextWindow: 1047576, MaxOutput: 32768, Prices: p(2, 8, 0.5, 0), Source: "config"}},
+		{"openai/gpt-4.1", provider.ModelInfo{ContextWindow: 1047576, MaxOutput: 32768, Prices: p(2, 8, 0.5, 0), InputModalities: allInputs, Source: "config"}},
 		// The file's window; the built-in prices; max output cut to the window.
-		{"openai/gpt-4o", provider.ModelInfo{ContextWindow: 64000, MaxOutput: 16384, Prices: p(2.5, 10, 1.25, 0), Source: "config"}},
+		{"openai/gpt-4o", provider.ModelInfo{ContextWindow: 64000, MaxOutput: 16384, Prices: p(2.5, 10, 1.25, 0), InputModalities: allInputs, Source: "config"}},
 		{"openai/my-fine-tune", provider.ModelInfo{ContextWindow: 128000, MaxOutput: 4096, Source: "default"}},
 		{"local/qwen3:8b", provider.ModelInfo{ContextWindow: 40960, MaxOutput: 8192, Prices: p(0, 0, 0, 0), Source: "config"}},
 		// No built-in price: cached input at the input price.
 		{"local/priced", provider.ModelInfo{ContextWindow: 128000, MaxOutput: 4096, Prices: p(1, 2, 1, 0), Source: "config"}},
 		// Built-ins follow the kind, whatever the provider's name.
-		{"claude/claude-sonnet-4-5-20250929", provider.ModelInfo{ContextWindow: 200000, MaxOutput: 64000, Prices: p(3, 15, 0.3, 3.75), Source: "builtin"}},
-		{"claude/claude-sonnet-4-20250514", provider.ModelInfo{ContextWindow: 200000, MaxOutput: 64000, Prices: p(3, 15, 0.3, 3.75), Source: "builtin"}},
-		{"claude/claude-3-5-haiku-latest", provider.ModelInfo{ContextWindow: 200000, MaxOutput: 8192, Prices: p(0.8, 4, 0.08, 1), Source: "builtin"}},
+		{"claude/claude-sonnet-4-5-20250929", provider.ModelInfo{ContextWindow: 200000, MaxOutput: 64000, Prices: p(3, 15, 0.3, 3.75), InputModalities: allInputs, Source: "builtin"}},
+		{"claude/claude-sonnet-4-20250514", provider.ModelInfo{ContextWindow: 200000, MaxOutput: 64000, Prices: p(3, 15, 0.3, 3.75), InputModalities: allInputs, Source: "builtin"}},
+		{"claude/claude-3-5-haiku-latest", provider.ModelInfo{ContextWindow: 200000, MaxOutput: 8192, Prices: p(0.8, 4, 0.08, 1), InputModalities: allInputs, Source: "builtin"}},
 		{"test/echo", provider.ModelInfo{ContextWindow: 128000, MaxOutput: 4096, Prices: p(0, 0, 0, 0), Source: "builtin"}},
 	}
 	for _, tt := range tests {

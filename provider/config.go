@@ -137,6 +137,10 @@ type ModelConfig struct {
 	ContextWindow *int64        `yaml:"context_window"`
 	MaxOutput     *int64        `yaml:"max_output"`
 	Prices        *PricesConfig `yaml:"prices"`
+	// InputModalities are the kinds of input the model takes: text,
+	// image, pdf. A turn attaching another kind is refused
+	// (unsupported_content).
+	InputModalities []string `yaml:"input_modalities"`
 }
 
 // PricesConfig is a model's prices in US dollars per million tokens.
@@ -311,7 +315,7 @@ func yamlError(file string, err error) error {
 			case "ProviderConfig":
 				return " in a provider (known: name, kind, base_url, api_key_env, headers, retry, max_tokens_field)"
 			case "ModelConfig":
-				return " in a model (known: id, context_window, max_output, prices)"
+				return " in a model (known: id, context_window, max_output, prices, input_modalities)"
 			case "PricesConfig":
 				return " in prices (known: input, output, cached_input, cache_write)"
 			case "RetryConfig":
@@ -482,6 +486,11 @@ func (v *validator) config(c *Config) {
 		}
 		if m.MaxOutput != nil && *m.MaxOutput <= 0 {
 			v.at("models", i, "max_output", "must be a positive number of tokens")
+		}
+		for _, k := range m.InputModalities {
+			if k != InputText && k != InputImage && k != InputPDF {
+				v.at("models", i, "input_modalities", "%q is not an input kind: text, image or pdf", k)
+			}
 		}
 		if m.ContextWindow != nil && m.MaxOutput != nil && *m.MaxOutput > *m.ContextWindow {
 			v.at("models", i, "max_output", "%d is more than the context window (%d)", *m.MaxOutput, *m.ContextWindow)

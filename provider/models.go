@@ -106,6 +106,28 @@ func lookupBuiltin(kind, id string) (builtinModel, bool) {
 	return find(snapshotSuffix.ReplaceAllString(id, ""))
 }
 
+// Input kinds (forge.ModelInfo.InputModalities).
+const (
+	InputText  = "text"
+	InputImage = "image"
+	InputPDF   = "pdf"
+)
+
+// textOnlyModels are the built-in models that take no image nor PDF.
+var textOnlyModels = map[string]bool{"o3-mini": true}
+
+// builtinInputs is what a built-in model takes: every model of the table
+// takes text, images and PDFs but those of textOnlyModels.
+func builtinInputs(kind, id string) []string {
+	if kind == KindOpenAIResponses {
+		kind = KindOpenAI
+	}
+	if textOnlyModels[snapshotSuffix.ReplaceAllString(id, "")] {
+		return []string{InputText}
+	}
+	return []string{InputText, InputImage, InputPDF}
+}
+
 // builtinIDs lists the table's ids for kind.
 func builtinIDs(kind string) []string {
 	if kind == KindOpenAIResponses {
@@ -126,6 +148,7 @@ func (p *entry) info(id string) ModelInfo {
 	if b, ok := lookupBuiltin(p.kind, id); ok {
 		pr := b.prices
 		mi.ContextWindow, mi.MaxOutput, mi.Prices, mi.Source = b.contextWindow, b.maxOutput, &pr, SourceBuiltin
+		mi.InputModalities = builtinInputs(p.kind, id)
 	}
 	if p.kind == KindScripted {
 		mi.Prices, mi.Source = &Prices{}, SourceBuiltin
@@ -137,6 +160,9 @@ func (p *entry) info(id string) ModelInfo {
 		}
 		if mc.MaxOutput != nil {
 			mi.MaxOutput = *mc.MaxOutput
+		}
+		if mc.InputModalities != nil {
+			mi.InputModalities = append([]string(nil), mc.InputModalities...)
 		}
 		if mc.Prices != nil {
 			pr := Prices{}

@@ -443,6 +443,16 @@ func newFactory(kind, name, key, baseURL, maxTokensField string, client *http.Cl
 	return f, nil
 }
 
+// InputModalities tells what kinds of input a model takes (the engine's
+// InputModalities): ok is false when nothing is known of the model.
+func (r *Registry) InputModalities(name string) ([]string, bool) {
+	info, ok := r.Info(name)
+	if !ok || info.InputModalities == nil {
+		return nil, false
+	}
+	return info.InputModalities, true
+}
+
 // ContextWindow returns the context window of a "provider/model" name, as
 // Info tells it. The engine type-asserts this method on forge.Models to
 // know when to compact.

@@ -99,6 +99,8 @@ type Config struct {
 	// Caps on the event streams open at once (0: the API's defaults;
 	// negative: none).
 	MaxStreamsPerSession, MaxStreamsPerTenant int
+	// MaxFileBytes is the most bytes one file may have (0: 20 MiB).
+	MaxFileBytes int64
 	// ScriptedQuota limits per tenant the turns of scripted models (they
 	// need no key and cost the operator CPU). Nil: DefaultScriptedQuota
 	// when the server has API keys, none otherwise.
@@ -276,7 +278,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MCP: s.mcp, Logger: log, Clock: cfg.Clock, IDs: cfg.IDs, Models: models,
 		Protocols: protocols,
 		Metrics:   s.tel.metricsHandler(), TenantMetrics: s.tel.tenantMetrics(), OperatorKey: cfg.OperatorKey, Ready: ready,
-		MaxStreamsPerSession: cfg.MaxStreamsPerSession, MaxStreamsPerTenant: cfg.MaxStreamsPerTenant})
+		MaxStreamsPerSession: cfg.MaxStreamsPerSession, MaxStreamsPerTenant: cfg.MaxStreamsPerTenant,
+		Files: s.store, MaxFileBytes: cfg.MaxFileBytes})
 	s.handler = s.tel.serving(s.api)
 	return s, nil
 }

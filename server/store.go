@@ -12,10 +12,12 @@ import (
 	"github.com/forge-runtime/forge/sqlite"
 )
 
-// Store is what a server needs of a database: the store and its API keys.
+// Store is what a server needs of a database: the store, its API keys and
+// its files.
 type Store interface {
 	forge.Store
 	forge.KeyStore
+	forge.FileStore
 }
 
 // DefaultDB is the database a Config without one opens.

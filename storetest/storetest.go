@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"Durability", durabilityTests},
 		{"Content", contentTests},
 		{"Keys", keyTests},
+		{"Files", fileTests},
 		{"Leases", leaseTests},
 		{"Forums", forumTests},
 		{"Operations", operationTests},

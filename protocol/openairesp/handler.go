@@ -15,6 +15,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
 )
@@ -65,6 +66,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		routes = []route{{"POST", h.cancel}}
 	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "input_items":
 		routes = []route{{"GET", h.inputItems}}
+	case len(seg) == 1 && seg[0] == "files":
+		routes = []route{{"POST", h.createFile}, {"GET", h.listFiles}}
+	case len(seg) == 2 && seg[0] == "files" && seg[1] != "":
+		routes = []route{{"GET", h.getFile}, {"DELETE", h.deleteFile}}
+	case len(seg) == 3 && seg[0] == "files" && seg[1] != "" && seg[2] == "content":
+		routes = []route{{"GET", h.fileContent}}
 	case len(seg) == 1 && seg[0] == "models":
 		routes = []route{{"GET", h.listModels}}
 	case len(seg) == 2 && seg[0] == "models" && seg[1] != "":
@@ -85,7 +92,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Set("Allow", routes[0].method)
+	allow := routes[0].method
+	for _, rt := range routes[1:] {
+		allow += ", " + rt.method
+	}
+	w.Header().Set("Allow", allow)
 	writeErrorBody(w, http.StatusMethodNotAllowed, "", "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path)
 }
 
@@ -141,9 +152,24 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if name, ok := body.agentSettings(); ok {
 		return invalid(name, "%s is set by the agent in Forge and cannot be sent per request: change the agent (PUT /v1/agents/{name}) instead", name)
 	}
-	input, err := parseInput(body.Input)
+	input, atts, err := parseInputFiles(body.Input)
 	if err != nil {
 		return err
+	}
+	if len(atts) > 0 {
+		if h.env.Files == nil {
+			return invalid("input", "this server keeps no files: a message cannot carry images or files")
+		}
+		inputFiles, closeFiles, err := files.Resolve(atts, tenant, h.env.MaxFileBytes, "input.files")
+		defer closeFiles()
+		if err != nil {
+			return err
+		}
+		for i := range input {
+			if input[i].Type == forge.InputMessage {
+				input[i].Files = inputFiles
+			}
+		}
 	}
 	meta, err := metadata(body.Metadata)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/files"
 )
 
 // createBody is the body of POST /responses. Fields Forge honours are
@@ -120,6 +121,19 @@ type inputItem struct {
 // parseInput turns input into Forge turn input: one user message, or
 // resolutions of open calls.
 func parseInput(raw json.RawMessage) ([]forge.Input, error) {
+	in, _, err := parseInputFiles(raw)
+	return in, err
+}
+
+// parseInputFiles is parseInput, also returning the message's attachments
+// (input_image and input_file parts), not yet checked.
+func parseInputFiles(raw json.RawMessage) ([]forge.Input, []files.Attachment, error) {
+	var atts []files.Attachment
+	in, err := parseInputInto(raw, &atts)
+	return in, atts, err
+}
+
+func parseInputInto(raw json.RawMessage, atts *[]files.Attachment) ([]forge.Input, error) {
 	v := bytes.TrimSpace(raw)
 	if len(v) == 0 || string(v) == "null" {
 		return nil, invalid("input", "input is required: a string, or an array of input items")
@@ -147,7 +161,7 @@ func parseInput(raw json.RawMessage) ([]forge.Input, error) {
 	var out []forge.Input
 	messages := 0
 	for i, raw := range items {
-		in, err := parseItem(i, raw)
+		in, err := parseItem(i, raw, atts)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +179,7 @@ func parseInput(raw json.RawMessage) ([]forge.Input, error) {
 	return out, nil
 }
 
-func parseItem(i int, raw json.RawMessage) (forge.Input, error) {
+func parseItem(i int, raw json.RawMessage, atts *[]files.Attachment) (forge.Input, error) {
 	param := func(f string) string { return "input[" + itoa(i) + "]" + f }
 	var it inputItem
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -187,10 +201,11 @@ func parseItem(i int, raw json.RawMessage) (forge.Input, error) {
 		if role != "user" {
 			return forge.Input{}, invalid(param(".role"), "input[%d] has role %q: Forge keeps the conversation and the agent owns its instructions, so input takes only the new user message", i, role)
 		}
-		text, err := contentText(it.Content, param(".content"))
+		text, files, err := contentParts(it.Content, param(".content"))
 		if err != nil {
 			return forge.Input{}, err
 		}
+		*atts = append(*atts, files...)
 		return forge.Input{Type: forge.InputMessage, Text: text}, nil
 	case "function_call_output":
 		if it.CallID == nil || *it.CallID == "" {
@@ -217,39 +232,81 @@ func parseItem(i int, raw json.RawMessage) (forge.Input, error) {
 	return forge.Input{}, invalid(param(".type"), "input[%d] has type %q; Forge takes a user message, function_call_output or mcp_approval_response", i, typ)
 }
 
-// contentText joins a message's text content: a string, or input_text
-// parts.
-func contentText(raw json.RawMessage, param string) (string, error) {
+// contentParts joins a message's text content (a string, or input_text
+// parts) and returns its input_image and input_file parts as
+// attachments: an image by data URL or file_id (image_url naming a
+// remote URL is refused: Forge fetches nothing), a file by file_data (a
+// data URL, or base64 with filename) or file_id.
+func contentParts(raw json.RawMessage, param string) (string, []files.Attachment, error) {
 	v := bytes.TrimSpace(raw)
-	var text string
+	var (
+		text string
+		atts []files.Attachment
+	)
 	switch {
 	case len(v) > 0 && v[0] == '"':
 		if err := json.Unmarshal(v, &text); err != nil {
-			return "", invalid(param, "content is not a valid string")
+			return "", nil, invalid(param, "content is not a valid string")
 		}
 	case len(v) > 0 && v[0] == '[':
 		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
+			Type     string  `json:"type"`
+			Text     string  `json:"text"`
+			ImageURL string  `json:"image_url"`
+			FileID   string  `json:"file_id"`
+			FileData *string `json:"file_data"`
+			FileURL  string  `json:"file_url"`
+			Filename string  `json:"filename"`
+			Detail   string  `json:"detail"`
 		}
 		if err := json.Unmarshal(v, &parts); err != nil {
-			return "", invalid(param, "content must be a string or an array of input_text parts")
+			return "", nil, invalid(param, "content must be a string or an array of input_text, input_image and input_file parts")
 		}
 		var b strings.Builder
 		for j, p := range parts {
-			if p.Type != "input_text" && p.Type != "text" {
-				return "", invalid(param, "content[%d] has type %q: Forge agents take text (input_text)", j, p.Type)
+			at := param + "[" + itoa(j) + "]"
+			switch p.Type {
+			case "input_text", "text":
+				b.WriteString(p.Text)
+			case "input_image":
+				switch {
+				case p.ImageURL != "" && p.FileID != "":
+					return "", nil, invalid(at, "content[%d] takes image_url or file_id, not both", j)
+				case p.FileID != "":
+					atts = append(atts, files.Attachment{FileID: p.FileID})
+				case p.ImageURL != "":
+					atts = append(atts, files.Attachment{URL: p.ImageURL})
+				default:
+					return "", nil, invalid(at, "content[%d] (input_image) needs image_url (a data: URL) or file_id", j)
+				}
+			case "input_file":
+				switch {
+				case p.FileURL != "":
+					return "", nil, invalid(at+".file_url", "content[%d].file_url: Forge does not fetch URLs; send file_data or a file_id", j)
+				case p.FileID != "" && p.FileData != nil:
+					return "", nil, invalid(at, "content[%d] takes file_data or file_id, not both", j)
+				case p.FileID != "":
+					atts = append(atts, files.Attachment{FileID: p.FileID})
+				case p.FileData != nil && strings.HasPrefix(*p.FileData, "data:"):
+					atts = append(atts, files.Attachment{URL: *p.FileData, Filename: p.Filename})
+				case p.FileData != nil:
+					// Bare base64: the type comes from the content.
+					atts = append(atts, files.Attachment{Data: p.FileData, MimeType: "application/octet-stream", Filename: p.Filename})
+				default:
+					return "", nil, invalid(at, "content[%d] (input_file) needs file_data or file_id", j)
+				}
+			default:
+				return "", nil, invalid(at, "content[%d] has type %q: Forge takes input_text, input_image and input_file", j, p.Type)
 			}
-			b.WriteString(p.Text)
 		}
 		text = b.String()
 	default:
-		return "", invalid(param, "content is required: a string or an array of input_text parts")
+		return "", nil, invalid(param, "content is required: a string or an array of input_text parts")
 	}
 	if strings.TrimSpace(text) == "" {
-		return "", invalid(param, "the message must not be blank")
+		return "", nil, invalid(param, "the message must not be blank")
 	}
-	return text, nil
+	return text, atts, nil
 }
 
 // callOutput is a function_call_output's output: a string, or text parts

@@ -220,6 +220,11 @@ func messages(in []forge.ModelMessage) ([]sdk.MessageParam, error) {
 					continue // the API refuses empty text blocks
 				}
 				blocks = append(blocks, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}})
+			case forge.ModelPartFile:
+				if role != forge.RoleUser {
+					continue
+				}
+				blocks = append(blocks, fileBlock(part.File))
 			case forge.ModelPartReasoning:
 				if role != forge.RoleAssistant {
 					continue

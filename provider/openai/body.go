@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,12 +70,13 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 		}
 		switch m.Role {
 		case forge.RoleUser:
-			if texts == 0 {
+			files := countFiles(m.Parts)
+			if texts == 0 && files == 0 {
 				continue
 			}
 			sep()
 			b = append(b, `{"role":"user","content":`...)
-			if texts == 1 {
+			if texts == 1 && files == 0 {
 				for j := range m.Parts {
 					if m.Parts[j].Type == forge.ModelPartText {
 						b = jsonenc.AppendString(b, m.Parts[j].Text)
@@ -84,15 +86,20 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 				b = append(b, '[')
 				n := 0
 				for j := range m.Parts {
-					if m.Parts[j].Type != forge.ModelPartText {
+					p := &m.Parts[j]
+					if p.Type != forge.ModelPartText && p.Type != forge.ModelPartFile {
 						continue
 					}
 					if n > 0 {
 						b = append(b, ',')
 					}
 					n++
+					if p.Type == forge.ModelPartFile {
+						b = appendChatFile(b, p.File)
+						continue
+					}
 					b = append(b, `{"type":"text","text":`...)
-					b = jsonenc.AppendString(b, m.Parts[j].Text)
+					b = jsonenc.AppendString(b, p.Text)
 					b = append(b, '}')
 				}
 				b = append(b, ']')
@@ -222,6 +229,9 @@ func bodySize(req *forge.ModelRequest) int {
 		for j := range req.Messages[i].Parts {
 			p := &req.Messages[i].Parts[j]
 			n += 64 + len(p.Text) + len(p.Output) + len(p.CallID) + len(p.Name) + len(p.Arguments)
+			if p.File != nil {
+				n += 128 + len(p.File.Filename) + base64.StdEncoding.EncodedLen(len(p.File.Data))
+			}
 		}
 	}
 	for _, t := range req.Tools {

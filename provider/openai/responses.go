@@ -586,10 +586,12 @@ func buildResponsesParams(model string, req *forge.ModelRequest) (responses.Resp
 				}
 			}
 			msg := &responses.EasyInputMessageParam{Role: responses.EasyInputMessageRoleUser, Type: responses.EasyInputMessageTypeMessage}
-			switch len(texts) {
-			case 0:
+			switch {
+			case countFiles(m.Parts) > 0:
+				msg.Content.OfInputItemContentList = responsesContent(m.Parts)
+			case len(texts) == 0:
 				continue
-			case 1:
+			case len(texts) == 1:
 				msg.Content.OfString = sdk.String(texts[0])
 			default:
 				list := make(responses.ResponseInputMessageContentListParam, len(texts))

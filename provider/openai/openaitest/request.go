@@ -144,6 +144,9 @@ func (r *Request) validate() (param, msg string) {
 			if m.RawContent == nil || m.ContentNull {
 				return p + ".content", fmt.Sprintf("Invalid value for '%s.content': expected a string, got null.", p)
 			}
+			if param, msg := chatContentProblem(p, m.RawContent); msg != "" {
+				return param, msg
+			}
 		case "assistant":
 			if (m.RawContent == nil || m.ContentNull) && len(m.ToolCalls) == 0 {
 				return p + ".content", fmt.Sprintf("Invalid value for '%s.content': expected a string, got null.", p)

@@ -282,6 +282,13 @@ func (r *ResponsesRequest) validate() (status int, param, code, msg string) {
 	if len(r.Input) == 0 {
 		return bad("input", "Missing required parameter: 'input'.")
 	}
+	for i, it := range r.Input {
+		if it.Type == "message" {
+			if param, msg := responsesContentProblem(fmt.Sprintf("input[%d]", i), it.RawContent); msg != "" {
+				return bad(param, msg)
+			}
+		}
+	}
 	for i, inc := range r.Include {
 		if !slices.Contains(knownIncludes, inc) {
 			return bad(fmt.Sprintf("include[%d]", i), fmt.Sprintf("Invalid value: '%s'. Supported values are: '%s'.", inc, strings.Join(knownIncludes, "', '")))
