@@ -31,6 +31,7 @@ type Runtime interface {
 	WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
 	Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error)
 	Events(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) iter.Seq2[forge.Event, error]
+	OpenEvents(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) (iter.Seq2[forge.Event, error], error)
 	DeleteSession(ctx context.Context, tenant, sessionID string) error
 	ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error)
 	IsBuiltin(name string) bool
