@@ -29,14 +29,18 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 		Files: s.files, MaxFileBytes: s.maxFileBytes,
 	}
 	for _, p := range s.protocols {
-		mux.Handle(p.Prefix(), p.Handler(env))
+		h := p.Handler(env)
+		mux.Handle(p.Prefix(), h)
+		if exact := strings.TrimSuffix(p.Prefix(), "/"); exact != "" && exact != p.Prefix() {
+			mux.Handle(exact, h) // /mcp as well as /mcp/ (no redirect for a POST)
+		}
 	}
 }
 
 // protocolFor returns the protocol serving r's path, nil for the Forge API.
 func (s *Server) protocolFor(r *http.Request) Protocol {
 	for _, p := range s.protocols {
-		if strings.HasPrefix(r.URL.Path, p.Prefix()) {
+		if strings.HasPrefix(r.URL.Path, p.Prefix()) || r.URL.Path == strings.TrimSuffix(p.Prefix(), "/") {
 			return p
 		}
 	}

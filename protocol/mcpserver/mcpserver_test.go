@@ -1,0 +1,166 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/forge-runtime/forge/protocol/internal/prototest"
+	"github.com/forge-runtime/forge/protocol/mcpserver"
+)
+
+// bearer adds a key to every request of the MCP client.
+type bearer struct {
+	key  string
+	base http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.base.RoundTrip(r)
+}
+
+func connect(t *testing.T, s *prototest.Stack, key string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func tools(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// TestAgentsAsMCPTools: with the official MCP Go client over Streamable
+// HTTP, a tenant's agents are tools ask_<agent> (the list follows the
+// agents), a call runs a turn and answers its text with the session, turn
+// and output as structured content, a second call continues the session;
+// another tenant sees none of it, and a wrong key is refused.
+func TestAgentsAsMCPTools(t *testing.T) {
+	t.Parallel()
+	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme", "kb": "globex"}, mcpserver.Protocol{})
+	for _, body := range []string{`{"name":"echo","model":"scripted/echo"}`, `{"name":"other","model":"scripted/echo"}`} {
+		if status, b := s.Do("POST", "/v1/agents", body, "Authorization", "Bearer ka"); status != 201 {
+			t.Fatalf("agent: %d %s", status, b)
+		}
+	}
+	cs := connect(t, s, "ka")
+	if got := strings.Join(tools(t, cs), " "); got != "ask_echo ask_other" {
+		t.Fatalf("tools %q", got)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_echo", Arguments: map[string]any{"message": "hello there"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	var out mcpserver.Answer
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &out); err != nil || out.SessionID == "" || out.TurnID == "" || out.Status != "done" || out.Output != text {
+		t.Fatalf("structured %s (%v), text %q", raw, err, text)
+	}
+	if !strings.Contains(text, "hello there") {
+		t.Fatalf("the echo agent answered %q", text)
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_echo", Arguments: map[string]any{"message": "again", "session_id": out.SessionID}})
+	if err != nil || res.IsError {
+		t.Fatalf("second call: %v %+v", err, res)
+	}
+	status, body := s.Do("GET", "/v1/sessions/"+out.SessionID+"/turns", "", "Authorization", "Bearer ka")
+	if status != 200 || strings.Count(body, `"id":"turn_`) != 2 {
+		t.Fatalf("the session's turns after two calls: %d %s", status, body)
+	}
+
+	// A session of another tenant, or of another agent, is refused.
+	for _, args := range []map[string]any{
+		{"message": "x", "session_id": "ses_nobody"},
+		{"message": "   "},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_other", Arguments: args})
+		if err == nil && !res.IsError {
+			t.Errorf("ask_other %v: %+v", args, res)
+		}
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_other", Arguments: map[string]any{"message": "x", "session_id": out.SessionID}})
+	if err == nil && !res.IsError {
+		t.Errorf("another agent's session: %+v", res)
+	}
+	csb := connect(t, s, "kb")
+	if got := tools(t, csb); len(got) != 0 {
+		t.Fatalf("another tenant lists %v", got)
+	}
+	res, err = csb.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_echo", Arguments: map[string]any{"message": "x", "session_id": out.SessionID}})
+	if err == nil && !res.IsError {
+		t.Fatalf("another tenant called acme's agent: %+v", res)
+	}
+
+	// The list follows the agents.
+	if status, b := s.Do("DELETE", "/v1/agents/other", "", "Authorization", "Bearer ka"); status != 204 && status != 200 {
+		t.Fatalf("delete: %d %s", status, b)
+	}
+	if got := strings.Join(tools(t, cs), " "); got != "ask_echo" {
+		t.Fatalf("tools after a delete %q", got)
+	}
+
+	status, body = s.Do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Authorization", "Bearer zz")
+	if status != 401 || !strings.Contains(body, `"jsonrpc":"2.0"`) {
+		t.Fatalf("a wrong key: %d %s", status, body)
+	}
+}
+
+// TestHostileMCPRequests: malformed JSON-RPC, deep nesting, a wrong
+// method or content type, unknown tools: a 4xx or a JSON-RPC error, never
+// a 5xx.
+func TestHostileMCPRequests(t *testing.T) {
+	t.Parallel()
+	s := prototest.New(t, mcpserver.Protocol{})
+	if status, b := s.Do("POST", "/v1/agents", `{"name":"echo","model":"scripted/echo"}`); status != 201 {
+		t.Fatalf("agent: %d %s", status, b)
+	}
+	deep := strings.Repeat(`{"a":`, 200) + "1" + strings.Repeat("}", 200)
+	for _, body := range []string{
+		`{`, `[]`, `{"jsonrpc":"2.0"}`, deep,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask_nobody","arguments":{"message":"x"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask_echo","arguments":{"message":7}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask_echo","arguments":` + deep + `}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"ask_echo\",\"arguments\":{\"message\":\"\xff\"}}}",
+	} {
+		status, resp := s.Do("POST", "/mcp", body, "Accept", "application/json, text/event-stream")
+		if status >= 500 {
+			t.Errorf("%.60q: %d %s", body, status, resp)
+		}
+		if status == 200 && !strings.Contains(resp, `"error"`) && !strings.Contains(resp, `"isError":true`) {
+			t.Errorf("%.60q answered without an error: %s", body, resp)
+		}
+	}
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask_echo","arguments":{"message":"` + strings.Repeat("a", 5<<20) + `"}}}`
+	if status, resp := s.Do("POST", "/mcp", big, "Accept", "application/json, text/event-stream"); status != 413 {
+		t.Errorf("a 5 MiB call: %d %.200s", status, resp)
+	}
+	for _, method := range []string{"GET", "DELETE", "PUT"} {
+		if status, resp := s.Do(method, "/mcp", ""); status < 400 || status >= 500 {
+			t.Errorf("%s /mcp: %d %s", method, status, resp)
+		}
+	}
+}
