@@ -33,6 +33,7 @@ import (
 	"github.com/forge-runtime/forge/forum"
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/mcp"
+	"github.com/forge-runtime/forge/protocol/a2a"
 	"github.com/forge-runtime/forge/protocol/aisdk"
 	"github.com/forge-runtime/forge/protocol/mcpserver"
 	"github.com/forge-runtime/forge/protocol/openaichat"
@@ -279,7 +280,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if protocols == nil {
 		// Chat Completions first: its prefix lies inside the Responses
 		// API's, and a request's protocol is the first whose prefix matches.
-		protocols = []httpapi.Protocol{openaichat.Protocol{}, openairesp.Protocol{}, aisdk.Protocol{}, mcpserver.Protocol{}}
+		protocols = []httpapi.Protocol{openaichat.Protocol{}, openairesp.Protocol{}, aisdk.Protocol{}, mcpserver.Protocol{}, a2a.Protocol{}}
 	}
 	s.api = httpapi.New(httpapi.Config{Store: s.store, Engine: s.eng, Forums: s.forums, Keys: cfg.APIKeys, KeyResolver: httpapi.StoredKeys(s.store),
 		MCP: s.mcp, Logger: log, Clock: cfg.Clock, IDs: cfg.IDs, Models: models,
