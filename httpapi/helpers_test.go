@@ -24,6 +24,7 @@ import (
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
 	"github.com/forge-runtime/forge/sqlite"
+	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/tools"
 )
 
@@ -74,7 +75,7 @@ func newStackEngine(t *testing.T, db string, engineOpt func(*engine.Config), opt
 	ids := forge.NewULIDGen(nil)
 	ecfg := engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids, Schemas: schemas.Compiler{},
 	}
 	if engineOpt != nil {
 		engineOpt(&ecfg)
