@@ -23,8 +23,8 @@ import (
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
-	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/schemas"
+	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
 )
 
