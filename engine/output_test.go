@@ -40,6 +40,11 @@ func TestOutputSchemaValidAnswer(t *testing.T) {
 	if err != nil || stored.Output == nil || string(stored.Output.JSON) != `{"priority":"high"}` {
 		t.Fatalf("stored turn output %+v %v", stored.Output, err)
 	}
+	evs := h.events(s.ID, 0)
+	done := evs[len(evs)-1]
+	if done.Type != forge.EventTurnDone || !strings.Contains(string(done.Data), `"json":{"priority":"high"}`) {
+		t.Fatalf("turn.done %s %s", done.Type, done.Data)
+	}
 }
 
 func TestOutputSchemaFencedAnswer(t *testing.T) {
