@@ -146,6 +146,14 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 				return nil, false, fmt.Errorf("snapshot of %s: %w", base.ID, err)
 			}
 		}
+	} else if sess.Kind == forge.KindDirect {
+		// A direct session's first turn (or a new root) sees the
+		// messages imported into it outside turns (a Chat Completions
+		// history Forge had not seen): they are on every branch, so the
+		// turns after it read them along their branch as usual.
+		if history, err = e.loadHistory(ctx, tenant, sess, ""); err != nil {
+			return nil, false, err
+		}
 	}
 
 	now := e.clock.Now()

@@ -34,6 +34,7 @@ import (
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/mcp"
 	"github.com/forge-runtime/forge/protocol/aisdk"
+	"github.com/forge-runtime/forge/protocol/openaichat"
 	"github.com/forge-runtime/forge/protocol/openairesp"
 	"github.com/forge-runtime/forge/provider"
 	redisbus "github.com/forge-runtime/forge/redis"
@@ -273,7 +274,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	protocols := cfg.Protocols
 	if protocols == nil {
-		protocols = []httpapi.Protocol{openairesp.Protocol{}, aisdk.Protocol{}}
+		// Chat Completions first: its prefix lies inside the Responses
+		// API's, and a request's protocol is the first whose prefix matches.
+		protocols = []httpapi.Protocol{openaichat.Protocol{}, openairesp.Protocol{}, aisdk.Protocol{}}
 	}
 	s.api = httpapi.New(httpapi.Config{Store: s.store, Engine: s.eng, Forums: s.forums, Keys: cfg.APIKeys, KeyResolver: httpapi.StoredKeys(s.store),
 		MCP: s.mcp, Logger: log, Clock: cfg.Clock, IDs: cfg.IDs, Models: models,

@@ -480,7 +480,7 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request, tenant string, 
 		}
 	}
 	if t.Status != forge.TurnCancelled {
-		return invalid("", "Cannot cancel a response that has already ended (its status is %s).", t.Status)
+		return invalid("", "Cannot cancel a response that has already ended (its status is %s).", responseStatus(t.Status))
 	}
 	resp, err := h.build(r.Context(), tenant, ses, t, h.loadRecord(r.Context(), tenant, t.ID))
 	if err != nil {
@@ -611,4 +611,15 @@ func (h *handler) getModel(w http.ResponseWriter, r *http.Request, tenant string
 	}
 	writeJSON(w, http.StatusOK, modelOf(a))
 	return nil
+}
+
+// responseStatus is a turn's status in the Responses API's words.
+func responseStatus(status string) string {
+	switch status {
+	case forge.TurnDone:
+		return "completed"
+	case forge.TurnErrored:
+		return "failed"
+	}
+	return status
 }

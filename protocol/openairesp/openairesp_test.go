@@ -209,6 +209,12 @@ func TestTenantsAndSessionKinds(t *testing.T) {
 			t.Fatalf("another tenant's %s %s: %d %s", c.method, c.path, status, body)
 		}
 	}
+	// Its own tenant may not cancel it either, now that it has ended; the
+	// answer speaks the API's words.
+	status, body = s.Do("POST", "/openai/v1/responses/"+r.ID+"/cancel", "", "Authorization", "Bearer ka")
+	if status != 400 || !strings.Contains(body, "its status is completed") {
+		t.Fatalf("cancel of a completed response: %d %s", status, body)
+	}
 	status, body = s.Do("GET", "/openai/v1/models", "")
 	if status != 401 || !strings.Contains(body, `"code":"invalid_api_key"`) || !strings.Contains(body, `"type":"authentication_error"`) {
 		t.Fatalf("no key: %d %s", status, body)

@@ -1,0 +1,516 @@
+// Package openaichat serves OpenAI Chat Completions over Forge (API.md,
+// "Stateless clients and Chat Completions"): a model is an agent, and the
+// conversation a client resends with every request is mapped onto a
+// session, so that nothing Forge ran before runs again. Mounted by
+// httpapi under /openai/v1/chat/ (the Responses API, protocol/openairesp,
+// serves the rest of /openai/v1/).
+package openaichat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
+	"github.com/forge-runtime/forge/internal/sse"
+	"github.com/forge-runtime/forge/protocol"
+)
+
+// Prefix is where the API is served.
+const Prefix = "/openai/v1/chat/"
+
+// SessionHeader names the session a completion ran in; a request may pin
+// its session with it.
+const SessionHeader = "Forge-Session-Id"
+
+// recordScope is the idempotency-record scope of the conversations
+// completions ended (docs/decisions.md, "Chat Completions").
+const recordScope = "openai:chat"
+
+// Protocol is the OpenAI Chat Completions protocol, for
+// httpapi.Config.Protocols.
+type Protocol struct{}
+
+// Prefix implements httpapi.Protocol.
+func (Protocol) Prefix() string { return Prefix }
+
+// WriteError implements httpapi.Protocol: OpenAI's error shape.
+func (Protocol) WriteError(w http.ResponseWriter, status int, code, message string) {
+	if status == http.StatusUnauthorized {
+		code = "invalid_api_key"
+	}
+	writeErrorBody(w, status, "", code, message)
+}
+
+// Handler implements httpapi.Protocol.
+func (Protocol) Handler(env protocol.Env) http.Handler { return &handler{env: env} }
+
+type handler struct {
+	env protocol.Env
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.TrimSuffix(r.URL.Path, "/") != Prefix+"completions" {
+		writeErrorBody(w, http.StatusNotFound, "", "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeErrorBody(w, http.StatusMethodNotAllowed, "", "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path)
+		return
+	}
+	tenant, err := h.env.Tenant(r)
+	if err == nil {
+		err = h.create(w, r, tenant)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+	}
+}
+
+// record is what a conversation key points to: the turn that ended it.
+type record struct {
+	SessionID string `json:"session_id"`
+	TurnID    string `json:"turn_id"`
+	// Whole: the conversation is the whole branch up to the turn (it was
+	// not continued from a pinned session's tip by a partial one).
+	Whole bool `json:"whole"`
+}
+
+// completion is a request resolved: where its turn runs and with what.
+type completion struct {
+	ses          *forge.Session
+	req          engine.TurnRequest
+	conversation []message // the request's messages
+	// whole is whether conversation is all the branch it continues holds
+	// (false for a pinned session continued from its tip by a request
+	// that sends only the new message).
+	whole bool
+}
+
+// create serves POST /chat/completions.
+func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var body createBody
+	if err := h.env.Decode(w, r, &body, true); err != nil {
+		return err
+	}
+	if name, ok := body.unsupported(); ok {
+		return invalid(name, "%s is not supported per request by Forge yet: the agent owns its model settings; change the agent (PUT /v1/agents/{name}) instead", name)
+	}
+	if body.N != nil && *body.N != 1 {
+		return invalid("n", "n must be 1: Forge runs one turn per request")
+	}
+	if body.Model == nil || *body.Model == "" {
+		return invalid("model", "model is required: the name of a Forge agent")
+	}
+	model := *body.Model
+	agent, err := h.env.Store.GetAgent(r.Context(), tenant, model)
+	if err != nil {
+		return notFound(err, "model", "model_not_found", "The model `%s` does not exist: models are Forge agents (GET /openai/v1/models)", model)
+	}
+	if err := checkTools(body.Tools, agent); err != nil {
+		return err
+	}
+	msgs, err := parseMessages(body.Messages)
+	if err != nil {
+		return err
+	}
+	stream := body.Stream != nil && *body.Stream
+	usage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage != nil && *body.StreamOptions.IncludeUsage
+	if body.StreamOptions != nil && !stream {
+		return invalid("stream_options", "stream_options is only allowed with stream: true")
+	}
+	// The new message's images and files are checked (and inline ones
+	// spooled) before anything is stored.
+	var inputFiles []forge.InputFile
+	if last := msgs[len(msgs)-1]; len(last.atts) > 0 {
+		if h.env.Files == nil {
+			return invalid("messages", "this server keeps no files: a message cannot carry images or files")
+		}
+		var closeFiles func()
+		inputFiles, closeFiles, err = files.Resolve(last.atts, tenant, h.env.MaxFileBytes, "messages["+strconv.Itoa(len(msgs)-1)+"].content")
+		defer closeFiles()
+		if err != nil {
+			return err
+		}
+		// A missing file_id is refused before a new session is made for
+		// the message (the engine checks again when the turn begins).
+		for _, f := range inputFiles {
+			if f.FileID == "" || f.Pending != nil {
+				continue
+			}
+			if _, err := h.env.Files.GetFile(r.Context(), tenant, f.FileID); err != nil {
+				return notFound(err, "messages", "file_not_found", "file %q not found", f.FileID)
+			}
+		}
+	}
+	c, err := h.resolve(r, tenant, model, msgs)
+	if err != nil {
+		return err
+	}
+	if inputFiles != nil {
+		c.req.Input[0].Files = inputFiles
+	}
+	w.Header().Set(SessionHeader, c.ses.ID)
+	if stream {
+		return h.createStream(w, r, tenant, c, usage)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, c.ses.ID, c.req)
+	if err != nil {
+		return startError(err)
+	}
+	w.Header().Set("Forge-Turn-Id", turn.ID)
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a turn may outlast the server's WriteTimeout
+	enc := newEncoder(turn, model, nil, false)
+	proj := protocol.NewProjector(c.ses.MainThreadID)
+	for ev, err := range events {
+		if err == nil {
+			err = proj.Apply(ev, enc.step)
+		}
+		if err != nil {
+			return err
+		}
+		if proj.Done() {
+			break
+		}
+	}
+	if !proj.Done() {
+		return r.Context().Err()
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(sse.WriteWait))
+	if enc.failure != nil {
+		return enc.failure
+	}
+	h.remember(protocol.Detach(r), tenant, c, enc)
+	writeJSON(w, http.StatusOK, enc.completion())
+	return nil
+}
+
+// checkTools accepts function tools that name client tools the agent
+// declares (their outputs come back as tool messages); any other tool is
+// refused, since the engine has no per-turn tools yet.
+func checkTools(raw json.RawMessage, agent *forge.Agent) error {
+	v := compact(raw)
+	if v == "" || v == "null" || v == "[]" {
+		return nil
+	}
+	var tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return invalid("tools", "tools must be an array of function tools")
+	}
+	client := map[string]bool{}
+	for _, t := range agent.Tools {
+		if t.Client {
+			client[t.Name] = true
+		}
+	}
+	for i, t := range tools {
+		if t.Type != "function" {
+			return invalid("tools", "tools[%d] has type %q: Forge takes function tools", i, t.Type)
+		}
+		if !client[t.Function.Name] {
+			return invalid("tools", "tools[%d] (%q) is not a client tool of agent %q: per-request tools are not supported yet; declare it on the agent with \"client\": true (its declaration there is what the model sees)", i, t.Function.Name, agent.Name)
+		}
+	}
+	return nil
+}
+
+// resolve maps the request's conversation onto a session and the turn it
+// chains from: the pinned session (Forge-Session-Id), the session and
+// turn that ended the conversation's prefix, or a new session for a
+// conversation of one user message.
+func (h *handler) resolve(r *http.Request, tenant, model string, msgs []message) (*completion, error) {
+	ctx := r.Context()
+	prefix, input, err := split(msgs)
+	if err != nil {
+		return nil, err
+	}
+	c := &completion{conversation: msgs}
+	c.req.Input = input
+	if sid := r.Header.Get(SessionHeader); sid != "" {
+		ses, err := h.env.Store.GetSession(ctx, tenant, sid)
+		if err != nil {
+			return nil, notFound(err, "", "session_not_found", "session %q (the %s header) not found", sid, SessionHeader)
+		}
+		if ses.Kind != forge.KindDirect {
+			return nil, invalid("", "session %q is a %s session; chat completions go to direct sessions only", sid, ses.Kind)
+		}
+		if ses.Agent != model {
+			return nil, invalid("model", "model %q does not match the session's agent %q: a session talks to one agent", model, ses.Agent)
+		}
+		c.ses = ses
+		if len(prefix) == 0 {
+			// One new message: it chains from the session's tip.
+			c.whole = ses.TipTurnID == nil
+			return c, nil
+		}
+		tk, sk := conversationKeys(model, ses.ID, prefix)
+		rec, ok, err := h.lookup(ctx, tenant, sk)
+		if err == nil && !ok {
+			// Most conversations are recorded under the tenant's key only.
+			rec, ok, err = h.lookup(ctx, tenant, tk)
+			ok = ok && rec.SessionID == ses.ID
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, newError(http.StatusBadRequest, "messages", "conversation_mismatch",
+				"the %d messages before the last are not a conversation session %q holds: resend the messages as Forge answered them, or send only the new message", len(prefix), sid)
+		}
+		c.req.PreviousTurnID, c.whole = &rec.TurnID, rec.Whole
+		return c, nil
+	}
+	if len(prefix) > 0 {
+		key, _ := conversationKeys(model, "", prefix)
+		rec, ok, err := h.lookup(ctx, tenant, key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			ses, err := h.env.Store.GetSession(ctx, tenant, rec.SessionID)
+			if err == nil {
+				c.ses, c.req.PreviousTurnID, c.whole = ses, &rec.TurnID, true
+				return c, nil
+			}
+			if !errors.Is(err, forge.ErrNotFound) {
+				return nil, err
+			}
+		}
+		if input[0].Type != forge.InputMessage {
+			return nil, newError(http.StatusBadRequest, "messages", "history_not_found",
+				"Forge has not seen this conversation, and one ending with tool results cannot be imported (the calls they answer were never Forge's): import it ending with a user message, or continue a conversation as Forge answered it")
+		}
+	}
+	now := h.env.Clock.Now()
+	ses := &forge.Session{
+		ID: h.env.IDs.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindDirect, Agent: model,
+		MainThreadID: h.env.IDs.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now,
+	}
+	imported, err := importMessages(h.env, ses, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.env.Store.CreateSession(ctx, ses); err != nil {
+		return nil, err
+	}
+	if len(imported) > 0 {
+		// Messages of no turn: on every branch of the session, read by its
+		// first turn as its history (nothing runs for them).
+		if err := h.env.Store.AppendLoose(ctx, &forge.LooseAppend{Tenant: tenant, SessionID: ses.ID, Messages: imported}); err != nil {
+			return nil, err
+		}
+	}
+	c.ses, c.whole = ses, true
+	return c, nil
+}
+
+// maxImported bounds the messages one request imports (the body limit
+// bounds them too; this keeps one transaction's rows reasonable).
+const maxImported = 5000
+
+// importMessages turns a conversation Forge has not seen into the messages
+// of ses it imports: user and assistant messages with their text, an
+// assistant's tool calls as tool parts completed with the outputs of the
+// tool messages that answer them.
+func importMessages(env protocol.Env, ses *forge.Session, prefix []message) ([]*forge.Message, error) {
+	if len(prefix) > maxImported {
+		return nil, invalid("messages", "the conversation holds %d earlier messages Forge has not seen; at most %d are imported at once", len(prefix), maxImported)
+	}
+	now := env.Clock.Now()
+	var out []*forge.Message
+	open := map[string]*forge.Part{} // the calls of the last assistant message not answered yet
+	unanswered := func(i int) error {
+		for id := range open {
+			return invalid("messages", "messages[%d]: tool call %q of the assistant message before it has no tool message answering it", i, id)
+		}
+		return nil
+	}
+	add := func(role, finish string) *forge.Message {
+		m := &forge.Message{ID: env.IDs.New(forge.PrefixMessage), Tenant: ses.Tenant, SessionID: ses.ID, ThreadID: ses.MainThreadID,
+			Role: role, Finish: finish, Metadata: json.RawMessage(`{"imported":true}`), CreatedAt: now}
+		out = append(out, m)
+		return m
+	}
+	part := func(m *forge.Message, p forge.Part) *forge.Part {
+		p.ID, p.MessageID, p.SessionID, p.CreatedAt, p.UpdatedAt = env.IDs.New(forge.PrefixPart), m.ID, ses.ID, now, now
+		m.Parts = append(m.Parts, &p)
+		return &p
+	}
+	for i, m := range prefix {
+		switch m.Role {
+		case "user":
+			if err := unanswered(i); err != nil {
+				return nil, err
+			}
+			if len(m.atts) > 0 {
+				return nil, newError(http.StatusBadRequest, "messages["+strconv.Itoa(i)+"].content", "history_not_found",
+					"Forge has not seen this conversation, and importing earlier messages with images or files is not supported yet: send them as the last message, or upload them and continue a conversation Forge answered")
+			}
+			part(add(forge.RoleUser, ""), forge.Part{Type: forge.PartText, Text: m.Text, State: forge.StateCompleted})
+		case "assistant":
+			if err := unanswered(i); err != nil {
+				return nil, err
+			}
+			finish := forge.FinishStop
+			if len(m.ToolCalls) > 0 {
+				finish = forge.FinishToolCalls
+			}
+			msg := add(forge.RoleAssistant, finish)
+			if m.Text != "" {
+				part(msg, forge.Part{Type: forge.PartText, Text: m.Text, State: forge.StateCompleted})
+			}
+			for j, call := range m.ToolCalls {
+				if open[call.ID] != nil {
+					return nil, invalid("messages["+strconv.Itoa(i)+"].tool_calls["+strconv.Itoa(j)+"].id", "messages[%d] holds tool call id %q twice", i, call.ID)
+				}
+				args := json.RawMessage(call.Arguments)
+				if !json.Valid(args) {
+					args, _ = json.Marshal(call.Arguments) // kept as the text the model wrote
+				}
+				open[call.ID] = part(msg, forge.Part{Type: forge.PartTool, CallID: call.ID, Tool: call.Name, Arguments: args, State: forge.StatePending})
+			}
+		case "tool":
+			p := open[m.ToolCallID]
+			if p == nil {
+				return nil, invalid("messages["+strconv.Itoa(i)+"].tool_call_id", "messages[%d] answers tool call %q, which the assistant message before it did not make (or another tool message answered)", i, m.ToolCallID)
+			}
+			output := m.Text
+			p.State, p.Output = forge.StateCompleted, &output
+			delete(open, m.ToolCallID)
+		}
+	}
+	if err := unanswered(len(prefix)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lookup reads the record of a conversation key.
+func (h *handler) lookup(ctx context.Context, tenant, key string) (record, bool, error) {
+	var rec record
+	r, err := h.env.Store.GetIdempotency(ctx, tenant, recordScope, key)
+	if errors.Is(err, forge.ErrNotFound) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, err
+	}
+	if json.Unmarshal(r.Body, &rec) != nil || rec.TurnID == "" {
+		return rec, false, nil
+	}
+	return rec, true, nil
+}
+
+// remember records the conversation a completion ended (the request's
+// messages and the answer), so that a request resending it continues
+// from this turn. The first record of a key stays: an equal conversation
+// reached twice continues where it was first reached. A conversation
+// that is the whole branch goes under the tenant's key, and under the
+// session's key too only when the tenant's names another session; a
+// partial one (a pinned session continued from its tip) only under the
+// session's, since it would give an unpinned client history it never
+// sent.
+func (h *handler) remember(ctx context.Context, tenant string, c *completion, enc *encoder) {
+	conv := append(append([]message(nil), c.conversation...), enc.message())
+	body, _ := json.Marshal(record{SessionID: c.ses.ID, TurnID: enc.turn.ID, Whole: c.whole})
+	tk, sk := conversationKeys(c.ses.Agent, c.ses.ID, conv)
+	put := func(key string) *forge.IdempotencyRecord {
+		got, err := h.env.Store.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{
+			Key: key, Scope: recordScope, Status: http.StatusOK, Body: body, CreatedAt: h.env.Clock.Now(),
+		})
+		if err != nil {
+			h.env.Log.Warn("recording a chat conversation failed", "session_id", c.ses.ID, "turn_id", enc.turn.ID, "err", err)
+		}
+		return got
+	}
+	if c.whole {
+		var stored record
+		if got := put(tk); got != nil && json.Unmarshal(got.Body, &stored) == nil && stored.SessionID == c.ses.ID {
+			return
+		}
+	}
+	put(sk)
+}
+
+// startError words the engine's refusals of a new turn for this API.
+func startError(err error) error {
+	switch {
+	case errors.Is(err, forge.ErrTurnInProgress):
+		return newError(http.StatusConflict, "", "conversation_locked", "another completion is in progress in this session; wait for it or cancel it")
+	case errors.Is(err, forge.ErrPendingActions):
+		return newError(http.StatusBadRequest, "messages", "pending_actions", "%s: answer the open tool calls with tool messages", err.Error())
+	case errors.Is(err, forge.ErrUnknownCall), errors.Is(err, forge.ErrDuplicateCall), errors.Is(err, forge.ErrIncompleteResolution):
+		return newError(http.StatusBadRequest, "messages", forge.ErrorCode(err), "%s", err.Error())
+	}
+	return err
+}
+
+// createStream starts the turn subscribed and streams it as chunks.
+func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant string, c *completion, usage bool) error {
+	release, err := h.env.Open(tenant, c.ses.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, c.ses.ID, c.req)
+	if err != nil {
+		return startError(err)
+	}
+	w.Header().Set("Forge-Turn-Id", turn.ID)
+	sw := sse.NewWriter(w, sse.WriteWait)
+	proj := protocol.NewProjector(c.ses.MainThreadID)
+	enc := newEncoder(turn, c.ses.Agent, func(data []byte) { sw.Event(0, "", data) }, usage)
+	var runs protocol.Runs
+	sse.Pump(ctx, cancel, sw, h.env.KeepAlive, events, func(ev forge.Event, err error) bool {
+		if err != nil || runs.Starts(ev) {
+			sw.Urgent()
+		}
+		if err == nil {
+			err = proj.Apply(ev, enc.step)
+		}
+		if err == nil && proj.Done() && enc.failure != nil {
+			err = enc.failure
+		}
+		if err != nil {
+			status, param, code, msg := h.describe(err)
+			h.env.Log.Warn("chat completion stream ended by an error", "turn_id", turn.ID, "err", err)
+			data, _ := json.Marshal(errorJSON(status, param, code, msg))
+			sw.Event(0, "", data)
+			return true
+		}
+		if !proj.Done() {
+			return false
+		}
+		h.remember(protocol.Detach(r), tenant, c, enc)
+		sw.Event(0, "", []byte("[DONE]"))
+		return true
+	}, nil)
+	return nil
+}
+
+// describe is what an error answer says of err.
+func (h *handler) describe(err error) (status int, param, code, msg string) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status, ae.param, ae.code, ae.msg
+	}
+	status, code, msg = h.env.Classify(err)
+	return status, "", code, msg
+}
