@@ -186,6 +186,11 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if err != nil {
 		return err
 	}
+	if format != nil {
+		if err := h.env.Runtime.CheckOutputSchema(format, "text.format"); err != nil {
+			return invalid("text.format", "%v", err)
+		}
+	}
 	conv, err := conversationID(body.Conversation)
 	if err != nil {
 		return err
