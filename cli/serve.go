@@ -58,6 +58,8 @@ type serveOptions struct {
 	scriptedQuotaSet                   bool
 	// operatorKey reads every series of /metrics.
 	operatorKey string
+	// allowedOrigins are browser origins answered besides the server's.
+	allowedOrigins []string
 }
 
 // sandboxFlags are the --sandbox-* limits, as sandbox.Options takes them.
@@ -213,6 +215,8 @@ docs/distributed.md.`,
 		"most turns of scripted models (a provider that needs no key) one tenant may run at once: over it a turn is refused with 429 rate_limited (0: no limit; applies when the server has API keys, or when given)")
 	f.IntVar(&o.scriptedPerMinute, "scripted-turns-per-minute", server.DefaultScriptedQuota.PerMinute,
 		"most turns of scripted models one tenant may start per minute (0: no limit; applies when the server has API keys, or when given)")
+	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil,
+		"browser origins besides the server's own that a keyless server answers (comma-separated, e.g. http://localhost:5173 for a dev server's proxy that forwards the page's Origin); no CORS access is granted")
 	f.StringVar(&o.operatorKey, "operator-key", os.Getenv("FORGE_OPERATOR_KEY"),
 		"bearer key that reads every series of GET /metrics (tenant keys read their own tenant's only); no tenant's key, at least 16 characters (env FORGE_OPERATOR_KEY)")
 	return cmd
@@ -309,7 +313,7 @@ func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
 		return server.Config{}, err
 	}
 	cfg := server.Config{
-		DB: o.db, Redis: o.redis, Lease: o.lease, APIKeys: keys, OperatorKey: o.operatorKey,
+		DB: o.db, Redis: o.redis, Lease: o.lease, APIKeys: keys, OperatorKey: o.operatorKey, AllowedOrigins: o.allowedOrigins,
 		File: file, Logger: log, Version: version(), NoMetrics: !o.metrics,
 		SandboxRoot:         o.sandboxRoot,
 		Sandbox:             o.sandbox.options(sandbox.Options{UnsafeUnsandboxedCommands: o.unsafeCommands}),

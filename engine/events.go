@@ -25,6 +25,14 @@ func (e *Engine) Events(ctx context.Context, tenant, sessionID string, q EventsQ
 	return e.events.Events(ctx, tenant, sessionID, eventlog.Query{After: q.After, TurnID: q.TurnID})
 }
 
+// OpenEvents is Events for a caller that must know before it answers
+// whether the stream can be served (eventlog.Log.Open): an ended turn's
+// stream is served from the store alone; any other is subscribed now, and
+// fails here (ErrStore, with a Retry-After) when the bus cannot be.
+func (e *Engine) OpenEvents(ctx context.Context, tenant, sessionID string, q EventsQuery) (iter.Seq2[forge.Event, error], error) {
+	return e.events.Open(ctx, tenant, sessionID, eventlog.Query{After: q.After, TurnID: q.TurnID})
+}
+
 // StreamTurn starts a turn like StartTurn and returns its event stream from
 // turn.created to turn.done. The stream is subscribed before the turn
 // begins, so it carries every delta however fast the turn runs, and reads

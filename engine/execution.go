@@ -65,6 +65,10 @@ type execution struct {
 	// lost is set when the turn ended elsewhere: another replica took its
 	// lease (or ended it). The execution stops and writes nothing more.
 	lost atomic.Bool
+	// finishing is set once the terminal write has begun: it deletes the
+	// lease, so a renewal that finds none proves nothing, and the write's
+	// own fence says whether the turn was still this process's.
+	finishing atomic.Bool
 
 	// obsCtx is the observer's context of the turn (observer.go); nil
 	// without an observer. endedElsewhere marks a terminal write that lost.
@@ -254,6 +258,7 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 		Messages: w.messages(), Parts: w.parts(), Owner: x.e.owner()}
 	if terminal != nil {
 		b.Turn = x.turn
+		x.finishing.Store(true)
 	}
 	_, err := x.e.events.Write(x.ctx, x.tenant, x.session.ID, w.events, func(ctx context.Context, evs []forge.Event) error {
 		b.Events = evs

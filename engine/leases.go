@@ -75,7 +75,9 @@ func (e *Engine) renewLeases(ctx context.Context, renewed time.Time) time.Time {
 		e.log.Warn("lease renewal failed", "turns", len(refs), "err", err)
 		if time.Since(renewed) >= e.cfg.LeaseTTL {
 			for _, x := range runs {
-				x.loseTurn("leases could not be renewed for a whole lease period")
+				if !x.finishing.Load() {
+					x.loseTurn("leases could not be renewed for a whole lease period")
+				}
 			}
 		}
 		return renewed
@@ -85,9 +87,10 @@ func (e *Engine) renewLeases(ctx context.Context, renewed time.Time) time.Time {
 		keep[id] = true
 	}
 	for _, x := range runs {
-		if !keep[x.turn.ID] {
-			// Not renewed: another replica took the lease (a turn that
-			// ended here released it, and is gone from running).
+		if !keep[x.turn.ID] && !x.finishing.Load() {
+			// Not renewed: another replica took the lease. (A turn whose
+			// terminal write began may have deleted it meanwhile: that
+			// write's fence decides, and it ends the turn either way.)
 			x.loseTurn("its lease was taken by another replica")
 		}
 	}

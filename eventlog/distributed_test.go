@@ -31,6 +31,12 @@ type replica struct {
 
 func newReplica(t *testing.T, dbURL, prefix string, busOpts redis.Options) *replica {
 	t.Helper()
+	return newReplicaAt(t, dbURL, redistest.URL(t), prefix, busOpts)
+}
+
+// newReplicaAt is newReplica on the Redis at redisURL.
+func newReplicaAt(t *testing.T, dbURL, redisURL, prefix string, busOpts redis.Options) *replica {
+	t.Helper()
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: 4})
 	if err != nil {
@@ -38,7 +44,7 @@ func newReplica(t *testing.T, dbURL, prefix string, busOpts redis.Options) *repl
 	}
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	busOpts.Prefix = prefix
-	b, err := redis.Open(ctx, redistest.URL(t), busOpts)
+	b, err := redis.Open(ctx, redisURL, busOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

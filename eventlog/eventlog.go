@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,6 +113,9 @@ type Log struct {
 
 	// flushers are the goroutines publishing queued deltas (QueueDelta).
 	flushers sync.WaitGroup
+	// closing ends the flushers' retries of what the bus did not take.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // processLocal is implemented by a bus whose subscribers are all in this
@@ -141,7 +145,7 @@ func New(cfg Config) *Log {
 	pl, ok := cfg.Bus.(processLocal)
 	return &Log{store: cfg.Store, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, block: cfg.SeqBlock,
 		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, fence: cfg.Fence, seqs: map[string]*sequencer{},
-		local: ok && pl.ProcessLocal()}
+		local: ok && pl.ProcessLocal(), closing: make(chan struct{})}
 }
 
 // Local tells whether the bus is process-local (the in-process bus):
@@ -184,7 +188,14 @@ type sequencer struct {
 	outMu    sync.Mutex // guards the following; taken after mu
 	out      []Draft
 	flushing bool  // a flusher goroutine runs
-	outErr   error // a failed publish's error, for the next QueueDelta
+	outErr   error // a failed seq reservation's error, for the next QueueDelta
+
+	// unsent are events that have their seqs but that the bus did not
+	// take (it was unreachable), in seq order (with a Fence; guarded by
+	// mu). They are published before anything after them, and nothing
+	// is committed above them until they are: a delta is never skipped
+	// (the stream's links are Redis's, so a subscriber could not tell).
+	unsent []forge.Event
 }
 
 func (l *Log) sequencer(tenant, session string) *sequencer {
@@ -339,7 +350,9 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 	defer sq.mu.Unlock()
 	hold := ""
 	if l.fence != nil && len(drafts) > 0 {
-		l.drainLocked(ctx, sq)
+		if err := l.drainAllLocked(ctx, sq); err != nil {
+			return nil, err
+		}
 		var err error
 		if hold, err = l.acquireLocked(ctx, sq); err != nil {
 			return nil, err
@@ -362,7 +375,9 @@ func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, draf
 		return nil, err
 	}
 	if hold != "" {
-		l.release(ctx, sq.session, hold, evs)
+		// Stored already: if the bus does not take them now they are
+		// published before the session's next events.
+		_, _ = l.sendLocked(ctx, sq, hold, evs)
 		return evs, nil
 	}
 	for _, ev := range evs {
@@ -390,7 +405,9 @@ func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prep
 	defer sq.mu.Unlock()
 	hold, fresh := "", sq.wrote
 	if l.fence != nil {
-		l.drainLocked(ctx, sq)
+		if err := l.drainAllLocked(ctx, sq); err != nil {
+			return nil, err
+		}
 		var err error
 		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
 			return nil, err
@@ -546,54 +563,38 @@ func (l *Log) Begin(ctx context.Context, tenant string, b *forge.BeginTurn, draf
 
 // PublishDelta gives a bus-only event (a model.message.delta) its seq and
 // publishes it. Its error is the seq reservation's (or, with a Fence, the
-// hold's): a bus failure is logged.
+// hold's): a bus failure is logged, and with a Fence the delta is
+// published once the bus is back, before anything after it.
 func (l *Log) PublishDelta(ctx context.Context, tenant, sessionID string, d Draft) (forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
-	if l.fence != nil && sq.next != 0 && sq.next <= sq.reserved {
-		seq := sq.next
-		ev, err := l.event(sessionID, seq, d)
-		if err != nil {
-			return forge.Event{}, err
-		}
-		ok, err := l.fence.PublishUnheld(context.WithoutCancel(ctx), ev)
-		if err != nil {
-			sq.next++
-			l.log.Warn("bus: publish failed", "session_id", sessionID, "seq", seq, "type", ev.Type, "err", err)
-			return ev, nil
-		}
-		if ok {
-			sq.next++
-			return ev, nil
-		}
-		// Another process holds the session or wrote it since: take a
-		// hold (and a fresh seq if it wrote).
-	}
-	hold := ""
 	if l.fence != nil {
-		var err error
-		if hold, err = l.acquireLocked(ctx, sq); err != nil {
+		if err := l.drainLocked(ctx, sq); err != nil {
+			sq.outMu.Lock()
+			queued := len(sq.out)
+			sq.outMu.Unlock()
+			if queued > 0 {
+				return forge.Event{}, fmt.Errorf("publish delta: %w: %w", forge.ErrStore, err)
+			}
+		}
+		evs, err := l.publishQueuedLocked(ctx, sq, []Draft{d})
+		var be busError
+		if errors.As(err, &be) {
+			return forge.Event{}, fmt.Errorf("publish delta: %w: %w", forge.ErrStore, be.err)
+		}
+		if err != nil {
 			return forge.Event{}, err
 		}
+		return evs[0], nil
 	}
 	seq, err := l.seqLocked(ctx, sq)
 	if err != nil {
-		if hold != "" {
-			l.release(ctx, sessionID, hold, nil)
-		}
 		return forge.Event{}, err
 	}
 	ev, err := l.event(sessionID, seq, d)
 	if err != nil {
-		if hold != "" {
-			l.release(ctx, sessionID, hold, nil)
-		}
 		return forge.Event{}, err
-	}
-	if hold != "" {
-		l.release(ctx, sessionID, hold, []forge.Event{ev})
-		return ev, nil
 	}
 	l.publishLocked(ctx, ev)
 	return ev, nil
@@ -629,50 +630,136 @@ func (l *Log) QueueDelta(ctx context.Context, tenant, sessionID string, d Draft)
 	return nil
 }
 
-// flush is a flusher: it publishes what is queued until nothing is.
+// flush is a flusher: it publishes what is queued until nothing is, and
+// what the bus did not take until it does (or the Log closes).
 func (l *Log) flush(ctx context.Context, sq *sequencer) {
 	defer l.flushers.Done()
+	wait := retryUnsentMin
 	for {
 		sq.mu.Lock()
 		sq.outMu.Lock()
-		if len(sq.out) == 0 {
+		if len(sq.out) == 0 && len(sq.unsent) == 0 {
 			sq.flushing = false
 			sq.outMu.Unlock()
 			sq.mu.Unlock()
 			return
 		}
 		sq.outMu.Unlock()
-		l.drainLocked(ctx, sq)
+		retry := l.drainLocked(ctx, sq) != nil
+		sq.outMu.Lock()
+		if !retry {
+			wait = retryUnsentMin
+		}
+		stop := false
+		if retry {
+			select {
+			case <-l.closing:
+				// Shutting down: what the bus did not take stays for
+				// a later write of this process (none, most likely).
+				sq.flushing, stop = false, true
+			default:
+			}
+		}
+		sq.outMu.Unlock()
 		sq.mu.Unlock()
+		if stop {
+			return
+		}
+		if retry {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-l.closing:
+				t.Stop()
+			}
+			wait = min(2*wait, retryUnsentMax)
+		}
 	}
 }
 
-// drainLocked publishes the queued deltas (sq.mu held). A failure is kept
-// for the next QueueDelta when it is the seq reservation's, and logged
-// when it is the bus's (readers get the stored text, as for any delta a
-// bus lost).
-func (l *Log) drainLocked(ctx context.Context, sq *sequencer) {
+// The flusher's waits between attempts to publish what the bus did not
+// take: short at first (a Redis restart takes about a second), then once
+// a second.
+const (
+	retryUnsentMin = 50 * time.Millisecond
+	retryUnsentMax = time.Second
+)
+
+// busError is a bus failure to take events (as opposed to a failure to
+// reserve their seqs): what was queued stays queued.
+type busError struct{ err error }
+
+func (e busError) Error() string { return e.err.Error() }
+func (e busError) Unwrap() error { return e.err }
+
+// drainLocked publishes what the bus did not take and the queued deltas
+// (sq.mu held), and returns the bus's error if it did not take them. A
+// failure to reserve seqs is kept for the next QueueDelta (it fails the
+// turn); on a bus failure the deltas stay queued or unsent, for the next
+// attempt.
+func (l *Log) drainLocked(ctx context.Context, sq *sequencer) error {
 	sq.outMu.Lock()
 	drafts := sq.out
 	sq.out = nil
 	sq.outMu.Unlock()
-	if len(drafts) == 0 {
-		return
+	if len(drafts) == 0 && len(sq.unsent) == 0 {
+		return nil
 	}
-	if err := l.publishQueuedLocked(ctx, sq, drafts); err != nil {
+	_, err := l.publishQueuedLocked(ctx, sq, drafts)
+	var be busError
+	switch {
+	case errors.As(err, &be):
+		// No hold, so no seqs yet: the drafts go back in front of what
+		// was queued since.
+		sq.outMu.Lock()
+		sq.out = append(drafts, sq.out...)
+		sq.outMu.Unlock()
+		return be.err
+	case err != nil:
 		sq.outMu.Lock()
 		if sq.outErr == nil {
 			sq.outErr = err
 		}
 		sq.outMu.Unlock()
+		return nil
+	case len(sq.unsent) > 0:
+		return errBusDidNotTake
 	}
+	return nil
 }
 
-// publishQueuedLocked gives drafts their seqs and publishes them in one
-// bus call: without a hold when nobody holds the session and this process
-// wrote it last, else under a hold (with fresh seqs when another process
-// wrote the session since: the first ones might lie below its events).
-func (l *Log) publishQueuedLocked(ctx context.Context, sq *sequencer, drafts []Draft) error {
+var errBusDidNotTake = errors.New("the bus did not take the session's deltas")
+
+// drainAllLocked is drainLocked for a write about to commit events: it
+// retries (as commits are retried) until the bus has taken every earlier
+// delta, and fails the write (ErrStore) if it does not: nothing may be
+// committed above a delta that subscribers have not got.
+func (l *Log) drainAllLocked(ctx context.Context, sq *sequencer) error {
+	err := l.retrying(ctx, func(ctx context.Context) error {
+		if err := l.drainLocked(ctx, sq); err != nil {
+			return err
+		}
+		sq.outMu.Lock()
+		defer sq.outMu.Unlock()
+		if len(sq.out) > 0 {
+			return errBusDidNotTake
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("publish earlier deltas of session %s: %w: %w", sq.session, forge.ErrStore, err)
+	}
+	return nil
+}
+
+// publishQueuedLocked gives drafts their seqs and publishes them, after
+// what the bus did not take before, in one bus call: without a hold when
+// nobody holds the session and this process wrote it last, else under a
+// hold (with fresh seqs when another process wrote the session since: the
+// first ones might lie below its events). A failure to take the hold is a
+// busError (the drafts have no seqs yet); a failure to publish keeps the
+// events unsent.
+func (l *Log) publishQueuedLocked(ctx context.Context, sq *sequencer, drafts []Draft) ([]forge.Event, error) {
 	assign := func() ([]forge.Event, error) {
 		evs := make([]forge.Event, 0, len(drafts))
 		for _, d := range drafts {
@@ -691,34 +778,88 @@ func (l *Log) publishQueuedLocked(ctx context.Context, sq *sequencer, drafts []D
 	if sq.next != 0 && sq.next+int64(len(drafts))-1 <= sq.reserved {
 		evs, err := assign()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		ok, err := l.fence.PublishUnheld(context.WithoutCancel(ctx), evs...)
-		if err != nil {
-			l.log.Warn("bus: publish failed", "session_id", sq.session, "seq", evs[0].Seq, "events", len(evs), "err", err)
-			return nil
-		}
-		if ok {
-			return nil
+		ok, err := l.sendLocked(ctx, sq, "", evs)
+		if ok || err != nil {
+			return evs, nil // a bus failure: evs are unsent now
 		}
 		// Another process holds the session or wrote it since.
 	}
 	hold, err := l.acquireLocked(ctx, sq)
 	if err != nil {
-		return err
+		return nil, busError{err}
 	}
 	evs, err := assign()
 	if err != nil {
 		l.release(ctx, sq.session, hold, nil)
-		return err
+		return nil, err
 	}
-	l.release(ctx, sq.session, hold, evs)
-	return nil
+	_, _ = l.sendLocked(ctx, sq, hold, evs)
+	return evs, nil
+}
+
+// sendLocked publishes sq.unsent and then evs, under hold (ending it) when
+// hold is set, else without a hold (PublishUnheld: false, nil means take
+// a hold). When the bus does not take them, they are all unsent (logged),
+// for the next attempt. When it refuses them (ErrConflict: another
+// process published above the unsent ones, or the hold expired;
+// ErrTurnEnded), the unsent ones are dropped, logged, and evs are tried
+// alone.
+func (l *Log) sendLocked(ctx context.Context, sq *sequencer, hold string, evs []forge.Event) (bool, error) {
+	ctx = context.WithoutCancel(ctx)
+	all := evs
+	if len(sq.unsent) > 0 {
+		all = append(slices.Clone(sq.unsent), evs...)
+	}
+	if len(all) == 0 {
+		if hold != "" {
+			l.release(ctx, sq.session, hold, nil)
+		}
+		return true, nil
+	}
+	var ok bool
+	var err error
+	if hold != "" {
+		err = l.fence.Release(ctx, sq.session, hold, all)
+		ok = err == nil
+	} else {
+		ok, err = l.fence.PublishUnheld(ctx, all...)
+	}
+	switch {
+	case err == nil:
+		if ok {
+			sq.unsent = nil
+		}
+		return ok, nil
+	case final(err) && len(sq.unsent) > 0:
+		l.log.Warn("bus: events it did not take earlier are refused now; dropped", "session_id", sq.session,
+			"seq", sq.unsent[0].Seq, "events", len(sq.unsent), "err", err)
+		sq.unsent = nil
+		if hold != "" {
+			// The refusal ended the hold (or it had expired).
+			h, _, aerr := l.fence.Acquire(ctx, sq.session)
+			if aerr != nil {
+				sq.unsent = slices.Clone(evs)
+				l.log.Warn("bus: publish failed; kept for the next attempt", "session_id", sq.session, "events", len(evs), "err", aerr)
+				return false, aerr
+			}
+			hold = h
+		}
+		return l.sendLocked(ctx, sq, hold, evs)
+	case final(err):
+		l.log.Warn("bus: publish refused", "session_id", sq.session, "seq", all[0].Seq, "events", len(all), "err", err)
+		return false, err
+	}
+	sq.unsent = slices.Clone(all)
+	l.log.Warn("bus: publish failed; kept for the next attempt", "session_id", sq.session, "seq", all[0].Seq, "events", len(all), "err", err)
+	return false, err
 }
 
 // Close waits, until ctx ends, for the flushers of queued deltas (every
 // write drains them, so they end with the turns that queued them).
 func (l *Log) Close(ctx context.Context) error {
+	l.closeOnce.Do(func() { close(l.closing) })
 	done := make(chan struct{})
 	go func() { l.flushers.Wait(); close(done) }()
 	select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"math"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
@@ -25,30 +26,84 @@ type Query struct {
 // behind resumes from its own cursor without the caller noticing.
 func (l *Log) Events(ctx context.Context, tenant, sessionID string, q Query) iter.Seq2[forge.Event, error] {
 	return func(yield func(forge.Event, error) bool) {
-		after := q.After
-		if q.TurnID != "" {
-			// Nothing of the turn lies before its first event: subscribing
-			// from there spares copying the events of earlier turns that
-			// the bus still holds.
-			first, err := l.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: q.TurnID, After: q.After, Limit: 1})
-			if err != nil {
-				yield(forge.Event{}, err)
-				return
-			}
-			if len(first) > 0 {
-				after = max(after, first[0].Seq-1)
-			}
-		}
-		s, err := l.Subscribe(ctx, tenant, sessionID, after)
+		events, err := l.Open(ctx, tenant, sessionID, q)
 		if err != nil {
 			yield(forge.Event{}, err)
 			return
 		}
-		s.after = q.After
-		for ev, err := range s.Events(ctx, q.TurnID) {
+		for ev, err := range events {
 			if !yield(ev, err) {
 				return
 			}
+		}
+	}
+}
+
+// BusRetryAfter is how long a reader refused for want of the bus is told
+// to wait (a Redis restart takes about a second).
+const BusRetryAfter = 2 * time.Second
+
+// Open is Events for a caller that must know, before it answers, whether
+// the stream can be served: a turn that has ended is replayed from the
+// store alone (nothing of it is left to come, and a reader of an ended
+// turn gets its stored log, not the bus's deltas), so it is served while
+// the bus is down; any other stream is subscribed now, and a bus that
+// cannot be subscribed fails here (ErrStore, with BusRetryAfter). The
+// caller ranges over what it returns (it holds a subscription until then).
+func (l *Log) Open(ctx context.Context, tenant, sessionID string, q Query) (iter.Seq2[forge.Event, error], error) {
+	after := q.After
+	if q.TurnID != "" {
+		t, err := l.store.GetTurn(ctx, tenant, sessionID, q.TurnID)
+		if err != nil {
+			return nil, err
+		}
+		if t.Ended() {
+			return l.storedTurn(ctx, tenant, sessionID, q), nil
+		}
+		// Nothing of the turn lies before its first event: subscribing
+		// from there spares copying the events of earlier turns that
+		// the bus still holds.
+		first, err := l.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: q.TurnID, After: q.After, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(first) > 0 {
+			after = max(after, first[0].Seq-1)
+		}
+	}
+	s, err := l.Subscribe(ctx, tenant, sessionID, after)
+	if err != nil {
+		if errors.Is(err, forge.ErrStore) {
+			err = forge.WithRetryAfter(err, BusRetryAfter)
+		}
+		return nil, err
+	}
+	s.after = q.After
+	return s.Events(ctx, q.TurnID), nil
+}
+
+// storedTurn yields an ended turn's stored events after q.After, through
+// its turn.done.
+func (l *Log) storedTurn(ctx context.Context, tenant, sessionID string, q Query) iter.Seq2[forge.Event, error] {
+	return func(yield func(forge.Event, error) bool) {
+		after := q.After
+		for {
+			page, err := l.store.ListEvents(ctx, tenant, forge.EventQuery{SessionID: sessionID, TurnID: q.TurnID, After: after, Limit: l.pageSize})
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(forge.Event{}, err)
+				}
+				return
+			}
+			for _, ev := range page {
+				if !yield(ev, nil) || ev.Type == forge.EventTurnDone {
+					return
+				}
+			}
+			if len(page) < l.pageSize {
+				return
+			}
+			after = page[len(page)-1].Seq
 		}
 	}
 }

@@ -66,8 +66,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, turnID string) e
 			return err
 		}
 		defer release()
-		s.stream(w, r, tenant, ses.ID, engine.EventsQuery{After: after, TurnID: turnID})
-		return nil
+		return s.stream(w, r, tenant, ses.ID, engine.EventsQuery{After: after, TurnID: turnID})
 	}
 	evs, next, err := s.eventPage(r.Context(), tenant, forge.EventQuery{SessionID: ses.ID, TurnID: turnID, After: after}, limit)
 	if err != nil {

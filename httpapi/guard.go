@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -104,7 +106,7 @@ func (s *Server) admit(r *http.Request) error {
 		if !loopbackHost(r.Host) {
 			return forge.Errorf(forge.ErrForbidden, "Host %q is not a loopback name: without API keys the server answers only requests addressed to localhost, 127.0.0.0/8 or [::1]", r.Host)
 		}
-		if err := sameOrigin(r); err != nil {
+		if err := sameOrigin(r, s.origins); err != nil {
 			return err
 		}
 	}
@@ -156,14 +158,17 @@ func loopbackHost(host string) bool {
 
 // sameOrigin refuses a request a browser sent on behalf of another origin:
 // an Origin header other than the server's own (scheme and Host, as the
-// web inspector served from it sends), or Sec-Fetch-Site saying the
-// initiator is another site.
-func sameOrigin(r *http.Request) error {
+// web inspector served from it sends) or one of allowed, or Sec-Fetch-Site
+// saying the initiator is another site (unless its Origin is allowed).
+func sameOrigin(r *http.Request, allowed map[string]bool) error {
+	origins := r.Header.Values("Origin")
+	if len(origins) == 1 && allowed[strings.ToLower(origins[0])] {
+		return nil
+	}
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "cross-site", "same-site":
-		return forge.Errorf(forge.ErrForbidden, "cross-origin requests are not allowed")
+		return forge.Errorf(forge.ErrForbidden, "cross-origin requests are not allowed (a proxy that forwards the page's Origin: start the server with --allowed-origins ORIGIN)")
 	}
-	origins := r.Header.Values("Origin")
 	if len(origins) == 0 {
 		return nil
 	}
@@ -172,7 +177,7 @@ func sameOrigin(r *http.Request) error {
 		scheme = "https"
 	}
 	if len(origins) > 1 || !strings.EqualFold(origins[0], scheme+"://"+r.Host) {
-		return forge.Errorf(forge.ErrForbidden, "cross-origin requests are not allowed (Origin %q is not this server's)", strings.Join(origins, ", "))
+		return forge.Errorf(forge.ErrForbidden, "cross-origin requests are not allowed (Origin %q is not this server's; a proxy that forwards the page's Origin: start the server with --allowed-origins ORIGIN)", strings.Join(origins, ", "))
 	}
 	return nil
 }
@@ -344,4 +349,24 @@ func jsonAnswer(status int, code, msg string) []byte {
 	out.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
 	out.Write(body)
 	return out.Bytes()
+}
+
+// allowedOrigins is the set of Config.AllowedOrigins, lower-cased and
+// without a trailing slash.
+func allowedOrigins(list []string) map[string]bool {
+	set := map[string]bool{}
+	for _, o := range list {
+		set[strings.ToLower(strings.TrimSuffix(strings.TrimSpace(o), "/"))] = true
+	}
+	return set
+}
+
+// CheckOrigin refuses an --allowed-origins entry that is not an origin
+// (scheme://host[:port], http or https, nothing after it).
+func CheckOrigin(o string) error {
+	u, err := url.Parse(strings.TrimSuffix(o, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+		return fmt.Errorf("%q is not an origin: want scheme://host[:port], e.g. http://localhost:5173", o)
+	}
+	return nil
 }

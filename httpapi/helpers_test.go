@@ -61,11 +61,23 @@ func newStackAt(t *testing.T, db string, opts ...stackOption) *stack {
 // engine's configuration.
 func newStackEngine(t *testing.T, db string, engineOpt func(*engine.Config), opts ...stackOption) *stack {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, db)
+	st, err := sqlite.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newStackOn(t, st, engineOpt, opts...)
+}
+
+// closingStore is a store the stack closes when it stops.
+type closingStore interface {
+	forge.Store
+	Close(ctx context.Context) error
+}
+
+// newStackOn is newStackEngine on the store st (the stack closes it).
+func newStackOn(t *testing.T, st closingStore, engineOpt func(*engine.Config), opts ...stackOption) *stack {
+	t.Helper()
+	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("HTTPAPI_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -320,6 +320,49 @@ func TestKeylessServerRefusesCrossOriginRequests(t *testing.T) {
 	}
 }
 
+// TestAllowedOriginsPass: an origin listed in AllowedOrigins (a dev
+// server's proxy forwarding the page's Origin) is answered, with the
+// browser's Sec-Fetch-Site or without, and still granted no CORS access;
+// other origins are refused as before.
+func TestAllowedOriginsPass(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, func(c *httpapi.Config) { c.AllowedOrigins = []string{"http://localhost:5173/"} })
+	s.createAgent("a")
+	for _, h := range []map[string]string{
+		{"Origin": "http://localhost:5173"},
+		{"Origin": "HTTP://LOCALHOST:5173", "Sec-Fetch-Site": "cross-site"},
+	} {
+		if a := s.do(req{method: "POST", path: "/v1/sessions", body: `{"agent":"a"}`, header: h}); a.status != 201 {
+			t.Errorf("allowed origin %v: %s", h, a)
+		}
+	}
+	for _, h := range []map[string]string{
+		{"Origin": "http://localhost:5174"},
+		{"Origin": "http://localhost:5173", "X": "y", "Sec-Fetch-Site": "same-site"}, // allowed: passes
+	} {
+		a := s.do(req{method: "GET", path: "/v1/agents", header: h})
+		if want := map[bool]int{true: 200, false: 403}[h["Origin"] == "http://localhost:5173"]; a.status != want {
+			t.Errorf("%v: %s, want %d", h, a, want)
+		}
+		if a.status == 403 && !strings.Contains(string(a.body), "--allowed-origins") {
+			t.Errorf("the refusal does not say how to allow an origin: %s", a.body)
+		}
+	}
+	a := s.do(req{method: "OPTIONS", path: "/v1/sessions", header: map[string]string{
+		"Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST"}})
+	if a.status != 403 || a.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("a preflight from an allowed origin: %s", a)
+	}
+	for _, bad := range []string{"localhost:5173", "http://x/path", "ftp://x", "http://", "http://u@x"} {
+		if err := httpapi.CheckOrigin(bad); err == nil {
+			t.Errorf("CheckOrigin(%q) accepted it", bad)
+		}
+	}
+	if err := httpapi.CheckOrigin("https://app.example:8443"); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestHugeHeaderIsJSON: a header section above the documented limit is a
 // JSON 431 like every other error.
 func TestHugeHeaderIsJSON(t *testing.T) {

@@ -142,10 +142,14 @@ func (f fakeRuntime) Events(ctx context.Context, _, _ string, _ engine.EventsQue
 	return func(yield func(forge.Event, error) bool) { f.events(ctx, yield) }
 }
 
+func (f fakeRuntime) OpenEvents(ctx context.Context, tenant, sid string, q engine.EventsQuery) (iter.Seq2[forge.Event, error], error) {
+	return f.Events(ctx, tenant, sid, q), nil
+}
+
 func streamServer(t *testing.T, rt Runtime) *httptest.Server {
 	s := New(Config{Engine: rt, KeepAlive: time.Hour})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.stream(w, r, "t", "ses_1", engine.EventsQuery{TurnID: "turn_1"})
+		_ = s.stream(w, r, "t", "ses_1", engine.EventsQuery{TurnID: "turn_1"})
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -292,7 +296,7 @@ func TestStreamLeavesNoWriteDeadline(t *testing.T) {
 	s.writeWait = 50 * time.Millisecond
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stream" {
-			s.stream(w, r, "t", "ses_1", engine.EventsQuery{TurnID: "turn_1"})
+			_ = s.stream(w, r, "t", "ses_1", engine.EventsQuery{TurnID: "turn_1"})
 			return
 		}
 		time.Sleep(150 * time.Millisecond)

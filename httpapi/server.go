@@ -31,6 +31,7 @@ type Runtime interface {
 	WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
 	Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error)
 	Events(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) iter.Seq2[forge.Event, error]
+	OpenEvents(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) (iter.Seq2[forge.Event, error], error)
 	DeleteSession(ctx context.Context, tenant, sessionID string) error
 	ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error)
 	IsBuiltin(name string) bool
@@ -84,6 +85,12 @@ type Config struct {
 	// OperatorKey, when set, is the bearer key that reads every series of
 	// GET /metrics. It is no tenant's key: the /v1 routes refuse it.
 	OperatorKey string
+	// AllowedOrigins are browser origins besides the server's own whose
+	// requests a keyless server answers ("http://localhost:5173": a dev
+	// server's proxy that forwards the page's Origin). They get no CORS
+	// grant: a page calling Forge directly from another origin still
+	// cannot read the answers.
+	AllowedOrigins []string
 	// MaxStreamsPerSession and MaxStreamsPerTenant cap the event streams
 	// open at once on one session and for one tenant (every SSE route, the
 	// protocols' included); over them a stream is refused with 429
@@ -124,6 +131,7 @@ type Server struct {
 	// tenantMetrics serves a tenant's own series (nil: none).
 	tenantMetrics func(tenant string) http.Handler
 	operatorKey   string
+	origins       map[string]bool // AllowedOrigins, lower-cased
 	// streams caps the event streams open at once.
 	streams *streamCaps
 
@@ -158,6 +166,7 @@ func New(cfg Config) *Server {
 
 		tenantMetrics: cfg.TenantMetrics,
 		operatorKey:   cfg.OperatorKey,
+		origins:       allowedOrigins(cfg.AllowedOrigins),
 		streams:       newStreamCaps(cfg.MaxStreamsPerSession, cfg.MaxStreamsPerTenant),
 
 		readyChecks: cfg.Ready,

@@ -54,15 +54,24 @@ func writeError(sw *sse.Writer, code, message string) {
 // tail. It ends after the turn's turn.done when q.TurnID is set, when the
 // engine's iterator ends or fails, or when the client leaves. While idle it
 // sends a ping comment every KeepAlive. It flushes once no further event is
-// immediately ready, so a fast producer gets batched writes.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, sid string, q engine.EventsQuery) {
+// immediately ready, so a fast producer gets batched writes. The stream is
+// opened before anything is answered: a stream the bus cannot serve (it
+// is down) returns the error for a 503 with Retry-After, rather than a
+// 200 that ends in an error frame at once (clients would loop on it); an
+// ended turn's stream is served from the store, bus or no bus.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, tenant, sid string, q engine.EventsQuery) error {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	after := q.After
 	if q.TurnID != "" {
 		after = 0 // a turn stream ends with its turn
 	}
-	s.streamEvents(ctx, cancel, w, r, sid, q.TurnID, after, s.rt.Events(ctx, tenant, sid, q))
+	events, err := s.rt.OpenEvents(ctx, tenant, sid, q)
+	if err != nil {
+		return err
+	}
+	s.streamEvents(ctx, cancel, w, r, sid, q.TurnID, after, events)
+	return nil
 }
 
 // streamEvents writes events as SSE (sse.Pump); ctx is the iterator's

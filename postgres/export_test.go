@@ -63,3 +63,8 @@ func MigrateTo(ctx context.Context, url string, version int) error {
 	_, err = migrate.Up(ctx, &target{conn: conn, roles: r}, upTo)
 	return err
 }
+
+// PageSQL returns the query of a ListMessages page along a branch ($1
+// tenant, $2 session, $3 tip turn, $4 cursor, $5 thread, $6 limit, $7
+// from).
+func PageSQL() string { return branchPageSQL }

@@ -108,6 +108,32 @@ func onBranch(t string) string {
 	return `EXISTS (SELECT FROM seg WHERE seg.lin = ` + t + `.lineage AND ` + t + `.depth <= seg.hi)`
 }
 
+// branchPageSQL reads a page of a branch's messages with their parts.
+// Each message's turn is looked up on its own (LATERAL, OFFSET 0), as
+// its parts are: the page is then read in messages_session order and
+// stops after limit rows whatever the statistics say. A plain join let
+// the planner, with statistics older than the session's rows, hash the
+// tenant's turns and read and sort every message of the tenant (any
+// index on tenant serves that) for a page, generic plan or not.
+// $1 tenant, $2 session, $3 tip turn, $4 cursor, $5 thread, $6 limit, $7
+// from.
+var branchPageSQL = `WITH RECURSIVE ` + branchSegments + `, page AS (
+				SELECT m.* FROM messages m
+					LEFT JOIN LATERAL (SELECT lineage, depth FROM turns WHERE tenant = $1 AND id = m.turn_id OFFSET 0) bt ON true
+				WHERE m.tenant = $1 AND m.session_id = $2 AND m.id > $4 AND m.id >= $7
+					AND (m.turn_id IS NULL OR ` + onBranch("bt") + `) AND ($5 = '' OR m.thread_id = $5)
+				ORDER BY m.id LIMIT $6
+			)` + pageWithParts
+
+// turnlessPageSQL reads a page of the messages that belong to no turn.
+// $1 tenant, $2 session, $3 cursor, $4 thread, $5 limit.
+var turnlessPageSQL = `WITH page AS (
+				SELECT * FROM messages m
+				WHERE m.tenant = $1 AND m.session_id = $2 AND m.turn_id IS NULL AND m.id > $3
+					AND ($4 = '' OR m.thread_id = $4)
+				ORDER BY m.id LIMIT $5
+			)` + pageWithParts
+
 // ListMessages returns messages with their parts, oldest first, along the
 // chain of turns ending at q.TipTurnID: a fork's sibling branches are not
 // on the chain. The cursor is the last message id. A page reads the
@@ -139,12 +165,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 		}
 		// Messages that belong to no turn (forum messages, copies in a
 		// monologue) are on every branch.
-		b.Queue(`WITH RECURSIVE `+branchSegments+`, page AS (
-				SELECT m.* FROM messages m LEFT JOIN turns bt ON bt.tenant = $1 AND bt.id = m.turn_id
-				WHERE m.tenant = $1 AND m.session_id = $2 AND m.id > $4 AND m.id >= $7
-					AND (m.turn_id IS NULL OR `+onBranch("bt")+`) AND ($5 = '' OR m.thread_id = $5)
-				ORDER BY m.id LIMIT $6
-			)`+pageWithParts, tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From).
+		b.Queue(branchPageSQL, tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				out, err = scanPage(rows, tenant)
@@ -154,12 +175,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 	} else {
 		// No turn yet: the messages that belong to no turn (a forum's, the
 		// copies in a monologue) are the whole history.
-		b.Queue(`WITH page AS (
-				SELECT * FROM messages m
-				WHERE m.tenant = $1 AND m.session_id = $2 AND m.turn_id IS NULL AND m.id > $3
-					AND ($4 = '' OR m.thread_id = $4)
-				ORDER BY m.id LIMIT $5
-			)`+pageWithParts, tenant, q.SessionID, q.Cursor, q.ThreadID, limit+1).
+		b.Queue(turnlessPageSQL, tenant, q.SessionID, q.Cursor, q.ThreadID, limit+1).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				out, err = scanPage(rows, tenant)

@@ -84,13 +84,45 @@ func prepare(ctx context.Context, cfg *pgx.ConnConfig, r roles) (admin bool, err
 	if err := bootstrap(ctx, conn, r, super); err != nil {
 		return false, err
 	}
-	if _, err := migrate.Up(ctx, &target{conn: conn, roles: r}, ms); err != nil {
+	applied, err := migrate.Up(ctx, &target{conn: conn, roles: r}, ms)
+	if err != nil {
 		return false, fmt.Errorf("postgres: %w", err)
+	}
+	if len(applied) > 0 {
+		if err := analyze(ctx, conn, r); err != nil {
+			return false, err
+		}
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(migrateLock)); err != nil {
 		return false, fmt.Errorf("postgres: %w", err)
 	}
 	return true, nil
+}
+
+// analyze gathers the statistics of every table of the schema that holds
+// rows, after migrations changed it: a migration that rewrote or filled a
+// table leaves it without statistics until autovacuum comes round, and
+// plans made meanwhile may read a tenant's rows where an index would do.
+// An empty table is left unanalyzed: statistics saying "empty" would
+// mislead the planner once rows come (unanalyzed, it goes by the table's
+// size on disk).
+func analyze(ctx context.Context, conn *pgx.Conn, r roles) error {
+	if _, err := conn.Exec(ctx, `SET ROLE `+r.owner); err != nil {
+		return fmt.Errorf("postgres: analyze: %w", err)
+	}
+	defer func() { _, _ = conn.Exec(context.Background(), `RESET ROLE`) }()
+	if _, err := conn.Exec(ctx, `DO $$
+DECLARE t text;
+BEGIN
+	FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = '`+schema+`' LOOP
+		IF pg_relation_size(format('%I.%I', '`+schema+`', t)::regclass) > 0 THEN
+			EXECUTE format('ANALYZE %I.%I', '`+schema+`', t);
+		END IF;
+	END LOOP;
+END $$`); err != nil {
+		return fmt.Errorf("postgres: analyze: %w", err)
+	}
+	return nil
 }
 
 // bootstrap creates the roles and the schema unless they exist. Role

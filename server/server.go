@@ -59,6 +59,9 @@ type Config struct {
 	APIKeys map[string]string
 	// OperatorKey, when set, reads every series of GET /metrics.
 	OperatorKey string
+	// AllowedOrigins are browser origins a keyless server answers besides
+	// its own (httpapi.Config.AllowedOrigins).
+	AllowedOrigins []string
 
 	// File is the parsed forge.yaml (nil: none): providers, models, MCP
 	// policy, sandbox paths.
@@ -281,7 +284,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.api = httpapi.New(httpapi.Config{Store: s.store, Engine: s.eng, Forums: s.forums, Keys: cfg.APIKeys, KeyResolver: httpapi.StoredKeys(s.store),
 		MCP: s.mcp, Logger: log, Clock: cfg.Clock, IDs: cfg.IDs, Models: models,
 		Protocols: protocols,
-		Metrics:   s.tel.metricsHandler(), TenantMetrics: s.tel.tenantMetrics(), OperatorKey: cfg.OperatorKey, Ready: ready,
+		Metrics:   s.tel.metricsHandler(), TenantMetrics: s.tel.tenantMetrics(), OperatorKey: cfg.OperatorKey, AllowedOrigins: cfg.AllowedOrigins, Ready: ready,
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession, MaxStreamsPerTenant: cfg.MaxStreamsPerTenant,
 		Files: s.store, MaxFileBytes: cfg.MaxFileBytes})
 	s.handler = s.tel.serving(s.api)
@@ -292,6 +295,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 const MinOperatorKey = 16
 
 func checkConfig(cfg Config) error {
+	for _, o := range cfg.AllowedOrigins {
+		if err := httpapi.CheckOrigin(o); err != nil {
+			return fmt.Errorf("--allowed-origins: %w", err)
+		}
+	}
 	if k := cfg.OperatorKey; k != "" {
 		if len(k) < MinOperatorKey || strings.ContainsAny(k, " \t\r\n") {
 			return fmt.Errorf("the operator key must be at least %d characters, without spaces", MinOperatorKey)

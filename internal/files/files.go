@@ -133,7 +133,8 @@ func Spool(r io.Reader, limit int64) (*Spooled, error) {
 	s := &Spooled{file: f, limit: limit}
 	h := sha256.New()
 	head := &headWriter{max: sniffLen}
-	n, err := io.Copy(io.MultiWriter(f, h, head), io.LimitReader(r, limit+1))
+	body := &bodyReader{r: io.LimitReader(r, limit+1)}
+	n, err := io.Copy(io.MultiWriter(f, h, head), body)
 	if err == nil && n > limit {
 		err = forge.Errorf(forge.ErrTooLarge, "the file exceeds %d bytes (--max-file-bytes)", limit)
 	}
@@ -142,6 +143,11 @@ func Spool(r io.Reader, limit int64) (*Spooled, error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, forge.Errorf(forge.ErrTooLarge, "the file exceeds %d bytes (--max-file-bytes)", limit)
+		}
+		if body.err != nil && errors.Is(err, body.err) && forge.ErrorSentinel(err) == nil {
+			// The client's body, not our disk: a malformed chunk, a
+			// dropped connection, the body's read timeout.
+			return nil, forge.Errorf(forge.ErrInvalid, "the request body cannot be read: %v", err)
 		}
 		return nil, err
 	}
@@ -463,3 +469,18 @@ func (p *Pending) Store(ctx context.Context, fs forge.FileStore) (*forge.File, e
 
 // Close removes the spooled content.
 func (p *Pending) Close() { p.sp.Close() }
+
+// bodyReader remembers the error its reader gave, so a failed copy can
+// tell the client's body from the spool file.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}

@@ -176,3 +176,24 @@ func TestCleanName(t *testing.T) {
 		}
 	}
 }
+
+// failingBody gives some bytes, then the error a malformed chunked body or
+// a dropped connection gives.
+type failingBody struct{ sent bool }
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "hello"), nil
+	}
+	return 0, errors.New("invalid byte in chunk length")
+}
+
+// TestUnreadableBodyIsTheClients: a body that fails to read is a 400
+// (invalid_request) naming the cause, not an internal error.
+func TestUnreadableBodyIsTheClients(t *testing.T) {
+	_, err := Spool(&failingBody{}, 1<<20)
+	if !errors.Is(err, forge.ErrInvalid) || !strings.Contains(err.Error(), "invalid byte in chunk length") {
+		t.Fatalf("Spool of an unreadable body: %v", err)
+	}
+}

@@ -91,6 +91,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		method, serve = "GET", h.resume
 	case len(seg) == 5 && seg[0] == "agents" && seg[2] == "chat" && seg[4] == "stop":
 		method, serve = "POST", h.stop
+	case len(seg) == 5 && seg[0] == "agents" && seg[2] == "chat" && seg[4] == "messages":
+		method, serve = "GET", h.messages
 	default:
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 		return
