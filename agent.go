@@ -27,8 +27,15 @@ type Agent struct {
 	Subagents      []string          `json:"subagents"`
 	IterationLimit int               `json:"iteration_limit"`
 	Compaction     Compaction        `json:"compaction"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
+	// OutputSchema, when set, asks every turn's final answer to be JSON
+	// matching it (a turn request may bring its own).
+	OutputSchema *OutputSchema `json:"output_schema"`
+	// OutputRetries is how many repair steps an answer that does not
+	// match the output schema gets (nil in agents stored before it
+	// existed: Retries gives the default).
+	OutputRetries *int      `json:"output_retries,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // Defaults and bounds of agent fields (API.md).
@@ -236,6 +243,18 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 	if c.Threshold != nil && (*c.Threshold <= 0 || *c.Threshold > 1) {
 		return Errorf(ErrInvalid, "compaction.threshold must be in (0, 1]")
 	}
+	if a.OutputSchema != nil {
+		if err := a.OutputSchema.Check("output_schema"); err != nil {
+			return err
+		}
+	}
+	if r := a.OutputRetries; r != nil && (*r < 0 || *r > MaxOutputRetries) {
+		return Errorf(ErrInvalid, "output_retries must be between 0 and %d, got %d", MaxOutputRetries, *r)
+	}
+	if a.OutputRetries == nil {
+		r := DefaultOutputRetries
+		a.OutputRetries = &r
+	}
 	if c.Enabled == nil {
 		t := true
 		a.Compaction.Enabled = &t
@@ -257,6 +276,14 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 		a.Subagents = []string{}
 	}
 	return nil
+}
+
+// Retries returns the agent's output_retries, its default when unset.
+func (a *Agent) Retries() int {
+	if a.OutputRetries == nil {
+		return DefaultOutputRetries
+	}
+	return *a.OutputRetries
 }
 
 // SplitModel splits "provider/model" and rejects anything else.
@@ -359,6 +386,8 @@ func (a *Agent) Clone() *Agent {
 		}
 	}
 	c.Subagents = slices.Clone(a.Subagents)
+	c.OutputSchema = a.OutputSchema.Clone()
+	c.OutputRetries = clonePtr(a.OutputRetries)
 	c.Compaction.Enabled = clonePtr(a.Compaction.Enabled)
 	c.Compaction.ContextWindow = clonePtr(a.Compaction.ContextWindow)
 	c.Compaction.Threshold = clonePtr(a.Compaction.Threshold)

@@ -12,7 +12,7 @@ const module = "github.com/forge-runtime/forge"
 // backends are the module's packages that wrap an SDK, a database driver
 // or a process boundary: nothing on the data path above them imports one
 // (DESIGN.md "Layout").
-var backends = []string{"sqlite", "postgres", "redis", "provider", "mcp", "sandbox", "metrics", "opentelemetry"}
+var backends = []string{"sqlite", "postgres", "redis", "provider", "mcp", "sandbox", "metrics", "opentelemetry", "schemas"}
 
 // TestDependencies keeps the domain, the engine, the event log and the
 // HTTP layer free of SDKs and database drivers: every package they depend

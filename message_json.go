@@ -204,6 +204,7 @@ func (t *Turn) AppendJSON(b []byte) ([]byte, bool) {
 		b = jsonenc.AppendString(b, t.Output.MessageID)
 		b = append(b, `,"text":`...)
 		b = jsonenc.AppendString(b, t.Output.Text)
+		b, ok = optRaw(b, `,"json":`, t.Output.JSON, ok)
 		b = append(b, '}')
 	}
 	b = append(b, `,"required_actions":`...)

@@ -29,6 +29,9 @@ type ModelRequest struct {
 	Messages []ModelMessage
 	Tools    []ToolDef
 	Params   ModelParams
+	// OutputSchema, when set, asks the model for a final answer that is
+	// JSON matching it, in the provider's own way.
+	OutputSchema *OutputSchema
 }
 
 // Clone returns a copy of r whose messages and parts are its own.

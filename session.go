@@ -61,6 +61,9 @@ const (
 	// (bytes of text, reasoning and tool calls; output tokens). What was
 	// streamed is kept, its part interrupted.
 	CodeOutputLimit = "output_limit"
+	// CodeOutputInvalid: the final answer did not match the output
+	// schema, after every repair step allowed (output_retries).
+	CodeOutputInvalid = "output_invalid"
 )
 
 // Turn is one request/response cycle in a session.
@@ -96,6 +99,9 @@ func (t *Turn) Ended() bool { return t.Status != TurnRunning }
 type TurnOutput struct {
 	MessageID string `json:"message_id"`
 	Text      string `json:"text"`
+	// JSON is the answer parsed, when the turn asked for structured
+	// output (OutputSchema) and the answer matched.
+	JSON json.RawMessage `json:"json,omitempty"`
 }
 
 // TurnError says why a turn ended errored.

@@ -69,6 +69,9 @@ type Config struct {
 	// SubagentDepth is how deep delegations may nest: 1 (the default) lets
 	// the root agent delegate and its subagents not.
 	SubagentDepth int
+	// Schemas compiles output schemas (structured output); nil refuses
+	// them.
+	Schemas forge.SchemaCompiler
 
 	Clock  forge.Clock
 	IDs    forge.IDGen
@@ -181,6 +184,9 @@ type TurnRequest struct {
 	// start turns on a monologue other than resolutions (Trigger, or
 	// Compact before a swap).
 	Forum bool
+	// OutputSchema, when set, is this turn's structured output (it wins
+	// over the agent's).
+	OutputSchema *forge.OutputSchema
 }
 
 // MonologueObserver hears about the turns of monologue sessions (the forum

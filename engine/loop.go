@@ -135,7 +135,10 @@ func (th *thread) loop() outcome {
 			return th.failure(err)
 		}
 		if len(calls) == 0 {
-			return outcome{status: forge.TurnDone, output: &forge.TurnOutput{MessageID: msg.ID, Text: textOf(msg)}}
+			if out, done := th.checkAnswer(msg); done {
+				return out
+			}
+			continue
 		}
 		if err := x.output.reached(); err != nil {
 			for _, c := range calls {

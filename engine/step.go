@@ -45,6 +45,8 @@ func (th *thread) step() (*forge.Message, []*call, error) {
 		Messages: msgs,
 		Tools:    th.toolDefs(),
 		Params:   th.agent.ModelParams,
+		// Every step asks for it: the model may call tools first.
+		OutputSchema: th.outputSchema(),
 	}
 	th.history = append(th.history, msg)
 	var calls []*call

@@ -37,6 +37,10 @@ type thread struct {
 	// children are the states of the child threads this thread delegated
 	// to in this turn (kept in the snapshot, so a paused one resumes).
 	children map[string]forge.ThreadState
+	// answer, when set, is what the final answer must be (structured
+	// output); repairs counts the repair steps taken for it.
+	answer  *answerSpec
+	repairs int
 }
 
 func (x *execution) newThread(id string, agent *forge.Agent, depth int, history []*forge.Message) *thread {

@@ -107,6 +107,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if err != nil {
 		return nil, false, err
 	}
+	answer, err := e.answerSpecFor(agent, req)
+	if err != nil {
+		return nil, false, err
+	}
 	var history []*forge.Message
 	var snap *forge.Snapshot
 	var memo modelMemo
@@ -182,6 +186,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	th := x.newThread(sess.MainThreadID, agent, 0, history)
 	th.memo = memo
 	th.resolutions = resolutions
+	th.answer = answer
 	x.main = th
 	drafts := []eventlog.Draft{{Type: forge.EventTurnCreated, ID: turn.ID, TurnID: turn.ID, Data: turn}}
 	var msgs []*forge.Message

@@ -12,16 +12,18 @@ import (
 // agentBody is the body of POST /v1/agents and PUT /v1/agents/{name}.
 // Pointers tell an absent field from an explicit zero.
 type agentBody struct {
-	Name           *string           `json:"name"`
-	Model          *string           `json:"model"`
-	ModelParams    *modelParamsBody  `json:"model_params"`
-	Instructions   *string           `json:"instructions"`
-	Tools          []forge.ToolSpec  `json:"tools"`
-	Approval       map[string]string `json:"approval"`
-	MCPServers     []forge.MCPServer `json:"mcp_servers"`
-	Subagents      []string          `json:"subagents"`
-	IterationLimit *int              `json:"iteration_limit"`
-	Compaction     *forge.Compaction `json:"compaction"`
+	Name           *string             `json:"name"`
+	Model          *string             `json:"model"`
+	ModelParams    *modelParamsBody    `json:"model_params"`
+	Instructions   *string             `json:"instructions"`
+	Tools          []forge.ToolSpec    `json:"tools"`
+	Approval       map[string]string   `json:"approval"`
+	MCPServers     []forge.MCPServer   `json:"mcp_servers"`
+	Subagents      []string            `json:"subagents"`
+	IterationLimit *int                `json:"iteration_limit"`
+	Compaction     *forge.Compaction   `json:"compaction"`
+	OutputSchema   *forge.OutputSchema `json:"output_schema"`
+	OutputRetries  *int                `json:"output_retries"`
 
 	// Read-only fields of the agent object, accepted so that a GET answer
 	// can be edited and PUT back. On PUT, id must be the agent's and a
@@ -83,6 +85,7 @@ func (b *agentBody) agent(tenant string) (*forge.Agent, error) {
 	if b.Compaction != nil {
 		a.Compaction = *b.Compaction
 	}
+	a.OutputSchema, a.OutputRetries = b.OutputSchema, b.OutputRetries
 	for i, s := range a.MCPServers {
 		if len(s.Command) > 0 && s.Command[0] == "" {
 			return nil, invalid("mcp_servers[%d].command[0] must name a program", i)
@@ -264,6 +267,11 @@ func (s *Server) checkMCPServers(r *http.Request, a *forge.Agent) error {
 func (s *Server) checkAgent(r *http.Request, a *forge.Agent) error {
 	if err := a.Normalize(s.rt.IsBuiltin); err != nil {
 		return err
+	}
+	if a.OutputSchema != nil {
+		if err := s.rt.CheckOutputSchema(a.OutputSchema, "output_schema"); err != nil {
+			return err
+		}
 	}
 	if s.models != nil {
 		if err := s.models.CheckModel(a.Model, a.ModelParams); err != nil {

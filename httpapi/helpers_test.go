@@ -23,6 +23,7 @@ import (
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
+	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
 )
@@ -86,7 +87,7 @@ func newStackOn(t *testing.T, st closingStore, engineOpt func(*engine.Config), o
 	ids := forge.NewULIDGen(nil)
 	ecfg := engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids,
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids, Schemas: schemas.Compiler{},
 	}
 	if engineOpt != nil {
 		engineOpt(&ecfg)

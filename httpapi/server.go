@@ -35,6 +35,8 @@ type Runtime interface {
 	DeleteSession(ctx context.Context, tenant, sessionID string) error
 	ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error)
 	IsBuiltin(name string) bool
+	// CheckOutputSchema validates an agent's output_schema.
+	CheckOutputSchema(s *forge.OutputSchema, field string) error
 }
 
 var _ Runtime = (*engine.Engine)(nil)

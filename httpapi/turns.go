@@ -25,6 +25,9 @@ type turnBody struct {
 	Stream         *bool       `json:"stream"`
 	Background     *bool       `json:"background"`
 	Supersede      *bool       `json:"supersede"`
+	// OutputSchema is this turn's structured output (the engine checks
+	// it: shape, bounds, a valid JSON Schema).
+	OutputSchema *forge.OutputSchema `json:"output_schema"`
 }
 
 // inputBody is one input item; which fields apply depends on its type.
@@ -89,6 +92,7 @@ func (b *turnBody) request(sse bool) (engine.TurnRequest, turnMode, error) {
 		req.PreviousTurnID = p
 	}
 	req.NewRoot = b.NewRoot != nil && *b.NewRoot
+	req.OutputSchema = b.OutputSchema
 	req.Supersede = b.Supersede != nil && *b.Supersede
 	if req.NewRoot && req.PreviousTurnID != nil {
 		return req, 0, invalid("previous_turn_id and new_root: true exclude each other")

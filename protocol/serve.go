@@ -21,6 +21,9 @@ type Runtime interface {
 	WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
 	Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error)
 	Events(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) iter.Seq2[forge.Event, error]
+	// CheckOutputSchema validates a request's output schema before a
+	// session is made for it.
+	CheckOutputSchema(s *forge.OutputSchema, field string) error
 }
 
 // Env is what the server mounting a protocol hands its handlers.

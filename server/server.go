@@ -41,6 +41,7 @@ import (
 	"github.com/forge-runtime/forge/provider"
 	redisbus "github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/tools"
 )
 
@@ -237,7 +238,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	ecfg := engine.Config{
-		Store: s.store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
+		Store: s.store, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0), Schemas: schemas.Compiler{},
 		Sandboxes: s.sandboxes, MCP: s.mcp, Capabilities: tools.Capabilities(), SubagentDepth: cfg.SubagentDepth,
 		Clock: cfg.Clock, IDs: cfg.IDs, Logger: log, TurnTimeout: cfg.TurnTimeout, Observer: s.tel.observer(), LeaseTTL: cfg.Lease,
 		MaxParallelTools:   cfg.MaxParallelTools,

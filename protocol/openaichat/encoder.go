@@ -202,6 +202,12 @@ func (e *encoder) actionRequired(a *forge.RequiredAction) {
 
 func (e *encoder) turnDone(t *forge.Turn) {
 	e.turn.Usage, e.turn.Status, e.turn.Error = t.Usage, t.Status, t.Error
+	if t.Output != nil && t.Output.JSON != nil && e.write == nil {
+		// Structured output: the content is the valid answer alone, not
+		// the answers a repair step replaced (a stream has sent those).
+		e.text.Reset()
+		e.text.WriteString(t.Output.Text)
+	}
 	switch {
 	case t.Status == forge.TurnErrored && t.Error != nil && t.Error.Code == forge.CodeOutputLimit:
 		e.finish = "length"

@@ -103,6 +103,15 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	if name, ok := body.unsupported(); ok {
 		return invalid(name, "%s is not supported per request by Forge yet: the agent owns its model settings; change the agent (PUT /v1/agents/{name}) instead", name)
 	}
+	format, err := outputSchema(body.ResponseFormat)
+	if err != nil {
+		return err
+	}
+	if format != nil {
+		if err := h.env.Runtime.CheckOutputSchema(format, "response_format.json_schema"); err != nil {
+			return invalid("response_format.json_schema", "%v", err)
+		}
+	}
 	if body.N != nil && *body.N != 1 {
 		return invalid("n", "n must be 1: Forge runs one turn per request")
 	}
@@ -157,6 +166,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	if inputFiles != nil {
 		c.req.Input[0].Files = inputFiles
 	}
+	c.req.OutputSchema = format
 	w.Header().Set(SessionHeader, c.ses.ID)
 	if stream {
 		return h.createStream(w, r, tenant, c, usage)

@@ -82,7 +82,6 @@ func (b *createBody) unsupported() (string, bool) {
 		{"logprobs", b.Logprobs, []string{`false`}},
 		{"top_logprobs", b.TopLogprobs, []string{`0`}},
 		{"seed", b.Seed, nil},
-		{"response_format", b.ResponseFormat, []string{`{"type":"text"}`}},
 		{"reasoning_effort", b.ReasoningEffort, nil},
 		{"service_tier", b.ServiceTier, []string{`"auto"`, `"default"`}},
 		{"modalities", b.Modalities, []string{`["text"]`}},
@@ -110,6 +109,44 @@ func (b *createBody) unsupported() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// outputSchema maps response_format onto the turn's output schema: nil
+// for text; json_schema becomes it (the engine checks the schema).
+func outputSchema(raw json.RawMessage) (*forge.OutputSchema, error) {
+	if v := compact(raw); v == "" || v == "null" {
+		return nil, nil
+	}
+	var f struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name        string          `json:"name"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+			Description string          `json:"description"`
+		} `json:"json_schema"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, invalid("response_format", "response_format must be {\"type\": \"json_schema\", \"json_schema\": {...}}: %v", err)
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_schema":
+		if f.JSONSchema == nil {
+			return nil, invalid("response_format.json_schema", "response_format.json_schema is required with type json_schema")
+		}
+		s := &forge.OutputSchema{Name: f.JSONSchema.Name, Schema: f.JSONSchema.Schema}
+		if f.JSONSchema.Strict != nil {
+			s.Strict = *f.JSONSchema.Strict
+		}
+		return s, nil
+	case "json_object":
+		return nil, invalid("response_format", "response_format json_object is not supported: send json_schema with a schema")
+	}
+	return nil, invalid("response_format.type", "response_format.type must be text or json_schema, got %q", f.Type)
 }
 
 func compact(raw json.RawMessage) string {

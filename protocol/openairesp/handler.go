@@ -104,10 +104,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type record struct {
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Background bool              `json:"background,omitempty"`
+	// Format is the request's json_schema text.format, echoed on the
+	// response.
+	Format *forge.OutputSchema `json:"format,omitempty"`
 }
 
 func (h *handler) saveRecord(ctx context.Context, tenant, turnID string, rec record) {
-	if len(rec.Metadata) == 0 && !rec.Background {
+	if len(rec.Metadata) == 0 && !rec.Background && rec.Format == nil {
 		return
 	}
 	body, _ := json.Marshal(rec)
@@ -140,6 +143,10 @@ func base(t *forge.Turn, ses *forge.Session, rec record) Response {
 		r.Metadata = map[string]string{}
 	}
 	r.Text.Format.Type = "text"
+	if f := rec.Format; f != nil {
+		strict := f.Strict
+		r.Text.Format.Type, r.Text.Format.Name, r.Text.Format.Schema, r.Text.Format.Strict = "json_schema", f.Name, f.Schema, &strict
+	}
 	return r
 }
 
@@ -175,6 +182,15 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if err != nil {
 		return err
 	}
+	format, err := outputSchema(body.Text)
+	if err != nil {
+		return err
+	}
+	if format != nil {
+		if err := h.env.Runtime.CheckOutputSchema(format, "text.format"); err != nil {
+			return invalid("text.format", "%v", err)
+		}
+	}
 	conv, err := conversationID(body.Conversation)
 	if err != nil {
 		return err
@@ -184,9 +200,10 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 		return err
 	}
 	req.Input = input
+	req.OutputSchema = format
 	stream := body.Stream != nil && *body.Stream
 	background := body.Background != nil && *body.Background
-	rec := record{Metadata: meta, Background: background}
+	rec := record{Metadata: meta, Background: background, Format: format}
 	if stream {
 		return h.createStream(w, r, tenant, ses, req, rec)
 	}

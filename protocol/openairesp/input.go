@@ -27,6 +27,9 @@ type createBody struct {
 	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
 	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
 
+	// Text is text.format: json_schema becomes the turn's output_schema.
+	Text json.RawMessage `json:"text"`
+
 	// Agent-owned: refused unless absent, null or the default.
 	Instructions         json.RawMessage `json:"instructions"`
 	Tools                json.RawMessage `json:"tools"`
@@ -37,7 +40,6 @@ type createBody struct {
 	MaxToolCalls         json.RawMessage `json:"max_tool_calls"`
 	ParallelToolCalls    json.RawMessage `json:"parallel_tool_calls"`
 	Reasoning            json.RawMessage `json:"reasoning"`
-	Text                 json.RawMessage `json:"text"`
 	Truncation           json.RawMessage `json:"truncation"`
 	Prompt               json.RawMessage `json:"prompt"`
 	TopLogprobs          json.RawMessage `json:"top_logprobs"`
@@ -62,7 +64,6 @@ func (b *createBody) agentSettings() (string, bool) {
 		{"max_tool_calls", b.MaxToolCalls, nil},
 		{"parallel_tool_calls", b.ParallelToolCalls, []string{`true`}},
 		{"reasoning", b.Reasoning, []string{`{}`}},
-		{"text", b.Text, []string{`{}`, `{"format":{"type":"text"}}`}},
 		{"truncation", b.Truncation, []string{`"disabled"`}},
 		{"prompt", b.Prompt, nil},
 		{"top_logprobs", b.TopLogprobs, []string{`0`}},
@@ -84,6 +85,47 @@ func (b *createBody) agentSettings() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// textFormat is the text object of a request.
+type textFormat struct {
+	Format *struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+		Description string          `json:"description"`
+	} `json:"format"`
+}
+
+// outputSchema maps text.format onto the turn's output schema: nil for
+// plain text; json_schema becomes it (the engine checks the schema).
+func outputSchema(raw json.RawMessage) (*forge.OutputSchema, error) {
+	if v := compact(raw); v == "" || v == "null" {
+		return nil, nil
+	}
+	var t textFormat
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return nil, invalid("text", "text must be {\"format\": {...}}: %v (verbosity is the agent's)", err)
+	}
+	if t.Format == nil {
+		return nil, nil
+	}
+	switch t.Format.Type {
+	case "text":
+		return nil, nil
+	case "json_schema":
+		s := &forge.OutputSchema{Name: t.Format.Name, Schema: t.Format.Schema}
+		if t.Format.Strict != nil {
+			s.Strict = *t.Format.Strict
+		}
+		return s, nil
+	case "json_object":
+		return nil, invalid("text.format.type", "json_object is not supported: send json_schema with a schema")
+	}
+	return nil, invalid("text.format.type", "text.format.type must be text or json_schema, got %q", t.Format.Type)
 }
 
 func compact(raw json.RawMessage) string {

@@ -47,7 +47,10 @@ type Conversation struct {
 
 type textConfig struct {
 	Format struct {
-		Type string `json:"type"`
+		Type   string          `json:"type"`
+		Name   string          `json:"name,omitempty"`
+		Schema json.RawMessage `json:"schema,omitempty"`
+		Strict *bool           `json:"strict,omitempty"`
 	} `json:"format"`
 }
 

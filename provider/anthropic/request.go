@@ -149,12 +149,36 @@ func buildParams(model string, req *forge.ModelRequest, cache bool) (sdk.Message
 		}
 	}
 	params.MaxTokens = maxTokens
+	if os := req.OutputSchema; os != nil {
+		// Native structured output: the answer is text holding the JSON,
+		// and tools stay free (a forced tool would forbid the others).
+		// The API takes neither a name nor strict: it always constrains.
+		schema, err := outputSchema(os.Schema)
+		if err != nil {
+			return params, err
+		}
+		params.OutputConfig.Format = sdk.JSONOutputFormatParam{Schema: schema}
+	}
 	// mp.Temperature is not sent: API version 2026-10-21 rejects sampling
 	// parameters on every model.
 	if cache {
 		params.CacheControl = sdk.NewCacheControlEphemeralParam()
 	}
 	return params, nil
+}
+
+// outputSchema is an output schema for the SDK, its members kept as raw
+// JSON (numbers as written).
+func outputSchema(schema json.RawMessage) (map[string]any, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &fields); err != nil || fields == nil {
+		return nil, errors.New("output schema is not a JSON object")
+	}
+	m := make(map[string]any, len(fields))
+	for k, v := range fields {
+		m[k] = v
+	}
+	return m, nil
 }
 
 // thinkingAllowed tells whether budget thinking may be on: when the history

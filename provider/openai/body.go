@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -191,7 +192,29 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 		b = append(b, `,"reasoning_effort":`...)
 		b = jsonenc.AppendString(b, mp.ReasoningEffort)
 	}
+	if s := req.OutputSchema; s != nil {
+		schema, err := compactSchema(s.Schema)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":`...)
+		b = jsonenc.AppendString(b, s.Name)
+		b = append(b, `,"schema":`...)
+		b = append(b, schema...)
+		b = append(b, `,"strict":`...)
+		b = strconv.AppendBool(b, s.Strict)
+		b = append(b, "}}"...)
+	}
 	return append(b, '}'), nil
+}
+
+// compactSchema is an output schema as sent: a JSON object, compacted.
+func compactSchema(schema json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, schema); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
+		return nil, errors.New("output schema is not a JSON object")
+	}
+	return buf.Bytes(), nil
 }
 
 func hasText(parts []forge.ModelPart) bool {

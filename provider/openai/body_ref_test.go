@@ -102,6 +102,10 @@ func sdkParams(model string, req *forge.ModelRequest) (sdk.ChatCompletionNewPara
 	if mp.ReasoningEffort != "" {
 		params.ReasoningEffort = shared.ReasoningEffort(mp.ReasoningEffort)
 	}
+	if s := req.OutputSchema; s != nil {
+		params.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+			Name: s.Name, Schema: s.Schema, Strict: sdk.Bool(s.Strict)}}
+	}
 	return params, nil
 }
 
@@ -240,9 +244,13 @@ func bodyCases() map[string]*forge.ModelRequest {
 		}},
 		"params": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{
 			MaxTokens: ptr[int64](1234), Temperature: ptr(0.7), ReasoningEffort: "low", Script: json.RawMessage(`[1]`)}},
-		"tiny temperature":  {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(1e-7)}},
-		"zero temperature":  {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(0.0), MaxTokens: ptr[int64](0)}},
-		"huge temperature":  {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(-3e21)}},
+		"tiny temperature": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(1e-7)}},
+		"zero temperature": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(0.0), MaxTokens: ptr[int64](0)}},
+		"huge temperature": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(-3e21)}},
+		"output schema": {Messages: []forge.ModelMessage{user(text("x"))}, OutputSchema: &forge.OutputSchema{
+			Name: "triage", Schema: json.RawMessage(`{ "type": "object", "properties": {"p": {"enum": ["<", "a"]}} }`), Strict: true}},
+		"output schema not strict": {Messages: []forge.ModelMessage{user(text("x"))}, OutputSchema: &forge.OutputSchema{
+			Name: "n", Schema: json.RawMessage(`{"type":"integer"}`)}},
 		"model on request":  {Model: "other-model", Messages: []forge.ModelMessage{user(text("x"))}},
 		"no messages":       {System: "only a system prompt"},
 		"empty system text": {System: "", Messages: []forge.ModelMessage{user(text(""))}},

@@ -37,6 +37,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -649,7 +650,29 @@ func buildResponsesParams(model string, req *forge.ModelRequest) (responses.Resp
 			params.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 		}
 	}
+	if os := req.OutputSchema; os != nil {
+		schema, err := schemaObject(os.Schema)
+		if err != nil {
+			return responses.ResponseNewParams{}, err
+		}
+		params.Text.Format.OfJSONSchema = &responses.ResponseFormatTextJSONSchemaConfigParam{
+			Name: os.Name, Schema: schema, Strict: sdk.Bool(os.Strict)}
+	}
 	return params, nil
+}
+
+// schemaObject is an output schema for the SDK: its members kept as raw
+// JSON (the SDK would write a json.Number as a string).
+func schemaObject(schema json.RawMessage) (map[string]any, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &fields); err != nil || fields == nil {
+		return nil, errors.New("output schema is not a JSON object")
+	}
+	m := make(map[string]any, len(fields))
+	for k, v := range fields {
+		m[k] = v
+	}
+	return m, nil
 }
 
 // appendAssistant adds an assistant message's items in part order.

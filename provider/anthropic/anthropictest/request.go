@@ -223,6 +223,18 @@ func (r *Request) validate(version string) string {
 			return fmt.Sprintf("thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'adaptive', 'disabled', 'enabled'", t.Type)
 		}
 	}
+	if o := r.OutputConfig; o != nil && len(o.Format) > 0 {
+		var f struct {
+			Type   string                     `json:"type"`
+			Schema map[string]json.RawMessage `json:"schema"`
+		}
+		if err := json.Unmarshal(o.Format, &f); err != nil || f.Type != "json_schema" {
+			return "output_config.format.type: Input tag found using 'type' does not match any of the expected tags: 'json_schema'"
+		}
+		if f.Schema == nil {
+			return "output_config.format.schema: Field required"
+		}
+	}
 	if o := r.OutputConfig; o != nil && o.Effort != "" {
 		switch o.Effort {
 		case "low", "medium", "high", "xhigh", "max":

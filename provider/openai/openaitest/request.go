@@ -25,6 +25,34 @@ type Request struct {
 	Temperature         *float64        `json:"temperature"`
 	ReasoningEffort     string          `json:"reasoning_effort"`
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	ResponseFormat      *ResponseFormat `json:"response_format"`
+}
+
+// ResponseFormat is a chat request's response_format.
+type ResponseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *JSONSchema `json:"json_schema"`
+}
+
+// JSONSchema is a structured-output format: response_format.json_schema of
+// a chat request, text.format of a Responses request (with Type).
+type JSONSchema struct {
+	Type   string          `json:"type,omitempty"`
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict *bool           `json:"strict"`
+}
+
+// problem is what the API says of a json_schema format at param.
+func (s *JSONSchema) problem(param string) (string, string) {
+	if !functionNameRE.MatchString(s.Name) {
+		return param + ".name", "Invalid '" + param + ".name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(s.Schema, &schema); err != nil || schema == nil {
+		return param + ".schema", "Invalid '" + param + ".schema': expected an object."
+	}
+	return "", ""
 }
 
 // StreamOptions is the request's stream_options.
@@ -114,6 +142,18 @@ func (r *Request) validate() (param, msg string) {
 	}
 	if r.StreamOptions != nil && !r.Stream {
 		return "stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled."
+	}
+	if f := r.ResponseFormat; f != nil {
+		switch {
+		case f.Type == "json_schema" && f.JSONSchema == nil:
+			return "response_format.json_schema", "Missing required parameter: 'response_format.json_schema'."
+		case f.Type == "json_schema":
+			if p, m := f.JSONSchema.problem("response_format.json_schema"); p != "" {
+				return p, m
+			}
+		case f.Type != "text" && f.Type != "json_object":
+			return "response_format.type", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'json_schema', 'json_object' and 'text'.", f.Type)
+		}
 	}
 	for i, t := range r.Tools {
 		if t.Type != "function" {

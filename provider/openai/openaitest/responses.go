@@ -63,6 +63,12 @@ type ResponsesRequest struct {
 	Reasoning          *ReasoningConfig `json:"reasoning"`
 	ParallelToolCalls  *bool            `json:"parallel_tool_calls"`
 	PreviousResponseID string           `json:"previous_response_id"`
+	Text               *TextConfig      `json:"text"`
+}
+
+// TextConfig is a Responses request's text object.
+type TextConfig struct {
+	Format *JSONSchema `json:"format"`
 }
 
 // ReasoningConfig is the request's reasoning object.
@@ -274,6 +280,17 @@ func (r *ResponsesRequest) validate() (status int, param, code, msg string) {
 	}
 	if r.Model == "" {
 		return bad("model", "Missing required parameter: 'model'.")
+	}
+	if r.Text != nil && r.Text.Format != nil {
+		switch f := r.Text.Format; f.Type {
+		case "text", "json_object":
+		case "json_schema":
+			if p, m := f.problem("text.format"); p != "" {
+				return bad(p, m)
+			}
+		default:
+			return bad("text.format.type", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'text', 'json_schema' and 'json_object'.", f.Type))
+		}
 	}
 	if r.PreviousResponseID != "" {
 		return http.StatusBadRequest, "previous_response_id", "previous_response_not_found",
