@@ -196,12 +196,6 @@ func (m *Manager) bwrapArgs(sb *Sandbox) (args []string, staged []stagedPath) {
 	args = append(args,
 		"--ro-bind", src(filepath.Join(etc, "passwd"), "passwd", true), "/etc/passwd",
 		"--ro-bind", src(filepath.Join(etc, "group"), "group", true), "/etc/group")
-	for i, p := range m.opts.ReadOnlyPaths {
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		args = append(args, "--ro-bind", src(p, "ro"+strconv.Itoa(i), true), p)
-	}
 	args = append(args, "--proc", "/proc", "--dev", "/dev")
 	if m.opts.TmpSize > 0 {
 		args = append(args, "--size", strconv.FormatInt(m.opts.TmpSize, 10))
@@ -210,8 +204,17 @@ func (m *Manager) bwrapArgs(sb *Sandbox) (args []string, staged []stagedPath) {
 	if m.opts.TmpSize > 0 {
 		args = append(args, "--size", strconv.FormatInt(min(m.opts.TmpSize, shmMax), 10))
 	}
+	args = append(args, "--tmpfs", "/dev/shm")
+	// After the tmpfs mounts: a read-only path under /tmp (a checkout
+	// there, an operator's MCP command) would be hidden by them.
+	for i, p := range m.opts.ReadOnlyPaths {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		args = append(args, "--ro-bind", src(p, "ro"+strconv.Itoa(i), true), p)
+	}
 	home := filepath.Join(sb.base, "home")
-	args = append(args, "--tmpfs", "/dev/shm",
+	args = append(args,
 		// The tmpfs bubblewrap builds / and /dev on belongs to the
 		// sandbox's user: read-only, it cannot be filled.
 		"--remount-ro", "/dev",

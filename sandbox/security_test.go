@@ -548,3 +548,31 @@ func TestStdioCommandIsHardened(t *testing.T) {
 		t.Fatalf("stdio program's view:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestReadOnlyPathsUnderTmpAreVisible: a read-only path under /tmp (a
+// checkout there holding an operator's MCP command) is seen inside the
+// sandbox, above its own /tmp, and cannot be written.
+func TestReadOnlyPathsUnderTmpAreVisible(t *testing.T) {
+	requireBwrap(t)
+	dir, err := os.MkdirTemp("/tmp", "forge-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // as a checkout's directories are
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/tool.txt", []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, sb := newBox(t, Options{UseBwrap: BwrapOn, ReadOnlyPaths: []string{dir}})
+	cmd, err := m.StdioCommand(context.Background(), sb.SessionID(), []string{"bash", "-c",
+		"cat " + dir + "/tool.txt; echo; touch " + dir + "/x 2>/dev/null || echo ro; touch /tmp/y && echo tmp-writable"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "from the host\nro\ntmp-writable" {
+		t.Fatalf("%v: %q", err, got)
+	}
+}
