@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
@@ -391,7 +392,11 @@ func TestMCPServerKilledMidCallEndsTheCallCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-entered // the call is in flight
+	select {
+	case <-entered: // the call is in flight
+	case <-time.After(time.Minute): // a server that never started: fail, don't hang
+		t.Fatal("the MCP call never started")
+	}
 	pid := m.ServerPID(s.ID, "everything")
 	if pid == 0 {
 		t.Fatal("no server process")
