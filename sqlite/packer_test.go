@@ -13,7 +13,8 @@ import (
 )
 
 func init() {
-	forgetDictionaries = func(s *Store) { s.dicts = eventpack.NewDictCache(dictCacheBytes) }
+	// In place: the packer's goroutine may be using the cache.
+	forgetDictionaries = func(s *Store) { s.dicts.Clear() }
 }
 
 // endedTurns writes n turns on a new session of s, each begun and ended

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
 	"github.com/forge-runtime/forge/provider/scripted"
@@ -242,7 +243,9 @@ func TestForkAndReplayFromPage(t *testing.T) {
 		t.Fatalf("branch after the fork: %s", got)
 	}
 
-	b.click(sel + " button.replay")
+	// Clicked in the page: the fork's new turn may still be growing the
+	// page under a pointer click aimed at the old position.
+	b.do(chromedp.Evaluate[chromedp.Void](`document.querySelector(` + jsString(sel+" button.replay") + `).click()`))
 	b.waitFor(`document.querySelector('.replay[data-state=finished]')`)
 	replayed := eval[string](b, `document.querySelector('.replay-stage').textContent`)
 	for _, want := range []string{"first", "echo: first", "Done"} {
