@@ -20,6 +20,7 @@ import (
 	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
+	"github.com/forge-runtime/forge/protocol/internal/openaierr"
 )
 
 // Prefix is where the API is served.
@@ -501,7 +502,7 @@ func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant st
 		if err != nil {
 			status, param, code, msg := h.describe(err)
 			h.env.Log.Warn("chat completion stream ended by an error", "turn_id", turn.ID, "err", err)
-			data, _ := json.Marshal(errorJSON(status, param, code, msg))
+			data, _ := json.Marshal(openaierr.NewBody(status, param, code, msg))
 			sw.Event(0, "", data)
 			return true
 		}
@@ -519,7 +520,7 @@ func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant st
 func (h *handler) describe(err error) (status int, param, code, msg string) {
 	var ae *apiError
 	if errors.As(err, &ae) {
-		return ae.status, ae.param, ae.code, ae.msg
+		return ae.Status, ae.Param, ae.Code, ae.Msg
 	}
 	status, code, msg = h.env.Classify(err)
 	return status, "", code, msg

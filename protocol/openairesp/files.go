@@ -35,7 +35,7 @@ func fileObjectOf(f *forge.File) fileObject {
 
 func (h *handler) fileStore() (forge.FileStore, error) {
 	if h.env.Files == nil {
-		return nil, &apiError{status: http.StatusNotImplemented, code: "not_implemented", msg: "this server's store keeps no files"}
+		return nil, &apiError{Status: http.StatusNotImplemented, Code: "not_implemented", Msg: "this server's store keeps no files"}
 	}
 	return h.env.Files, nil
 }
@@ -65,7 +65,7 @@ func (h *handler) listFiles(w http.ResponseWriter, r *http.Request, tenant strin
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
-			return &apiError{status: http.StatusBadRequest, param: "limit", code: "invalid_request", msg: "limit is an integer from 1 to 10000"}
+			return &apiError{Status: http.StatusBadRequest, Param: "limit", Code: "invalid_request", Msg: "limit is an integer from 1 to 10000"}
 		}
 		limit = n
 	}
