@@ -95,6 +95,9 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
+	if err := queueWebhooks(b, sc, evs); err != nil {
+		return err
+	}
 	b.Queue(`UPDATE sessions SET tip_turn_id = $3, updated_at = $4 WHERE tenant = $1 AND id = $2`,
 		t.Tenant, t.SessionID, t.ID, s.now())
 	if bt.Lease != nil && t.Status == forge.TurnRunning {
@@ -202,6 +205,9 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	queueMessages(b, upsertMessagesSQL, sc, msgs)
 	queueParts(b, upsertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
+	if err := queueWebhooks(b, sc, evs); err != nil {
+		return err
+	}
 	if cb.Turn != nil && t.Ended() {
 		b.Queue(`DELETE FROM turn_leases WHERE tenant = $1 AND turn_id = $2`, cb.Tenant, cb.TurnID)
 	}
