@@ -104,6 +104,12 @@ type Config struct {
 	// Files keeps uploaded files (/v1/files, /openai/v1/files); nil: the
 	// Store's, when it is a forge.FileStore.
 	Files forge.FileStore
+	// Webhooks keeps endpoints (/v1/webhooks); nil: the Store's, when it
+	// is a forge.WebhookStore.
+	Webhooks forge.WebhookStore
+	// WebhookURLs vets new endpoints' URLs; nil: webhooks cannot be
+	// created (501).
+	WebhookURLs WebhookURLChecker
 	// MaxFileBytes is the most bytes one file may have (--max-file-bytes);
 	// 0 means files.DefaultMaxBytes (20 MiB).
 	MaxFileBytes int64
@@ -126,6 +132,9 @@ type Server struct {
 	metrics   http.Handler
 	mcp       MCPChecker
 	files     forge.FileStore
+	webhooks  forge.WebhookStore
+	// webhookURLs vets new endpoints' URLs (nil: none can be created).
+	webhookURLs WebhookURLChecker
 	// maxFileBytes is the limit of one file.
 	maxFileBytes int64
 	// tenantMetrics serves a tenant's own series (nil: none).
@@ -172,7 +181,12 @@ func New(cfg Config) *Server {
 		readyChecks: cfg.Ready,
 
 		files:        cfg.Files,
+		webhooks:     cfg.Webhooks,
+		webhookURLs:  cfg.WebhookURLs,
 		maxFileBytes: cfg.MaxFileBytes,
+	}
+	if s.webhooks == nil {
+		s.webhooks, _ = cfg.Store.(forge.WebhookStore)
 	}
 	if s.files == nil {
 		s.files, _ = cfg.Store.(forge.FileStore)
@@ -250,6 +264,12 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/files/{fid}", s.getFile, false},
 		{"GET", "/v1/files/{fid}/content", s.fileContent, false},
 		{"DELETE", "/v1/files/{fid}", s.deleteFile, false},
+
+		{"POST", "/v1/webhooks", s.createWebhook, false},
+		{"GET", "/v1/webhooks", s.listWebhooks, false},
+		{"GET", "/v1/webhooks/{whid}", s.getWebhook, false},
+		{"DELETE", "/v1/webhooks/{whid}", s.deleteWebhook, false},
+		{"GET", "/v1/webhooks/{whid}/deliveries", s.listWebhookDeliveries, false},
 
 		{"POST", "/v1/forums", s.createForum, false},
 		{"GET", "/v1/forums", s.listForums, false},

@@ -43,6 +43,7 @@ import (
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/tools"
+	"github.com/forge-runtime/forge/webhook"
 )
 
 // Config configures a Server. Zero values take the defaults.
@@ -90,6 +91,11 @@ type Config struct {
 	// agents' MCP url servers may reach those addresses (nil: File, else
 	// the default: private ones while the server has no API key).
 	AllowPrivateMCPURLs, AllowLinkLocalMCPURLs *bool
+	// AllowPrivateWebhooks lets webhook endpoints be loopback, private and
+	// link-local addresses (--allow-private-webhooks).
+	AllowPrivateWebhooks bool
+	// WebhookPoll is how often the webhook outbox is read (0: 500 ms).
+	WebhookPoll time.Duration
 
 	// SubagentDepth bounds nested delegations (0: 1).
 	SubagentDepth int
@@ -149,6 +155,7 @@ type Server struct {
 	redis     *redisbus.Bus
 	eng       *engine.Engine
 	forums    *forum.Service
+	webhooks  *webhook.Dispatcher
 	api       *httpapi.Server
 	handler   http.Handler
 
@@ -277,6 +284,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.forums.Open(ctx); err != nil {
 		return nil, err
 	}
+	// Every replica delivers webhooks; a delivery is one replica's at a
+	// time (its claim in the store).
+	s.webhooks = webhook.New(s.store, webhook.Config{Owner: s.eng.ReplicaID(), AllowPrivate: cfg.AllowPrivateWebhooks,
+		Poll: cfg.WebhookPoll, Clock: cfg.Clock, Log: log.With("component", "webhooks")})
+	s.webhooks.Start()
 	protocols := cfg.Protocols
 	if protocols == nil {
 		// Chat Completions first: its prefix lies inside the Responses
@@ -288,7 +300,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Protocols: protocols,
 		Metrics:   s.tel.metricsHandler(), TenantMetrics: s.tel.tenantMetrics(), OperatorKey: cfg.OperatorKey, AllowedOrigins: cfg.AllowedOrigins, Ready: ready,
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession, MaxStreamsPerTenant: cfg.MaxStreamsPerTenant,
-		Files: s.store, MaxFileBytes: cfg.MaxFileBytes})
+		Files: s.store, MaxFileBytes: cfg.MaxFileBytes,
+		WebhookURLs: webhook.URLChecker{AllowPrivate: cfg.AllowPrivateWebhooks}})
 	s.handler = s.tel.serving(s.api)
 	return s, nil
 }
@@ -424,6 +437,11 @@ func (s *Server) Stop(ctx context.Context) error {
 	if err := s.eng.Close(gctx); err != nil {
 		s.log.Error("engine close", "err", err)
 	}
+	// After the engine: the last turns' deliveries are in the outbox, and
+	// what is not sent in the grace is sent after a restart.
+	if err := s.webhooks.Close(gctx); err != nil {
+		s.log.Error("webhooks close", "err", err)
+	}
 	s.mu.Lock()
 	srv, cancelStreams := s.http, s.cancelStreams
 	s.mu.Unlock()
@@ -449,6 +467,9 @@ func (s *Server) closeParts(ctx context.Context) error {
 		}
 		if s.eng != nil {
 			errs = append(errs, s.eng.Close(ctx))
+		}
+		if s.webhooks != nil {
+			errs = append(errs, s.webhooks.Close(ctx))
 		}
 	}
 	if s.redis != nil {
