@@ -58,7 +58,7 @@ func (r *receiver) requests() []received {
 	return append([]received(nil), r.got...)
 }
 
-func openStore(t *testing.T) *sqlite.Store {
+func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "forge.db"))
 	if err != nil {
@@ -69,7 +69,7 @@ func openStore(t *testing.T) *sqlite.Store {
 }
 
 // endTurn writes a turn of a new session of tenant and its turn.done.
-func endTurn(t *testing.T, s *sqlite.Store, tenant string) *forge.Turn {
+func endTurn(t testing.TB, s *sqlite.Store, tenant string) *forge.Turn {
 	t.Helper()
 	ctx := context.Background()
 	ids := forge.NewULIDGen(forge.SystemClock{})
@@ -100,7 +100,7 @@ func endTurn(t *testing.T, s *sqlite.Store, tenant string) *forge.Turn {
 	return turn
 }
 
-func newWebhook(t *testing.T, s *sqlite.Store, tenant, url string) *forge.Webhook {
+func newWebhook(t testing.TB, s *sqlite.Store, tenant, url string) *forge.Webhook {
 	t.Helper()
 	w := &forge.Webhook{Tenant: tenant, URL: url, Events: []string{forge.EventTurnDone}}
 	if err := s.CreateWebhook(context.Background(), w); err != nil {
