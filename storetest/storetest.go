@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"Content", contentTests},
 		{"Keys", keyTests},
 		{"Files", fileTests},
+		{"Schedules", scheduleTests},
 		{"Leases", leaseTests},
 		{"Forums", forumTests},
 		{"Operations", operationTests},
