@@ -251,6 +251,13 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/files/{fid}/content", s.fileContent, false},
 		{"DELETE", "/v1/files/{fid}", s.deleteFile, false},
 
+		{"POST", "/v1/schedules", s.createSchedule, false},
+		{"GET", "/v1/schedules", s.listSchedules, false},
+		{"GET", "/v1/schedules/{schid}", s.getSchedule, false},
+		{"PATCH", "/v1/schedules/{schid}", s.patchSchedule, false},
+		{"DELETE", "/v1/schedules/{schid}", s.deleteSchedule, false},
+		{"GET", "/v1/schedules/{schid}/runs", s.listScheduleRuns, false},
+
 		{"POST", "/v1/forums", s.createForum, false},
 		{"GET", "/v1/forums", s.listForums, false},
 		{"GET", "/v1/forums/{fid}", s.getForum, false},

@@ -41,6 +41,7 @@ import (
 	"github.com/forge-runtime/forge/provider"
 	redisbus "github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/scheduler"
 	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/tools"
 )
@@ -123,6 +124,9 @@ type Config struct {
 	// Tune, when set, adjusts the engine's configuration before the
 	// engine is built (tests: shorter waits).
 	Tune func(*engine.Config)
+	// ScheduleInterval is how often the scheduler polls for due
+	// schedules (0: scheduler.DefaultInterval, 1 s).
+	ScheduleInterval time.Duration
 }
 
 // ScriptedQuota is the per-tenant quota of scripted models' turns.
@@ -149,6 +153,7 @@ type Server struct {
 	redis     *redisbus.Bus
 	eng       *engine.Engine
 	forums    *forum.Service
+	schedules *scheduler.Scheduler
 	api       *httpapi.Server
 	handler   http.Handler
 
@@ -277,6 +282,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.forums.Open(ctx); err != nil {
 		return nil, err
 	}
+	// Every replica polls; the store's claim makes each slot fire once.
+	s.schedules = scheduler.New(scheduler.Config{Store: s.store, Clock: cfg.Clock, IDs: cfg.IDs, Logger: log,
+		Interval: cfg.ScheduleInterval,
+		Runner:   &scheduler.EngineRunner{Store: s.store, Engine: s.eng, Clock: cfg.Clock, IDs: cfg.IDs}})
+	s.schedules.Start()
 	protocols := cfg.Protocols
 	if protocols == nil {
 		// Chat Completions first: its prefix lies inside the Responses
@@ -418,6 +428,10 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.log.Info("shutting down: draining", "grace", s.cfg.ShutdownGrace)
 	gctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 	defer cancel()
+	// The scheduler first: it starts no run the engine would refuse.
+	if err := s.schedules.Close(gctx); err != nil {
+		s.log.Error("scheduler close", "err", err)
+	}
 	if err := s.forums.Close(gctx); err != nil {
 		s.log.Error("forums close", "err", err)
 	}
@@ -444,6 +458,9 @@ func (s *Server) closeParts(ctx context.Context) error {
 	var errs []error
 	if s.api == nil {
 		// New failed after these were built: they run nothing yet.
+		if s.schedules != nil {
+			errs = append(errs, s.schedules.Close(ctx))
+		}
 		if s.forums != nil {
 			errs = append(errs, s.forums.Close(ctx))
 		}
