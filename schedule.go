@@ -126,3 +126,17 @@ type ScheduleStore interface {
 	// ErrNotFound when the schedule does not exist.
 	ListScheduleRuns(ctx context.Context, tenant, scheduleID string, opts ListOptions) ([]*ScheduleRun, string, error)
 }
+
+// Cadence is a schedule's parsed cron or every.
+type Cadence interface {
+	// Next is the first slot strictly after t, in UTC at millisecond
+	// precision; the zero time when there is none.
+	Next(t time.Time) time.Time
+}
+
+// CadenceParser checks and parses schedules' cadences: a backend, since
+// cron parsing is a library's (scheduler.Cadences). Its errors wrap
+// ErrInvalid.
+type CadenceParser interface {
+	ParseCadence(cron, every, timezone string) (Cadence, error)
+}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
-	"github.com/forge-runtime/forge/scheduler"
 )
 
 // scheduleBody is the body of POST /v1/schedules.
@@ -93,6 +92,15 @@ func cadence(cron, every *string) (string, string, error) {
 	return c, e, nil
 }
 
+// parseCadence checks a cadence with the server's parser (none: this
+// server keeps no schedules).
+func (s *Server) parseCadence(cron, every, tz string) (forge.Cadence, error) {
+	if s.cadences == nil {
+		return nil, forge.Errorf(errNotImplemented, "this server runs no schedules")
+	}
+	return s.cadences.ParseCadence(cron, every, tz)
+}
+
 // slotNow is the server's now at the precision of slots.
 func (s *Server) slotNow() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
 
@@ -113,7 +121,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	spec, err := scheduler.Parse(cron, every, tz)
+	spec, err := s.parseCadence(cron, every, tz)
 	if err != nil {
 		return err
 	}
@@ -246,7 +254,7 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) error {
 		}
 		now := s.slotNow()
 		if recompute {
-			spec, err := scheduler.Parse(sc.Cron, sc.Every, sc.Timezone)
+			spec, err := s.parseCadence(sc.Cron, sc.Every, sc.Timezone)
 			if err != nil {
 				return err
 			}

@@ -107,6 +107,9 @@ type Config struct {
 	// MaxFileBytes is the most bytes one file may have (--max-file-bytes);
 	// 0 means files.DefaultMaxBytes (20 MiB).
 	MaxFileBytes int64
+	// Cadences parses schedules' cron and every (normally
+	// scheduler.Cadences); nil: /v1/schedules answers not_implemented.
+	Cadences forge.CadenceParser
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -128,6 +131,7 @@ type Server struct {
 	files     forge.FileStore
 	// maxFileBytes is the limit of one file.
 	maxFileBytes int64
+	cadences     forge.CadenceParser
 	// tenantMetrics serves a tenant's own series (nil: none).
 	tenantMetrics func(tenant string) http.Handler
 	operatorKey   string
@@ -173,6 +177,7 @@ func New(cfg Config) *Server {
 
 		files:        cfg.Files,
 		maxFileBytes: cfg.MaxFileBytes,
+		cadences:     cfg.Cadences,
 	}
 	if s.files == nil {
 		s.files, _ = cfg.Store.(forge.FileStore)

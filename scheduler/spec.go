@@ -150,3 +150,17 @@ func (s *Spec) String() string {
 	}
 	return fmt.Sprintf("cron in %s", s.loc)
 }
+
+// Cadences is the forge.CadenceParser of Parse.
+type Cadences struct{}
+
+var _ forge.CadenceParser = Cadences{}
+
+// ParseCadence is Parse.
+func (Cadences) ParseCadence(cron, every, tz string) (forge.Cadence, error) {
+	s, err := Parse(cron, every, tz)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -298,7 +298,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Protocols: protocols,
 		Metrics:   s.tel.metricsHandler(), TenantMetrics: s.tel.tenantMetrics(), OperatorKey: cfg.OperatorKey, AllowedOrigins: cfg.AllowedOrigins, Ready: ready,
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession, MaxStreamsPerTenant: cfg.MaxStreamsPerTenant,
-		Files: s.store, MaxFileBytes: cfg.MaxFileBytes})
+		Files: s.store, MaxFileBytes: cfg.MaxFileBytes, Cadences: scheduler.Cadences{}})
 	s.handler = s.tel.serving(s.api)
 	return s, nil
 }
