@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/postgres"
+	"github.com/forge-runtime/forge/postgres/pgtest"
 	"github.com/forge-runtime/forge/scheduler"
 	"github.com/forge-runtime/forge/sqlite"
 )
@@ -75,7 +77,7 @@ func (r *runner) count() int {
 
 type env struct {
 	t     *testing.T
-	store *sqlite.Store
+	store forge.ScheduleStore
 	clock *clock
 	run   *runner
 }
@@ -92,8 +94,10 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, store: st, clock: &clock{t: epoch}, run: &runner{}}
 }
 
-func (e *env) scheduler() *scheduler.Scheduler {
-	return scheduler.New(scheduler.Config{Store: e.store, Runner: e.run, Clock: e.clock, Grace: 5 * time.Second})
+func (e *env) scheduler() *scheduler.Scheduler { return e.schedulerOn(e.store) }
+
+func (e *env) schedulerOn(st scheduler.Store) *scheduler.Scheduler {
+	return scheduler.New(scheduler.Config{Store: st, Runner: e.run, Clock: e.clock, Grace: 5 * time.Second})
 }
 
 // schedule stores a schedule of cadence cron or every, first due at next.
@@ -134,7 +138,36 @@ func TestTwoSchedulersFireEachSlotOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	sc := e.schedule("", "2s", forge.CatchUpOnce, epoch.Add(2*time.Second), nil)
-	a, b := e.scheduler(), e.scheduler()
+	e.fireTogether(sc, e.scheduler(), e.scheduler())
+}
+
+// TestTwoReplicasOnPostgresFireEachSlotOnce: the same with two stores
+// (two connection pools, as two replicas have) on one PostgreSQL
+// database.
+func TestTwoReplicasOnPostgresFireEachSlotOnce(t *testing.T) {
+	pgtest.URL(t)
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	open := func() *postgres.Store {
+		st, err := postgres.Open(ctx, db, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close(ctx) })
+		return st
+	}
+	one, two := open(), open()
+	e := &env{t: t, store: one, clock: &clock{t: epoch}, run: &runner{}}
+	sc := e.schedule("", "2s", forge.CatchUpOnce, epoch.Add(2*time.Second), nil)
+	e.fireTogether(sc, e.schedulerOn(one), e.schedulerOn(two))
+}
+
+// fireTogether ticks a and b at the same instants over 10 slots of sc (an
+// every-2s schedule first due 2 s after the epoch) and checks that each
+// slot fired once.
+func (e *env) fireTogether(sc *forge.Schedule, a, b *scheduler.Scheduler) {
+	t := e.t
+	t.Helper()
 	const steps = 40 // 20 s in half-second steps: 10 slots
 	for range steps {
 		e.clock.advance(500 * time.Millisecond)
