@@ -19,6 +19,7 @@ type Store interface {
 	EventStore
 	IdempotencyStore
 	ForumStore
+	ScheduleStore
 	Close(ctx context.Context) error
 }
 

@@ -113,6 +113,9 @@ type Config struct {
 	// MaxFileBytes is the most bytes one file may have (--max-file-bytes);
 	// 0 means files.DefaultMaxBytes (20 MiB).
 	MaxFileBytes int64
+	// Cadences parses schedules' cron and every (normally
+	// scheduler.Cadences); nil: /v1/schedules answers not_implemented.
+	Cadences forge.CadenceParser
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -137,6 +140,7 @@ type Server struct {
 	webhookURLs WebhookURLChecker
 	// maxFileBytes is the limit of one file.
 	maxFileBytes int64
+	cadences     forge.CadenceParser
 	// tenantMetrics serves a tenant's own series (nil: none).
 	tenantMetrics func(tenant string) http.Handler
 	operatorKey   string
@@ -184,6 +188,7 @@ func New(cfg Config) *Server {
 		webhooks:     cfg.Webhooks,
 		webhookURLs:  cfg.WebhookURLs,
 		maxFileBytes: cfg.MaxFileBytes,
+		cadences:     cfg.Cadences,
 	}
 	if s.webhooks == nil {
 		s.webhooks, _ = cfg.Store.(forge.WebhookStore)
@@ -270,6 +275,12 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/webhooks/{whid}", s.getWebhook, false},
 		{"DELETE", "/v1/webhooks/{whid}", s.deleteWebhook, false},
 		{"GET", "/v1/webhooks/{whid}/deliveries", s.listWebhookDeliveries, false},
+		{"POST", "/v1/schedules", s.createSchedule, false},
+		{"GET", "/v1/schedules", s.listSchedules, false},
+		{"GET", "/v1/schedules/{schid}", s.getSchedule, false},
+		{"PATCH", "/v1/schedules/{schid}", s.patchSchedule, false},
+		{"DELETE", "/v1/schedules/{schid}", s.deleteSchedule, false},
+		{"GET", "/v1/schedules/{schid}/runs", s.listScheduleRuns, false},
 
 		{"POST", "/v1/forums", s.createForum, false},
 		{"GET", "/v1/forums", s.listForums, false},

@@ -25,7 +25,7 @@ var ctx = context.Background()
 // tenantTables are every table that carries a tenant.
 var tenantTables = []string{"agents", "agent_versions", "sessions", "turns", "messages", "parts", "events",
 	"event_log", "snapshots", "idempotency", "api_keys", "turn_leases", "participants",
-	"files", "file_blobs", "file_chunks"}
+	"files", "file_blobs", "file_chunks", "schedules", "schedule_runs"}
 
 // seed writes rows of every kind for tenant through the store and returns
 // the session; its turn stays running when running is true.
@@ -74,6 +74,17 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 	sum := sha256.Sum256(data)
 	must(s.CreateFile(ctx, &forge.File{Tenant: tenant, Filename: "secret.txt", MimeType: "text/plain",
 		Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, bytes.NewReader(data)))
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	sch := &forge.Schedule{ID: ids.New(forge.PrefixSchedule), Tenant: tenant, Agent: "support", Every: "1m", Timezone: "UTC",
+		Input: []forge.Input{{Type: forge.InputMessage, Text: tenant + " secret digest"}}, CatchUp: forge.CatchUpOnce,
+		NextRunAt: now, CreatedAt: now, UpdatedAt: now}
+	must(s.CreateSchedule(ctx, sch))
+	claimed, err := s.ClaimScheduleSlot(ctx, &forge.ScheduleClaim{Tenant: tenant, ScheduleID: sch.ID, Slot: now, Next: now.Add(time.Hour),
+		Run: &forge.ScheduleRun{ID: ids.New(forge.PrefixScheduleRun), Tenant: tenant, ScheduleID: sch.ID, Slot: now, FiredAt: now, Status: forge.RunPending}})
+	must(err)
+	if !claimed {
+		t.Fatal("the seed schedule's slot was not claimed")
+	}
 	forum := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindForum,
 		MainThreadID: ids.New(forge.PrefixThread)}
 	must(s.CreateSession(ctx, forum))

@@ -351,12 +351,12 @@ func (s *Store) turnsByRef(ctx context.Context, refs string) ([]*forge.Turn, err
 // byRef runs refs, a query of a SECURITY DEFINER function returning
 // (tenant, id) across tenants, then the reads queue queues for each
 // tenant's ids, tenant by tenant through the ordinary policy: two round
-// trips, one when refs returns nothing.
-func (s *Store) byRef(ctx context.Context, refs string, queue func(b *pgx.Batch, tenant string, ids []string)) error {
+// trips, one when refs returns nothing. args are refs's arguments.
+func (s *Store) byRef(ctx context.Context, refs string, queue func(b *pgx.Batch, tenant string, ids []string), args ...any) error {
 	type ref struct{ tenant, id string }
 	var found []ref
 	b := &pgx.Batch{}
-	b.Queue(refs).Query(func(rows pgx.Rows) error {
+	b.Queue(refs, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r ref
 			if err := rows.Scan(&r.tenant, &r.id); err != nil {

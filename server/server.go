@@ -41,6 +41,7 @@ import (
 	"github.com/forge-runtime/forge/provider"
 	redisbus "github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/scheduler"
 	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/tools"
 	"github.com/forge-runtime/forge/webhook"
@@ -129,6 +130,9 @@ type Config struct {
 	// Tune, when set, adjusts the engine's configuration before the
 	// engine is built (tests: shorter waits).
 	Tune func(*engine.Config)
+	// ScheduleInterval is how often the scheduler polls for due
+	// schedules (0: scheduler.DefaultInterval, 1 s).
+	ScheduleInterval time.Duration
 }
 
 // ScriptedQuota is the per-tenant quota of scripted models' turns.
@@ -156,6 +160,7 @@ type Server struct {
 	eng       *engine.Engine
 	forums    *forum.Service
 	webhooks  *webhook.Dispatcher
+	schedules *scheduler.Scheduler
 	api       *httpapi.Server
 	handler   http.Handler
 
@@ -289,6 +294,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.webhooks = webhook.New(s.store, webhook.Config{Owner: s.eng.ReplicaID(), AllowPrivate: cfg.AllowPrivateWebhooks,
 		Poll: cfg.WebhookPoll, Clock: cfg.Clock, Log: log.With("component", "webhooks")})
 	s.webhooks.Start()
+	// Every replica polls; the store's claim makes each slot fire once.
+	s.schedules = scheduler.New(scheduler.Config{Store: s.store, Clock: cfg.Clock, IDs: cfg.IDs, Logger: log,
+		Interval: cfg.ScheduleInterval,
+		Runner:   &scheduler.EngineRunner{Store: s.store, Engine: s.eng, Clock: cfg.Clock, IDs: cfg.IDs}})
+	s.schedules.Start()
 	protocols := cfg.Protocols
 	if protocols == nil {
 		// Chat Completions first: its prefix lies inside the Responses
@@ -300,7 +310,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Protocols: protocols,
 		Metrics:   s.tel.metricsHandler(), TenantMetrics: s.tel.tenantMetrics(), OperatorKey: cfg.OperatorKey, AllowedOrigins: cfg.AllowedOrigins, Ready: ready,
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession, MaxStreamsPerTenant: cfg.MaxStreamsPerTenant,
-		Files: s.store, MaxFileBytes: cfg.MaxFileBytes,
+		Files: s.store, MaxFileBytes: cfg.MaxFileBytes, Cadences: scheduler.Cadences{},
 		WebhookURLs: webhook.URLChecker{AllowPrivate: cfg.AllowPrivateWebhooks}})
 	s.handler = s.tel.serving(s.api)
 	return s, nil
@@ -431,6 +441,10 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.log.Info("shutting down: draining", "grace", s.cfg.ShutdownGrace)
 	gctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 	defer cancel()
+	// The scheduler first: it starts no run the engine would refuse.
+	if err := s.schedules.Close(gctx); err != nil {
+		s.log.Error("scheduler close", "err", err)
+	}
 	if err := s.forums.Close(gctx); err != nil {
 		s.log.Error("forums close", "err", err)
 	}
@@ -462,6 +476,9 @@ func (s *Server) closeParts(ctx context.Context) error {
 	var errs []error
 	if s.api == nil {
 		// New failed after these were built: they run nothing yet.
+		if s.schedules != nil {
+			errs = append(errs, s.schedules.Close(ctx))
+		}
 		if s.forums != nil {
 			errs = append(errs, s.forums.Close(ctx))
 		}

@@ -69,6 +69,7 @@ func Run(t *testing.T, h Harness) {
 		{"Keys", keyTests},
 		{"Files", fileTests},
 		{"Webhooks", webhookTests},
+		{"Schedules", scheduleTests},
 		{"Leases", leaseTests},
 		{"Forums", forumTests},
 		{"Operations", operationTests},

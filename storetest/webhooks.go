@@ -37,7 +37,7 @@ func (f *fixture) newWebhook(ws forge.WebhookStore, tenant string, events ...str
 	return w
 }
 
-func (f *fixture) claim(ws forge.WebhookStore, owner string) []*forge.DueDelivery {
+func (f *fixture) claimDeliveries(ws forge.WebhookStore, owner string) []*forge.DueDelivery {
 	f.Helper()
 	due, err := ws.ClaimDeliveries(f.ctx, owner, time.Minute, 100)
 	f.ok(err, "ClaimDeliveries")
@@ -107,14 +107,14 @@ func testWebhookOutbox(f *fixture) {
 	f.newWebhook(ws, tenantB, forge.EventTurnDone)
 	ses := f.newSession(tenantA)
 	st := f.start(ses, nil, "hi")
-	eq(f, len(f.claim(ws, "r1")), 0, "deliveries of events nobody subscribes to")
+	eq(f, len(f.claimDeliveries(ws, "r1")), 0, "deliveries of events nobody subscribes to")
 	ev := f.end(ses, st.turn)
 	// The turn ended: a second terminal write is refused and queues nothing.
 	again := f.event(st.turn, f.seqs(ses, 1)[0], forge.EventTurnDone, st.turn.ID, st.turn)
 	err := f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: st.turn.ID, Events: []forge.Event{again}})
 	f.is(err, forge.ErrTurnEnded, "Commit after the end")
 
-	due := f.claim(ws, "r1")
+	due := f.claimDeliveries(ws, "r1")
 	eq(f, len(due), 1, "deliveries")
 	d := due[0]
 	eq(f, d.WebhookID, done.ID, "endpoint")
@@ -144,7 +144,7 @@ func testWebhookForumMessages(f *fixture) {
 	ev := f.forumEvent(forum, forge.EventForumMessage, m.ID, m)
 	f.ok(f.s.AppendLoose(f.ctx, &forge.LooseAppend{Tenant: tenantA, SessionID: forum.ID, Messages: []*forge.Message{m},
 		Events: []forge.Event{ev}}), "AppendLoose")
-	due := f.claim(ws, "r1")
+	due := f.claimDeliveries(ws, "r1")
 	eq(f, len(due), 1, "deliveries")
 	eq(f, due[0].WebhookID, w.ID, "endpoint")
 	eq(f, due[0].Seq, ev.Seq, "seq")
@@ -159,9 +159,9 @@ func testWebhookClaimOnce(f *fixture) {
 		ses := f.newSession(tenant)
 		f.end(ses, f.start(ses, nil, "hi").turn)
 	}
-	first := f.claim(ws, "r1")
+	first := f.claimDeliveries(ws, "r1")
 	eq(f, len(first), 2, "deliveries of both tenants")
-	eq(f, len(f.claim(ws, "r2")), 0, "deliveries claimed twice")
+	eq(f, len(f.claimDeliveries(ws, "r2")), 0, "deliveries claimed twice")
 	// Only the claimer records; then nothing is due.
 	d := &first[0].WebhookDelivery
 	f.is(ws.RecordDelivery(f.ctx, d, "r2", forge.DeliveryResult{Delivered: true, ResponseCode: 200}), forge.ErrNotFound,
@@ -184,7 +184,7 @@ func testWebhookRetry(f *fixture) {
 	w := f.newWebhook(ws, tenantA, forge.EventTurnDone)
 	ses := f.newSession(tenantA)
 	f.end(ses, f.start(ses, nil, "hi").turn)
-	d := f.claim(ws, "r1")[0]
+	d := f.claimDeliveries(ws, "r1")[0]
 	// A retry due at once: claimed again, by anyone.
 	f.ok(ws.RecordDelivery(f.ctx, &d.WebhookDelivery, "r1", forge.DeliveryResult{ResponseCode: 503, Error: "503 Service Unavailable",
 		RetryIn: time.Millisecond}), "RecordDelivery 503")
@@ -197,7 +197,7 @@ func testWebhookRetry(f *fixture) {
 	eq(f, list[0].NextAttemptAt != nil, true, "next attempt")
 	var again []*forge.DueDelivery
 	for range 200 {
-		if again = f.claim(ws, "r2"); len(again) > 0 {
+		if again = f.claimDeliveries(ws, "r2"); len(again) > 0 {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -212,7 +212,7 @@ func testWebhookRetry(f *fixture) {
 	eq(f, list[0].Status, forge.DeliveryFailed, "status once retries ran out")
 	eq(f, list[0].Attempts, 2, "attempts")
 	eq(f, list[0].NextAttemptAt == nil, true, "no next attempt")
-	eq(f, len(f.claim(ws, "r3")), 0, "a failed delivery claimed")
+	eq(f, len(f.claimDeliveries(ws, "r3")), 0, "a failed delivery claimed")
 }
 
 func testWebhookDeliveryPages(f *fixture) {
@@ -232,5 +232,5 @@ func testWebhookDeliveryPages(f *fixture) {
 	want := func(seq int64) string { return "evt_" + ses.ID + "_" + strconv.FormatInt(seq, 10) }
 	f.sameJSON(got, [][]string{{want(seqs[2]), want(seqs[1])}, {want(seqs[0])}}, "pages of deliveries, newest first")
 	f.ok(ws.DeleteWebhook(f.ctx, tenantA, w.ID), "DeleteWebhook")
-	eq(f, len(f.claim(ws, "r1")), 0, "deliveries of a deleted webhook")
+	eq(f, len(f.claimDeliveries(ws, "r1")), 0, "deliveries of a deleted webhook")
 }
