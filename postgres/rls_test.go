@@ -25,7 +25,7 @@ var ctx = context.Background()
 // tenantTables are every table that carries a tenant.
 var tenantTables = []string{"agents", "agent_versions", "sessions", "turns", "messages", "parts", "events",
 	"event_log", "snapshots", "idempotency", "api_keys", "turn_leases", "participants",
-	"files", "file_blobs", "file_chunks", "schedules", "schedule_runs"}
+	"files", "file_blobs", "file_chunks", "schedules", "schedule_runs", "webhooks", "webhook_deliveries"}
 
 // seed writes rows of every kind for tenant through the store and returns
 // the session; its turn stays running when running is true.
@@ -42,6 +42,8 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 	ses := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: tenant, Agent: "support", Title: tenant + " secret",
 		MainThreadID: ids.New(forge.PrefixThread)}
 	must(s.CreateSession(ctx, ses))
+	must(s.CreateWebhook(ctx, &forge.Webhook{Tenant: tenant, URL: "https://hooks.example.com/" + tenant,
+		Events: []string{forge.EventActionRequired}}))
 	turnID := ids.New(forge.PrefixTurn)
 	msg := &forge.Message{ID: ids.New(forge.PrefixMessage), ThreadID: ses.MainThreadID, Role: forge.RoleUser,
 		Parts: []*forge.Part{{ID: ids.New(forge.PrefixPart), Type: forge.PartText, Text: tenant + " question"}}}
@@ -51,7 +53,9 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 		Events:   []forge.Event{{Seq: 1, ID: turnID, Type: forge.EventTurnCreated, SessionID: ses.ID, Data: []byte(`{}`)}},
 		Lease:    &forge.Lease{Owner: "replica-" + tenant, TTL: time.Hour},
 	}))
-	end := &forge.Batch{Tenant: tenant, SessionID: ses.ID, TurnID: turnID, Snapshot: &forge.Snapshot{}}
+	// action.required queues a delivery to the webhook.
+	end := &forge.Batch{Tenant: tenant, SessionID: ses.ID, TurnID: turnID, Snapshot: &forge.Snapshot{},
+		Events: []forge.Event{{Seq: 2, ID: turnID, Type: forge.EventActionRequired, SessionID: ses.ID, TurnID: &turnID, Data: []byte(`{}`)}}}
 	if !running {
 		end.Turn = &forge.Turn{Status: forge.TurnDone}
 	}
