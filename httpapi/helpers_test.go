@@ -365,7 +365,7 @@ func (s *stack) state() string {
 		j, _ := json.Marshal(a)
 		fmt.Fprintf(&b, "agent %s\n", j)
 	}
-	sessions, _, err := s.store.ListSessions(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 10000})
+	sessions, _, err := s.store.ListSessions(ctx, forge.DefaultTenant, forge.SessionQuery{ListOptions: forge.ListOptions{Limit: 10000}})
 	if err != nil {
 		s.t.Fatal(err)
 	}
