@@ -754,7 +754,7 @@ func TestChatEndToEnd(t *testing.T) {
 			t.Errorf("errors in output:\n%s", got)
 		}
 		// The denial reached the server with its reason.
-		sessions, err := c.ListSessions(ctx, client.ListOptions{})
+		sessions, err := c.ListSessions(ctx, client.ListSessionsOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

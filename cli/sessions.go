@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,6 +47,8 @@ func newSessionsCommand() *cobra.Command {
 		sf     serverFlags
 		limit  int
 		asJSON bool
+		filter client.ListSessionsOptions
+		meta   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "sessions",
@@ -61,7 +62,17 @@ prints one session's turns and messages.`,
 			if err != nil {
 				return err
 			}
-			if err := listSessions(cmd.Context(), c, cmd.OutOrStdout(), limit, asJSON); err != nil {
+			for _, kv := range meta {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--metadata %q: want KEY=VALUE", kv)
+				}
+				if filter.Metadata == nil {
+					filter.Metadata = map[string]string{}
+				}
+				filter.Metadata[k] = v
+			}
+			if err := listSessions(cmd.Context(), c, cmd.OutOrStdout(), filter, limit, asJSON); err != nil {
 				return errors.New(describe(err, c))
 			}
 			return nil
@@ -70,13 +81,20 @@ prints one session's turns and messages.`,
 	sf.register(cmd.Flags())
 	cmd.Flags().IntVar(&limit, "limit", 20, "how many sessions to list (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the sessions as a JSON array")
+	cmd.Flags().StringVar(&filter.Agent, "agent", "", "only the sessions of this agent")
+	cmd.Flags().StringVar(&filter.Kind, "kind", "", "only sessions of this kind: direct, forum or monologue")
+	cmd.Flags().StringVar(&filter.Status, "status", "", "only running sessions (a turn runs) or idle ones")
+	cmd.Flags().StringArrayVar(&meta, "metadata", nil, "only sessions whose metadata has KEY=VALUE (repeatable)")
 	return cmd
 }
 
-func listSessions(ctx context.Context, c *client.Client, out io.Writer, limit int, asJSON bool) error {
+// listSessions prints the sessions filter selects, as the server orders
+// them (most recent update first).
+func listSessions(ctx context.Context, c *client.Client, out io.Writer, filter client.ListSessionsOptions, limit int, asJSON bool) error {
 	var all []forge.Session
 	for cursor := ""; ; {
-		page, err := c.ListSessions(ctx, client.ListOptions{Limit: pageSize, Cursor: cursor})
+		filter.ListOptions = client.ListOptions{Limit: pageSize, Cursor: cursor}
+		page, err := c.ListSessions(ctx, filter)
 		if err != nil {
 			return err
 		}
@@ -85,7 +103,6 @@ func listSessions(ctx context.Context, c *client.Client, out io.Writer, limit in
 			break
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].UpdatedAt.After(all[j].UpdatedAt) })
 	more := 0
 	if limit > 0 && len(all) > limit {
 		more = len(all) - limit

@@ -266,6 +266,20 @@ created TIME, updated TIME; 2 turns; usage `
 		if !strings.Contains(lines[3], " shower ") || !strings.Contains(lines[3], "250 in / 15 out tokens") {
 			t.Errorf("the shower's line: %q", lines[3])
 		}
+		// Filtered by the server.
+		out, err = runCLICombined(t, "sessions", "--server", f.url, "--agent", "asker", "--status", "idle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], f.approvalSes+" ") {
+			t.Errorf("forge sessions --agent asker printed:\n%s", out)
+		}
+		if out, err := runCLICombined(t, "sessions", "--server", f.url, "--status", "running"); err != nil || strings.TrimSpace(out) != "no sessions" {
+			t.Errorf("forge sessions --status running printed %q (%v)", out, err)
+		}
+		if _, err := runCLICombined(t, "sessions", "--server", f.url, "--status", "busy"); err == nil || !strings.Contains(err.Error(), "running or idle") {
+			t.Errorf("forge sessions --status busy: %v", err)
+		}
 		out, err = runCLICombined(t, "sessions", "--server", f.url, "--limit", "1")
 		if err != nil {
 			t.Fatal(err)

@@ -138,7 +138,7 @@ func TestAgentsSessionsAndAuth(t *testing.T) {
 	if err != nil || ses.ID != "ses_1" || ses.TipTurnID != nil {
 		t.Fatalf("%+v %v", ses, err)
 	}
-	sp, err := c.ListSessions(ctx, ListOptions{})
+	sp, err := c.ListSessions(ctx, ListSessionsOptions{})
 	if err != nil || sp.NextCursor != "" || sp.Data == nil {
 		t.Fatalf("%+v %v", sp, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
@@ -109,9 +110,42 @@ func (c *Client) GetSession(ctx context.Context, id string) (*forge.Session, err
 	return &out, nil
 }
 
+// ListSessionsOptions filter and page a list of sessions (newest update
+// first unless Ascending).
+type ListSessionsOptions struct {
+	ListOptions
+	Agent string
+	Kind  string
+	// Status is "running", "idle" or "" (both).
+	Status string
+	// Metadata keeps sessions whose metadata has each key with that value.
+	Metadata     map[string]string
+	UpdatedAfter time.Time
+	Ascending    bool
+}
+
+func (o ListSessionsOptions) query() url.Values {
+	q := o.ListOptions.query(nil)
+	for k, v := range map[string]string{"agent": o.Agent, "kind": o.Kind, "status": o.Status} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	for k, v := range o.Metadata {
+		q.Set("metadata."+k, v)
+	}
+	if !o.UpdatedAfter.IsZero() {
+		q.Set("updated_after", o.UpdatedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if o.Ascending {
+		q.Set("order", "asc")
+	}
+	return q
+}
+
 // ListSessions returns a page of sessions.
-func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (*Page[forge.Session], error) {
-	return list[forge.Session](ctx, c, "/v1/sessions", opts.query(nil))
+func (c *Client) ListSessions(ctx context.Context, opts ListSessionsOptions) (*Page[forge.Session], error) {
+	return list[forge.Session](ctx, c, "/v1/sessions", opts.query())
 }
 
 // DeleteSession deletes a session, cancelling its running turn first.
