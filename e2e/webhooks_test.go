@@ -240,3 +240,42 @@ func (s *server) turn(sid, text string) string {
 	}
 	return t["id"].(string)
 }
+
+// TestWebhookDeliveredOnceAcrossReplicas: three replicas on one
+// PostgreSQL database each run a dispatcher; every turn.done, whichever
+// replica ran the turn, reaches the endpoint exactly once (it always
+// answers 200, so nothing is retried).
+func TestWebhookDeliveredOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	model := openaitest.New(t)
+	rcv := newHookReceiver(t, func(int) bool { return false })
+	_, rs := cluster(t, 3, model, "--allow-private-webhooks")
+	hook, _ := rs[0].webhook(rcv.URL, "turn.done")
+	rs[1].agent(obj{"name": "a", "model": "openai/gpt-test"})
+	const turns = 12
+	for i := range turns {
+		model.Enqueue(openaitest.Text("ok"))
+		r := rs[i%len(rs)]
+		sid := r.session("a")
+		r.waitStatus(sid, r.turn(sid, "go"))
+	}
+	waitFor(t, func() bool { return len(rcv.requests()) >= turns })
+	time.Sleep(2 * time.Second) // room for a duplicate to arrive, were there one
+	seen := map[string]int{}
+	for _, r := range rcv.requests() {
+		seen[r.header.Get("webhook-id")]++
+	}
+	if len(seen) != turns {
+		t.Fatalf("%d distinct webhook-ids for %d turns", len(seen), turns)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", id, n)
+		}
+	}
+	for _, d := range rs[2].deliveries(hook) {
+		if d.(obj)["status"] != "delivered" || d.(obj)["attempts"] != float64(1) {
+			t.Errorf("delivery %v", d)
+		}
+	}
+}
