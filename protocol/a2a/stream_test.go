@@ -223,6 +223,18 @@ func TestA2AMessageStream(t *testing.T) {
 		t.Fatalf("second stream: task %s context %s text %q", second, evs[0].Result.ContextID, text)
 	}
 
+	// A turn that fails: its text so far, then failed with the error.
+	if status, b := s.Do("POST", "/v1/agents", `{"name":"boom","model":"scripted/x","model_params":{"script":[{"text":"half an answer","error":"the model broke"}]}}`, "Authorization", "Bearer ka"); status != 201 {
+		t.Fatalf("agent: %d %s", status, b)
+	}
+	evs = open(t, s, "ka", "boom", "message/stream", send("x", "")).all()
+	if _, text := checkTurnStream(t, evs, "failed"); text != "half an answer" {
+		t.Fatalf("failed stream text %q", text)
+	}
+	if m := evs[len(evs)-1].Result.Status.Message; m == nil || len(m.Parts) != 1 || !strings.Contains(*m.Parts[0].Text, "the model broke") {
+		t.Fatalf("failed status message: %s", evs[len(evs)-1].raw)
+	}
+
 	// Resubscribing to an ended task: its Task, then its final update.
 	evs = open(t, s, "ka", "echo", "tasks/resubscribe", `{"id":"`+taskID+`"}`).all()
 	if len(evs) != 2 || evs[0].Result.Kind != "task" || evs[0].Result.ID != taskID || evs[0].Result.Status.State != "completed" ||
