@@ -362,6 +362,26 @@ func TestA2AInputRequired(t *testing.T) {
 	if a := call(t, s, "ka", "ask", "tasks/get", `{"id":"`+taskID+`"}`); a.Error != nil || a.Result.Status.State != "input-required" {
 		t.Fatalf("the waiting task after its resolution (a turn's status stays): %+v %+v", a.Result, a.Error)
 	}
+
+	// A client tool: input-required in message/send too; its output is a
+	// tool_result data part (taskId alone names the context).
+	if status, b := s.Do("POST", "/v1/agents", `{"name":"cli","model":"scripted/x","tools":[{"name":"lookup","client":true}],"model_params":{"script":[`+
+		`{"tool_calls":[{"name":"lookup","arguments":{"q":"42"}}]},{"text":"found it"}]}}`, "Authorization", "Bearer ka"); status != 201 {
+		t.Fatalf("agent: %d %s", status, b)
+	}
+	a = call(t, s, "ka", "cli", "message/send", send("look it up", ""))
+	if a.Error != nil || a.Result.Status.State != "input-required" || a.Result.Status.Message == nil || len(a.Result.Status.Message.Parts) != 2 {
+		t.Fatalf("a client tool call: %+v %+v", a.Result, a.Error)
+	}
+	if err := json.Unmarshal(a.Result.Status.Message.Parts[1].Data, &pending); err != nil || len(pending.RequiredActions) != 1 ||
+		pending.RequiredActions[0].Type != "client_tool" || pending.RequiredActions[0].Tool != "lookup" {
+		t.Fatalf("required actions %s: %v", a.Result.Status.Message.Parts[1].Data, err)
+	}
+	evs = open(t, s, "ka", "cli", "message/stream", sendParts("", a.Result.ID,
+		map[string]any{"kind": "data", "data": map[string]any{"type": "tool_result", "call_id": pending.RequiredActions[0].CallID, "output": "Paris"}})).all()
+	if _, text := checkTurnStream(t, evs, "completed"); text != "found it" || evs[0].Result.ContextID != a.Result.ContextID {
+		t.Fatalf("the client tool's output: text %q context %s", text, evs[0].Result.ContextID)
+	}
 }
 
 // TestA2AStreamErrors: what bad or foreign requests to message/stream and
@@ -398,6 +418,7 @@ func TestA2AStreamErrors(t *testing.T) {
 		{"kb", "message/stream", send("x", mine.ContextID), -32001},                                           // another tenant's context
 		{"kb", "message/stream", sendParts("", mine.ID, map[string]any{"kind": "text", "text": "x"}), -32001}, // another tenant's task
 		{"ka", "message/stream", sendParts("", "", map[string]any{"kind": "data", "data": map[string]any{"type": "approval"}}), -32602},
+		{"ka", "message/stream", sendParts("", "", manyParts(1001)...), -32602},
 	} {
 		if a := call(t, s, c.key, "echo", c.method, c.params); a.Error == nil || a.Error.Code != c.code {
 			t.Errorf("%s %s %s: %+v, want code %d", c.key, c.method, c.params, a.Error, c.code)
@@ -415,4 +436,12 @@ func TestA2AStreamErrors(t *testing.T) {
 	if _, after := s.Do("GET", "/v1/sessions", "", "Authorization", "Bearer kb"); after != sessionsBefore {
 		t.Errorf("bad requests stored sessions: %s, was %s", after, sessionsBefore)
 	}
+}
+
+func manyParts(n int) []map[string]any {
+	parts := make([]map[string]any, n)
+	for i := range parts {
+		parts[i] = map[string]any{"kind": "text", "text": "x"}
+	}
+	return parts
 }
