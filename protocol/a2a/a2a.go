@@ -1,7 +1,16 @@
-// Package a2a serves each agent as an Agent2Agent (A2A) agent at
+// Package a2a serves each agent as an Agent2Agent (A2A, v0.3) agent at
 // /a2a/{agent}: its agent card and the JSON-RPC methods message/send,
-// tasks/get and tasks/cancel. A task is a turn, a contextId a session
-// (API.md, "Agents as MCP tools and A2A agents").
+// message/stream and tasks/resubscribe (Server-Sent Events), tasks/get and
+// tasks/cancel. A task is a turn, a contextId a session (API.md, "Agents
+// as MCP tools and A2A agents").
+//
+// A turn that waits for approvals or client tools is input-required. The
+// client resolves it with message/send (or message/stream) in the same
+// contextId (taskId may name the waiting task) whose parts are data parts,
+// each one Forge input item: {"type":"approval","call_id":..,"approved":
+// true|false}, {"type":"tool_result","call_id":..,"output":".."} or
+// {"type":"auth","call_id":..,"token":".."}. The answer is a new task (the
+// turn that resumes).
 package a2a
 
 import (
@@ -76,10 +85,25 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return e.Message }
 
-// Part is an A2A message part; only text parts are taken.
+// Part is an A2A message part: text, or data (a Forge input item
+// resolving a waiting call, or required actions in a status message).
 type Part struct {
-	Kind string `json:"kind"`
-	Text string `json:"text,omitempty"`
+	Kind string          `json:"kind"`
+	Text string          `json:"text,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// MarshalJSON writes a text part's text even when empty (a last chunk of
+// a streamed artifact), which A2A requires of a text part.
+func (p Part) MarshalJSON() ([]byte, error) {
+	if p.Kind == "text" {
+		return json.Marshal(struct {
+			Kind string `json:"kind"`
+			Text string `json:"text"`
+		}{p.Kind, p.Text})
+	}
+	type plain Part
+	return json.Marshal(plain(p))
 }
 
 // Message is an A2A message.
@@ -168,7 +192,7 @@ func (h *handler) card(r *http.Request, a *forge.Agent) map[string]any {
 		"url":                scheme + "://" + r.Host + Prefix + a.Name,
 		"preferredTransport": "JSONRPC",
 		"version":            fmt.Sprint(a.Version),
-		"capabilities":       map[string]any{"streaming": false, "pushNotifications": false},
+		"capabilities":       map[string]any{"streaming": true, "pushNotifications": false},
 		"defaultInputModes":  []string{"text/plain"},
 		"defaultOutputModes": []string{"text/plain"},
 		"skills":             skills,
@@ -203,8 +227,15 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, tenant string, a *
 		result, err = h.get(r.Context(), tenant, a, req.Params)
 	case req.Method == "tasks/cancel":
 		result, err = h.cancel(r.Context(), tenant, a, req.Params)
-	case req.Method == "message/stream" || req.Method == "tasks/resubscribe":
-		err = &rpcError{Code: codeUnsupported, Message: req.Method + " is not supported yet: use message/send (the card says streaming: false)"}
+	case req.Method == "message/stream":
+		// Answered on the stream once it has started; before, as JSON.
+		if err = h.streamMessage(w, r, tenant, a, req.ID, req.Params); err == nil {
+			return
+		}
+	case req.Method == "tasks/resubscribe":
+		if err = h.resubscribe(w, r, tenant, a, req.ID, req.Params); err == nil {
+			return
+		}
 	default:
 		err = &rpcError{Code: codeMethodNotFound, Message: "unknown method " + req.Method}
 	}
@@ -234,9 +265,18 @@ func (h *handler) rpcError(err error) *rpcError {
 	return &rpcError{Code: c, Message: msg, Data: map[string]string{"code": code}}
 }
 
-// send runs one turn for the message and answers its task once the turn
-// has ended or paused.
-func (h *handler) send(ctx context.Context, tenant string, a *forge.Agent, raw json.RawMessage) (*Task, error) {
+// sendParams is what message/send and message/stream take: the message,
+// the session it continues (contextId, or the session of taskId) and the
+// turn's input.
+type sendParams struct {
+	ses   *forge.Session
+	input []forge.Input
+}
+
+// maxParts bounds the parts of one message (each is one input item).
+const maxParts = 1000
+
+func (h *handler) parseSend(ctx context.Context, tenant string, a *forge.Agent, raw json.RawMessage) (*sendParams, error) {
 	var p struct {
 		Message Message `json:"message"`
 	}
@@ -246,21 +286,83 @@ func (h *handler) send(ctx context.Context, tenant string, a *forge.Agent, raw j
 	if p.Message.Role != "user" {
 		return nil, &rpcError{Code: codeInvalidParams, Message: `message.role must be "user"`}
 	}
+	if len(p.Message.Parts) > maxParts {
+		return nil, &rpcError{Code: codeInvalidParams, Message: fmt.Sprintf("a message holds at most %d parts", maxParts)}
+	}
 	var text strings.Builder
+	var input []forge.Input
 	for i, part := range p.Message.Parts {
-		if part.Kind != "text" {
-			return nil, &rpcError{Code: codeUnsupported, Message: fmt.Sprintf("message.parts[%d] is a %q part: only text parts are taken", i, part.Kind)}
+		switch part.Kind {
+		case "text":
+			text.WriteString(part.Text)
+		case "data":
+			in, err := resolution(part.Data)
+			if err != nil {
+				return nil, &rpcError{Code: codeInvalidParams, Message: fmt.Sprintf("message.parts[%d]: %v", i, err)}
+			}
+			input = append(input, in)
+		default:
+			return nil, &rpcError{Code: codeUnsupported, Message: fmt.Sprintf("message.parts[%d] is a %q part: only text parts (and data parts resolving waiting calls) are taken", i, part.Kind)}
 		}
-		text.WriteString(part.Text)
 	}
-	if strings.TrimSpace(text.String()) == "" {
+	switch {
+	case len(input) > 0 && strings.TrimSpace(text.String()) != "":
+		return nil, &rpcError{Code: codeInvalidParams, Message: "a message holds either text or data parts resolving waiting calls, not both"}
+	case len(input) == 0 && strings.TrimSpace(text.String()) == "":
 		return nil, &rpcError{Code: codeInvalidParams, Message: "the message has no text"}
+	case len(input) == 0:
+		input = []forge.Input{{Type: forge.InputMessage, Text: text.String()}}
 	}
-	ses, err := h.session(ctx, tenant, a, p.Message.ContextID)
+	contextID := p.Message.ContextID
+	if p.Message.TaskID != "" {
+		t, err := h.lookup(ctx, tenant, a, mustJSON(map[string]string{"id": p.Message.TaskID}))
+		if err != nil {
+			return nil, err
+		}
+		if contextID != "" && contextID != t.SessionID {
+			return nil, &rpcError{Code: codeInvalidParams, Message: fmt.Sprintf("task %s is not of contextId %s", t.ID, contextID)}
+		}
+		contextID = t.SessionID
+	}
+	ses, err := h.session(ctx, tenant, a, contextID)
 	if err != nil {
 		return nil, err
 	}
-	turn, err := h.env.Runtime.StartTurn(ctx, tenant, ses.ID, engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: text.String()}}})
+	return &sendParams{ses: ses, input: input}, nil
+}
+
+// resolution decodes a data part as a Forge input item resolving a
+// waiting call (the engine checks it names an open call).
+func resolution(data json.RawMessage) (forge.Input, error) {
+	var in forge.Input
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if len(data) == 0 || dec.Decode(&in) != nil {
+		return in, errors.New(`a data part must be one Forge input item: {"type":"approval","call_id":..,"approved":..}, {"type":"tool_result","call_id":..,"output":..} or {"type":"auth","call_id":..,"token":..}`)
+	}
+	if in.Type != forge.InputApproval && in.Type != forge.InputToolResult && in.Type != forge.InputAuth {
+		return in, fmt.Errorf("a data part's type must be approval, tool_result or auth, got %q", in.Type)
+	}
+	if len(in.Files) > 0 || in.Text != "" {
+		return in, errors.New("a data part resolving a call takes no text or files")
+	}
+	return in, nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// send runs one turn for the message and answers its task once the turn
+// has ended or paused.
+func (h *handler) send(ctx context.Context, tenant string, a *forge.Agent, raw json.RawMessage) (*Task, error) {
+	p, err := h.parseSend(ctx, tenant, a, raw)
+	if err != nil {
+		return nil, err
+	}
+	ses := p.ses
+	turn, err := h.env.Runtime.StartTurn(ctx, tenant, ses.ID, engine.TurnRequest{Input: p.input})
 	if err != nil {
 		return nil, err
 	}
@@ -362,8 +464,12 @@ func task(t *forge.Turn) *Task {
 			ra := t.RequiredActions[0]
 			out.Status.State = "input-required"
 			out.Status.Message = &Message{Kind: "message", Role: "agent", MessageID: t.ID + "-pending", ContextID: t.SessionID, TaskID: t.ID,
-				Parts: []Part{{Kind: "text", Text: fmt.Sprintf("The turn waits for %d action(s), first: %s of %s (call %s); resolve them with POST /v1/sessions/%s/turns.",
-					len(t.RequiredActions), ra.Type, ra.Tool, ra.CallID, t.SessionID)}}}
+				Parts: []Part{
+					{Kind: "text", Text: fmt.Sprintf("The turn waits for %d action(s), first: %s of %s (call %s). Resolve each with message/send in contextId %s "+
+						`whose parts are data parts {"type":"approval","call_id":..,"approved":true|false} or {"type":"tool_result","call_id":..,"output":".."} `+
+						"(or POST /v1/sessions/%s/turns).", len(t.RequiredActions), ra.Type, ra.Tool, ra.CallID, t.SessionID, t.SessionID)},
+					{Kind: "data", Data: mustJSON(map[string]any{"required_actions": t.RequiredActions})},
+				}}
 		}
 	case forge.TurnErrored:
 		out.Status.State = "failed"

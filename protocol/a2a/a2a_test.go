@@ -103,7 +103,6 @@ func TestAgentAsA2AAgent(t *testing.T) {
 		{"message/send", `{"message":{"role":"user","parts":[{"kind":"file","file":{}}]}}`, -32004},
 		{"message/send", `{"message":{"role":"user","parts":[]}}`, -32602},
 		{"message/send", `[1,2]`, -32602},
-		{"message/stream", send("x", ""), -32004},
 		{"tasks/get", `{}`, -32602},
 		{"tasks/get", `{"id":"turn_nope"}`, -32001},
 		{"no/such", `{}`, -32601},
