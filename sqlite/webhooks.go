@@ -161,8 +161,18 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant, webhookID string, op
 // ClaimDeliveries claims due deliveries of every tenant.
 func (s *Store) ClaimDeliveries(ctx context.Context, owner string, ttl time.Duration, limit int) ([]*forge.DueDelivery, error) {
 	now := s.now()
+	// Most polls find nothing: a read says so without taking the writer.
+	var due int
+	err := s.queryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries WHERE status = 'pending'
+		AND next_attempt_at <= ?1 AND (claimed_until IS NULL OR claimed_until < ?1) LIMIT 1)`, unixNano(now)).Scan(&due)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	if due == 0 {
+		return nil, nil
+	}
 	var out []*forge.DueDelivery
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		out = out[:0]
 		rows, err := x.query(`UPDATE webhook_deliveries SET claimed_by = ?1, claimed_until = ?2
 			WHERE n IN (SELECT n FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?3
