@@ -184,9 +184,10 @@ type TurnStore interface {
 	NextQueuedTurn(ctx context.Context, tenant, sessionID string) (*QueuedTurn, error)
 	// EndQueuedTurn writes t's terminal status (cancelled or errored, with
 	// its reason or error and end time) on a queued turn, which then never
-	// runs. ErrTurnEnded when the turn is no longer queued, ErrNotFound
-	// when there is no such turn.
-	EndQueuedTurn(ctx context.Context, t *Turn) error
+	// runs, with events (its turn.created and turn.done) in the same
+	// transaction. ErrTurnEnded when the turn is no longer queued,
+	// ErrNotFound when there is no such turn.
+	EndQueuedTurn(ctx context.Context, t *Turn, events []Event) error
 	// QueuedSessions lists, across tenants, the oldest queued turn of each
 	// session that has one and no running turn (recovery, and the sweep
 	// that starts what a dead replica's turns left waiting).

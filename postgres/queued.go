@@ -6,6 +6,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // Busy sessions (migration 0009): a queued turn is a row of status
@@ -74,10 +76,21 @@ type scanFunc func(dst ...any) error
 func (f scanFunc) Scan(dst ...any) error { return f(dst...) }
 
 // EndQueuedTurn ends a queued turn that never ran.
-func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn) error {
+func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn, events []forge.Event) error {
 	if t == nil || !t.Ended() {
 		return forge.Errorf(forge.ErrInvalid, "EndQueuedTurn needs a terminal status")
 	}
+	evs, maxSeq := storeutil.StoredEvents(events)
+	evs, err := s.prepareEvents(evs)
+	if err != nil {
+		return err
+	}
+	packs, err := eventpack.Plain(evs, t.ID)
+	if err != nil {
+		return err
+	}
+	sc := scope{tenant: t.Tenant, session: t.SessionID, turn: t.ID}
+	t.LastSeq = max(t.LastSeq, maxSeq)
 	if t.EndedAt == nil {
 		now := s.now()
 		t.EndedAt = &now
@@ -91,11 +104,12 @@ func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn) error {
 	// status says why nothing matched.
 	b.Queue(`WITH u AS (
 			UPDATE turns SET status = $4, error = $5, cancel_reason = $6, cancel_message = $7, ended_at = $8,
-				queued_request = NULL
+				queued_request = NULL, last_seq = $9, first_seq = $10
 			WHERE tenant = $1 AND session_id = $2 AND id = $3 AND status = 'queued' RETURNING 1
 		)
 		SELECT (SELECT count(*) FROM u), (SELECT status FROM turns WHERE tenant = $1 AND session_id = $2 AND id = $3)`,
-		t.Tenant, t.SessionID, t.ID, t.Status, v.errJSON, t.CancelReason, v.cancelMsg, t.EndedAt).
+		t.Tenant, t.SessionID, t.ID, t.Status, v.errJSON, t.CancelReason, v.cancelMsg, t.EndedAt,
+		t.LastSeq, firstSeqOf(evs, t.ID)).
 		QueryRow(func(r pgx.Row) error {
 			var (
 				n      int64
@@ -112,7 +126,14 @@ func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn) error {
 			}
 			return forge.Errorf(forge.ErrTurnEnded, "turn %s is no longer queued (%s)", t.ID, *status)
 		})
-	return s.write(ctx, b)
+	queuePacks(b, sc, packs)
+	if err := s.write(ctx, b); err != nil {
+		return err
+	}
+	if len(packs) > 0 {
+		s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID})
+	}
+	return nil
 }
 
 // QueuedSessions lists the oldest queued turn of each session that has

@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
+	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
 // Busy sessions (migration 0013): a queued turn is a row of status
@@ -88,23 +90,35 @@ func (q *queuedScan) wrap(r interface{ Scan(...any) error }) interface{ Scan(...
 }
 
 // EndQueuedTurn ends a queued turn that never ran.
-func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn) error {
+func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn, events []forge.Event) error {
 	if t == nil || !t.Ended() {
 		return forge.Errorf(forge.ErrInvalid, "EndQueuedTurn needs a terminal status")
 	}
+	evs, maxSeq := storeutil.StoredEvents(events)
+	evs, err := s.prepareEvents(evs)
+	if err != nil {
+		return err
+	}
+	packs, err := eventpack.Plain(evs, t.ID)
+	if err != nil {
+		return err
+	}
+	first := firstSeqOf(evs, t.ID)
+	scope := scope{tenant: t.Tenant, session: t.SessionID, turn: t.ID}
 	if t.EndedAt == nil {
 		now := s.now()
 		t.EndedAt = &now
 	}
+	t.LastSeq = max(t.LastSeq, maxSeq)
 	v, err := encodeTurn(t)
 	if err != nil {
 		return err
 	}
 	return s.write(ctx, func(x *tx) error {
 		res, err := x.exec(`UPDATE turns SET status = ?, error = ?, cancel_reason = ?, cancel_message = ?,
-			ended_at = ?, queued_request = NULL
+			ended_at = ?, queued_request = NULL, last_seq = ?, first_seq = ?
 			WHERE tenant = ? AND session_id = ? AND id = ? AND status = 'queued'`,
-			t.Status, v.errJSON, v.cancel, v.cancelMsg, v.ended, t.Tenant, t.SessionID, t.ID)
+			t.Status, v.errJSON, v.cancel, v.cancelMsg, v.ended, t.LastSeq, first, t.Tenant, t.SessionID, t.ID)
 		if err != nil {
 			return dbErr(err)
 		}
@@ -118,6 +132,12 @@ func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn) error {
 				return notFound(err, "turn %s not found", t.ID)
 			}
 			return forge.Errorf(forge.ErrTurnEnded, "turn %s is no longer queued (%s)", t.ID, status)
+		}
+		if err := s.insertLog(x, scope, packs); err != nil {
+			return err
+		}
+		if len(packs) > 0 {
+			x.after(func() { s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID}) })
 		}
 		return nil
 	})

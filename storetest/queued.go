@@ -161,27 +161,32 @@ var queuedTests = []test{
 		q2 := f.enqueue(ses, "third")
 		c := *q1
 		c.Status, c.CancelReason, c.CancelMessage = forge.TurnCancelled, ptr(forge.CancelClient), ptr("changed my mind")
-		f.ok(f.s.EndQueuedTurn(f.ctx, &c), "EndQueuedTurn")
+		f.ok(f.s.EndQueuedTurn(f.ctx, &c, nil), "EndQueuedTurn")
 		got := f.getTurn(q1)
 		eq(f, got.Status, forge.TurnCancelled, "cancelled")
 		eq(f, *got.CancelReason, forge.CancelClient, "reason")
 		eq(f, *got.CancelMessage, "changed my mind", "message")
 		eq(f, got.EndedAt != nil, true, "ended_at")
 		eq(f, f.nextQueued(ses), q2.ID, "the cancelled turn left the queue")
-		f.is(f.s.EndQueuedTurn(f.ctx, &c), forge.ErrTurnEnded, "ending it twice")
+		f.is(f.s.EndQueuedTurn(f.ctx, &c, nil), forge.ErrTurnEnded, "ending it twice")
 		f.is(f.s.BeginTurn(f.ctx, f.promotion(q1, &t1.ID)), forge.ErrTurnEnded, "promoting a cancelled turn")
 		ghost := c
 		ghost.ID = "turn_ghost"
-		f.is(f.s.EndQueuedTurn(f.ctx, &ghost), forge.ErrNotFound, "an unknown turn")
+		f.is(f.s.EndQueuedTurn(f.ctx, &ghost, nil), forge.ErrNotFound, "an unknown turn")
 		running := *t1
 		running.Status = forge.TurnCancelled
-		f.is(f.s.EndQueuedTurn(f.ctx, &running), forge.ErrTurnEnded, "a running turn is not a queued one")
+		f.is(f.s.EndQueuedTurn(f.ctx, &running, nil), forge.ErrTurnEnded, "a running turn is not a queued one")
 		eq(f, f.getTurn(t1).Status, forge.TurnRunning, "the running turn is untouched")
 		f.end(ses, t1)
 		e := *q2
 		e.Status, e.Error = forge.TurnErrored, &forge.TurnError{Code: "pending_actions", Message: "calls await"}
-		f.ok(f.s.EndQueuedTurn(f.ctx, &e), "EndQueuedTurn errored")
-		eq(f, f.getTurn(q2).Error.Code, "pending_actions", "error code")
+		seq := f.seqs(ses, 2)
+		evs := []forge.Event{f.event(&e, seq[0], forge.EventTurnCreated, e.ID, q2), f.event(&e, seq[1], forge.EventTurnDone, e.ID, &e)}
+		f.ok(f.s.EndQueuedTurn(f.ctx, &e, evs), "EndQueuedTurn errored, with its events")
+		got = f.getTurn(q2)
+		eq(f, got.Error.Code, "pending_actions", "error code")
+		eq(f, got.LastSeq, seq[1], "last_seq covers its events")
+		eq(f, fmt.Sprint(seqsOf(f.events(ses, forge.EventQuery{TurnID: q2.ID}))), fmt.Sprint(seq), "its events are stored")
 		eq(f, fmt.Sprint(f.queuedSessions()), "[]", "nothing waits")
 	}},
 	{name: "QueuedTurnIdempotencyKey", run: func(f *fixture) {
@@ -232,7 +237,7 @@ var queuedTests = []test{
 		f.is(err, forge.ErrNotFound, "NextQueuedTurn of another tenant's session")
 		c := *qa
 		c.Tenant, c.Status, c.CancelReason = tenantB, forge.TurnCancelled, ptr(forge.CancelClient)
-		f.is(f.s.EndQueuedTurn(f.ctx, &c), forge.ErrNotFound, "EndQueuedTurn of another tenant's turn")
+		f.is(f.s.EndQueuedTurn(f.ctx, &c, nil), forge.ErrNotFound, "EndQueuedTurn of another tenant's turn")
 		p := f.promotion(qa, nil)
 		p.Turn.Tenant = tenantB
 		f.is(f.s.BeginTurn(f.ctx, p), forge.ErrNotFound, "promoting another tenant's turn")
