@@ -54,6 +54,12 @@ func (e *Engine) execute(x *execution) {
 		ended := *x.turn
 		o.MonologueTurnEnded(x.tenant, &ended)
 	}
+	if created && !x.lost.Load() {
+		// The session's next queued turn, if any, starts (API.md, "Busy
+		// sessions"). A turn lost to another replica is that replica's
+		// to follow.
+		e.kickQueue(x.tenant, x.session.ID)
+	}
 }
 
 func (th *thread) cancelledOutcome() outcome {
