@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forge-runtime/forge/provider/openai/openaitest"
+)
+
+// Busy sessions (API.md): if_busy enqueue, cancel of a queued turn, and
+// queued turns surviving a kill -9.
+
+func enqueued(text string) obj {
+	return obj{"input": []obj{{"type": "message", "text": text}}, "if_busy": "enqueue", "background": true}
+}
+
+// waitEnded polls a turn until it has ended (neither queued nor running).
+func (s *server) waitEnded(sid, tid string) obj {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		t := s.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+tid, nil)
+		if t["status"] != "running" && t["status"] != "queued" {
+			return t
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("turn %s has not ended", tid)
+	return nil
+}
+
+func (s *server) statuses(sid string) string {
+	s.t.Helper()
+	var out []string
+	for _, t := range s.must(200, "GET", "/v1/sessions/"+sid+"/turns", nil)["data"].([]any) {
+		out = append(out, t.(obj)["status"].(string))
+	}
+	return strings.Join(out, ",")
+}
+
+// holdTurn starts a background turn whose model reply hangs until the
+// turn is cancelled, and returns it once the model has its request.
+func holdTurn(t *testing.T, s *server, model *openaitest.Server, sid, text string) obj {
+	t.Helper()
+	asked := len(model.Requests())
+	model.Enqueue(openaitest.Text("slow").HangAfter(1))
+	first := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": text}}, "background": true})
+	waitFor(t, func() bool { return len(model.Requests()) > asked })
+	return first
+}
+
+func TestEnqueuedTurnsRunInOrder(t *testing.T) {
+	t.Parallel()
+	s, model := newServer(t)
+	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
+	sid := s.session("a")
+	first := holdTurn(t, s, model, sid, "one")
+	model.Enqueue(openaitest.Text("B"), openaitest.Text("C"))
+
+	second := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("two"))
+	if second["status"] != "queued" || second["previous_turn_id"] != nil || second["ended_at"] != nil {
+		t.Fatalf("enqueued turn %v", second)
+	}
+	sid2 := second["id"].(string)
+	if got := s.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+sid2, nil); got["status"] != "queued" {
+		t.Fatalf("GET queued turn %v", got)
+	}
+	// Its stream, opened while it waits, shows it from its start.
+	events, cancelEvents := s.stream("GET", "/v1/sessions/"+sid+"/turns/"+sid2+"/events", nil)
+	defer cancelEvents()
+
+	// The third waits for its answer (no background): it comes once it ran.
+	thirdDone := make(chan obj, 1)
+	go func() {
+		status, body := s.call("POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "three"}}, "if_busy": "enqueue"})
+		if status != 200 {
+			body = obj{"status_code": status, "body": body}
+		}
+		thirdDone <- body
+	}()
+	waitFor(t, func() bool { return s.statuses(sid) == "running,queued,queued" })
+	// Without if_busy (the agent's default: reject), the session is busy.
+	if st, body := s.call("POST", "/v1/sessions/"+sid+"/turns", message("four")); st != 409 || body["error"].(obj)["code"] != "turn_in_progress" {
+		t.Fatalf("a turn without if_busy: %d %v", st, body)
+	}
+
+	// End the first: the second runs, then the third.
+	s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{})
+	got2 := s.waitEnded(sid, sid2)
+	if got2["status"] != "done" || got2["output"].(obj)["text"] != "B" || got2["previous_turn_id"] != first["id"] {
+		t.Fatalf("second turn %v", got2)
+	}
+	var got3 obj
+	select {
+	case got3 = <-thirdDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the third turn's answer did not come")
+	}
+	if got3["status"] != "done" || got3["output"] == nil || got3["output"].(obj)["text"] != "C" || got3["previous_turn_id"] != sid2 {
+		t.Fatalf("third turn %v", got3)
+	}
+	if got := s.statuses(sid); got != "cancelled,done,done" {
+		t.Fatalf("turns %s", got)
+	}
+	// The third saw the second's exchange in its history.
+	req, _ := model.LastRequest()
+	var sent []string
+	for _, m := range req.Messages {
+		sent = append(sent, m.Content)
+	}
+	if n := len(sent); n < 3 || strings.Join(sent[n-3:], ",") != "two,B,three" {
+		t.Fatalf("third turn sent %v", sent)
+	}
+	evs := collect(t, events)
+	if len(evs) < 2 || evs[0].Type != "turn.created" || evs[0].Data["data"].(obj)["status"] != "running" ||
+		evs[len(evs)-1].Type != "turn.done" || deltaText(evs) != "B" {
+		t.Fatalf("queued turn's stream %v", evs)
+	}
+}
+
+func TestCancelQueuedTurn(t *testing.T) {
+	t.Parallel()
+	s, model := newServer(t)
+	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
+	sid := s.session("a")
+	holdTurn(t, s, model, sid, "one")
+
+	queued := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("two"))
+	qid := queued["id"].(string)
+	events, cancelEvents := s.stream("GET", "/v1/sessions/"+sid+"/turns/"+qid+"/events", nil)
+	defer cancelEvents()
+	c := s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{"turn_id": qid, "reason": "never mind"})
+	if c["status"] != "cancelled" || c["cancel_reason"] != "client" || c["cancel_message"] != "never mind" || c["ended_at"] == nil {
+		t.Fatalf("cancelled queued turn %v", c)
+	}
+	if got := s.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+qid, nil); got["status"] != "cancelled" {
+		t.Fatalf("GET cancelled queued turn %v", got)
+	}
+	evs := collect(t, events)
+	if len(evs) != 2 || evs[0].Type != "turn.created" || evs[1].Type != "turn.done" || evs[1].Data["data"].(obj)["status"] != "cancelled" {
+		t.Fatalf("cancelled queued turn's stream %v", evs)
+	}
+	if got := s.statuses(sid); got != "running,cancelled" {
+		t.Fatalf("turns %s", got)
+	}
+	// Cancelling it again, an unknown turn, or an empty id.
+	if st, body := s.call("POST", "/v1/sessions/"+sid+"/cancel", obj{"turn_id": qid}); st != 409 || body["error"].(obj)["code"] != "conflict" {
+		t.Fatalf("cancel again: %d %v", st, body)
+	}
+	if st, body := s.call("POST", "/v1/sessions/"+sid+"/cancel", obj{"turn_id": "turn_nope"}); st != 404 {
+		t.Fatalf("cancel an unknown turn: %d %v", st, body)
+	}
+	if st, body := s.call("POST", "/v1/sessions/"+sid+"/cancel", obj{"turn_id": ""}); st != 400 {
+		t.Fatalf("cancel an empty turn id: %d %v", st, body)
+	}
+
+	// The running turn ends; the cancelled one never runs.
+	asked := len(model.Requests())
+	s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{})
+	model.Enqueue(openaitest.Text("D"))
+	next := s.must(200, "POST", "/v1/sessions/"+sid+"/turns", message("three"))
+	if next["output"].(obj)["text"] != "D" {
+		t.Fatalf("next turn %v", next)
+	}
+	if n := len(model.Requests()); n != asked+1 {
+		t.Fatalf("model asked %d times after the cancel, want 1 (the cancelled queued turn must not run)", n-asked)
+	}
+	req, _ := model.LastRequest()
+	for _, m := range req.Messages {
+		if m.Content == "two" {
+			t.Fatalf("the cancelled queued turn's message reached the model: %v", req.Messages)
+		}
+	}
+}
+
+func TestIfBusyValidationAndAgentDefault(t *testing.T) {
+	t.Parallel()
+	s, model := newServer(t)
+	for _, bad := range []obj{
+		{"name": "b1", "model": "openai/gpt-test", "if_busy": "sometimes"},
+		{"name": "b2", "model": "openai/gpt-test", "if_busy": "steer"},
+		{"name": "b3", "model": "openai/gpt-test", "if_busy": ""},
+		{"name": "b4", "model": "openai/gpt-test", "if_busy": 1},
+	} {
+		if st, body := s.call("POST", "/v1/agents", bad); st != 400 || body["error"].(obj)["code"] != "invalid_request" {
+			t.Fatalf("agent %v: %d %v", bad, st, body)
+		}
+	}
+	s.agent(obj{"name": "q", "model": "openai/gpt-test", "if_busy": "enqueue"})
+	if got := s.must(200, "GET", "/v1/agents/q", nil); got["if_busy"] != "enqueue" {
+		t.Fatalf("agent %v", got)
+	}
+	sid := s.session("q")
+	for _, c := range []struct {
+		body obj
+		want string
+	}{
+		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "sometimes"}, "if_busy must be"},
+		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "steer"}, "if_busy steer is not supported yet"},
+		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": ""}, "if_busy must be"},
+		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "enqueue", "supersede": true}, "supersede"},
+	} {
+		st, body := s.call("POST", "/v1/sessions/"+sid+"/turns", c.body)
+		if st != 400 || !strings.Contains(fmt.Sprint(body["error"].(obj)["message"]), c.want) {
+			t.Fatalf("turn %v: %d %v", c.body, st, body)
+		}
+	}
+
+	holdTurn(t, s, model, sid, "one")
+	// The agent's default queues the turn; the request's own value wins.
+	model.Enqueue(openaitest.Text("B"))
+	queued := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "two"}}, "background": true})
+	if queued["status"] != "queued" {
+		t.Fatalf("agent default enqueue: %v", queued)
+	}
+	if st, body := s.call("POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "reject"}); st != 409 {
+		t.Fatalf("if_busy reject over the agent's enqueue: %d %v", st, body)
+	}
+	// An enqueued request repeated with its Idempotency-Key is the same turn.
+	model.Enqueue(openaitest.Text("C"))
+	k1 := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("three"), "Idempotency-Key", "k-three")
+	k2 := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("three"), "Idempotency-Key", "k-three")
+	if k1["id"] != k2["id"] || k1["status"] != "queued" {
+		t.Fatalf("idempotent enqueue %v then %v", k1, k2)
+	}
+	s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{})
+	s.waitEnded(sid, queued["id"].(string))
+	got := s.waitEnded(sid, k1["id"].(string))
+	if got["status"] != "done" || got["previous_turn_id"] != queued["id"] {
+		t.Fatalf("idempotent queued turn %v", got)
+	}
+}
+
+func TestQueuedTurnStartsAfterKill9(t *testing.T) {
+	t.Parallel()
+	model := openaitest.New(t)
+	db := t.TempDir() + "/forge.db"
+	s := start(t, db, model)
+	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
+	sid := s.session("a")
+	first := holdTurn(t, s, model, sid, "one")
+	queued := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("two"))
+	if queued["status"] != "queued" {
+		t.Fatalf("enqueued %v", queued)
+	}
+	s.kill9()
+
+	// Recovery ends the abandoned turn and starts the queued one.
+	model.Enqueue(openaitest.Text("after the crash"))
+	s2 := start(t, db, model)
+	got := s2.waitEnded(sid, queued["id"].(string))
+	if got["status"] != "done" || got["output"].(obj)["text"] != "after the crash" || got["previous_turn_id"] != first["id"] {
+		t.Fatalf("queued turn after restart %v", got)
+	}
+	if old := s2.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+first["id"].(string), nil); old["cancel_reason"] != "abandoned" {
+		t.Fatalf("first turn %v", old)
+	}
+}
