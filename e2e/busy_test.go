@@ -258,3 +258,40 @@ func TestQueuedTurnStartsAfterKill9(t *testing.T) {
 		t.Fatalf("first turn %v", old)
 	}
 }
+
+// TestQueuedTurnsAcrossReplicas: a turn enqueued on a replica that does
+// not run the session's turn (the store refuses it: one runs elsewhere)
+// starts once that turn ends on its replica; one enqueued behind a turn
+// whose replica is killed starts when another replica takes the dead
+// turn over.
+func TestQueuedTurnsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	model := openaitest.New(t)
+	_, rs := cluster(t, 3, model)
+	rs[0].agent(obj{"name": "a", "model": "openai/gpt-test"})
+	sid := rs[0].session("a")
+
+	first := holdTurn(t, rs[0], model, sid, "one")
+	queued := rs[1].must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("two"))
+	if queued["status"] != "queued" {
+		t.Fatalf("enqueued on another replica %v", queued)
+	}
+	model.Enqueue(openaitest.Text("B"))
+	rs[2].must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{})
+	got := rs[2].waitEnded(sid, queued["id"].(string))
+	if got["status"] != "done" || got["output"].(obj)["text"] != "B" || got["previous_turn_id"] != first["id"] {
+		t.Fatalf("queued turn after the other replica's turn ended %v", got)
+	}
+
+	// The owner of the running turn dies: the queued turn starts on a
+	// live replica once the lease sweep has ended the dead one's turn.
+	held := holdTurn(t, rs[0], model, sid, "three")
+	waitFor(t, func() bool { return rs[1].statuses(sid) == "cancelled,done,running" })
+	behind := rs[2].must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("four"))
+	model.Enqueue(openaitest.Text("D"))
+	rs[0].kill9()
+	got = rs[1].waitEnded(sid, behind["id"].(string))
+	if got["status"] != "done" || got["output"].(obj)["text"] != "D" || got["previous_turn_id"] != held["id"] {
+		t.Fatalf("queued turn after the owner died %v", got)
+	}
+}
