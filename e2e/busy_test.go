@@ -46,7 +46,17 @@ func holdTurn(t *testing.T, s *server, model *openaitest.Server, sid, text strin
 	t.Helper()
 	asked := len(model.Requests())
 	model.Enqueue(openaitest.Text("slow").HangAfter(1))
-	first := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": text}}, "background": true})
+	// A turn that has just ended (as another replica or a GET saw it) may
+	// still be leaving its replica: turn_in_progress is retried.
+	var first obj
+	waitFor(t, func() bool {
+		st, body := s.call("POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": text}}, "background": true})
+		if st != 202 && st != 409 {
+			t.Fatalf("holding turn: %d %v", st, body)
+		}
+		first = body
+		return st == 202
+	})
 	waitFor(t, func() bool { return len(model.Requests()) > asked })
 	return first
 }
