@@ -421,10 +421,8 @@ const (
 // the error.
 func CheckIfBusy(v, field string) error {
 	switch v {
-	case "", IfBusyReject, IfBusyEnqueue, IfBusyInterrupt:
+	case "", IfBusyReject, IfBusyEnqueue, IfBusyInterrupt, IfBusySteer:
 		return nil
-	case IfBusySteer:
-		return Errorf(ErrInvalid, "%s steer is not supported yet (use enqueue: the message runs as the next turn)", field)
 	}
 	return Errorf(ErrInvalid, "%s must be reject, enqueue, interrupt or steer, got %q", field, v)
 }

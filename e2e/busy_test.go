@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,7 +191,6 @@ func TestIfBusyValidationAndAgentDefault(t *testing.T) {
 	s, model := newServer(t)
 	for _, bad := range []obj{
 		{"name": "b1", "model": "openai/gpt-test", "if_busy": "sometimes"},
-		{"name": "b2", "model": "openai/gpt-test", "if_busy": "steer"},
 		{"name": "b3", "model": "openai/gpt-test", "if_busy": ""},
 		{"name": "b4", "model": "openai/gpt-test", "if_busy": 1},
 	} {
@@ -208,7 +208,7 @@ func TestIfBusyValidationAndAgentDefault(t *testing.T) {
 		want string
 	}{
 		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "sometimes"}, "if_busy must be"},
-		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "steer"}, "if_busy steer is not supported yet"},
+		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "STEER"}, "if_busy must be"},
 		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": ""}, "if_busy must be"},
 		{obj{"input": []obj{{"type": "message", "text": "x"}}, "if_busy": "enqueue", "supersede": true}, "supersede"},
 	} {
@@ -303,5 +303,123 @@ func TestQueuedTurnsAcrossReplicas(t *testing.T) {
 	got = rs[1].waitEnded(sid, behind["id"].(string))
 	if got["status"] != "done" || got["output"].(obj)["text"] != "D" || got["previous_turn_id"] != held["id"] {
 		t.Fatalf("queued turn after the owner died %v", got)
+	}
+}
+
+// gatedModel answers the first chat request with first once release is
+// closed, the second with second; nil second falls back to the queue.
+func gatedModel(model *openaitest.Server, first, second openaitest.Response) chan struct{} {
+	release := make(chan struct{})
+	var n atomic.Int32
+	model.SetResponder(func(*openaitest.Request) (openaitest.Response, bool) {
+		switch n.Add(1) {
+		case 1:
+			<-release
+			return first, true
+		case 2:
+			return second, true
+		}
+		return openaitest.Response{}, false
+	})
+	return release
+}
+
+func TestSteerJoinsTheRunningTurn(t *testing.T) {
+	t.Parallel()
+	s, model := newServer(t)
+	s.agent(obj{"name": "a", "model": "openai/gpt-test", "tools": []any{"todo"}})
+	sid := s.session("a")
+	release := gatedModel(model,
+		openaitest.ToolCalls(openaitest.Call{Name: "todo_write", Args: `{"items":[{"content":"x","status":"pending"}]}`}),
+		openaitest.Text("steered"))
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	first := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "one"}}, "background": true})
+	fid := first["id"].(string)
+	waitFor(t, func() bool { return len(model.Requests()) >= 1 })
+	answer := make(chan obj, 1)
+	go func() {
+		_, body := s.call("POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "also this"}}, "if_busy": "steer", "background": true})
+		answer <- body
+	}()
+	waitFor(t, func() bool { return strings.Contains(s.logs.String(), "steer message waiting") })
+	close(release)
+	var joined obj
+	select {
+	case joined = <-answer:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the steer request was not answered")
+	}
+	if joined["id"] != fid || joined["status"] != "running" {
+		t.Fatalf("steer answer %v", joined)
+	}
+	done := s.waitEnded(sid, fid)
+	if done["status"] != "done" || done["output"].(obj)["text"] != "steered" {
+		t.Fatalf("steered turn %v", done)
+	}
+	// The second model call was sent the message after the tool's result.
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls, want 2", len(reqs))
+	}
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != "user" || last.Content != "also this" {
+		t.Fatalf("second call ends with %+v", last)
+	}
+	// It is a message of that turn, announced by message.created.
+	evs := s.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+fid+"/events", nil)["data"].([]any)
+	found := false
+	for _, e := range evs {
+		e := e.(obj)
+		if e["type"] == "message.created" && e["data"].(obj)["role"] == "user" && e["turn_id"] == fid {
+			parts := e["data"].(obj)["parts"].([]any)
+			if len(parts) == 1 && parts[0].(obj)["text"] == "also this" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no message.created of the steered message in %v", evs)
+	}
+	if got := s.statuses(sid); got != "done" {
+		t.Fatalf("turns %s (a joined steer makes no turn)", got)
+	}
+}
+
+func TestSteerAfterTheLastCallRunsAsTheNextTurn(t *testing.T) {
+	t.Parallel()
+	s, model := newServer(t)
+	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
+	sid := s.session("a")
+	release := gatedModel(model, openaitest.Text("final"), openaitest.Text("next"))
+	first := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "one"}}, "background": true})
+	waitFor(t, func() bool { return len(model.Requests()) >= 1 })
+	answer := make(chan obj, 1)
+	go func() {
+		_, body := s.call("POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "late"}}, "if_busy": "steer", "background": true})
+		answer <- body
+	}()
+	waitFor(t, func() bool { return strings.Contains(s.logs.String(), "steer message waiting") })
+	close(release)
+	var queued obj
+	select {
+	case queued = <-answer:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the steer request was not answered")
+	}
+	if queued["id"] == first["id"] || queued["status"] != "queued" {
+		t.Fatalf("steer after the last call: %v", queued)
+	}
+	got := s.waitEnded(sid, queued["id"].(string))
+	if got["status"] != "done" || got["output"].(obj)["text"] != "next" || got["previous_turn_id"] != first["id"] {
+		t.Fatalf("the late steer's turn %v", got)
+	}
+	if done := s.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+first["id"].(string), nil); done["output"].(obj)["text"] != "final" {
+		t.Fatalf("first turn %v", done)
 	}
 }

@@ -28,6 +28,7 @@ func (e *Engine) execute(x *execution) {
 
 	th := x.main
 	if !x.speculative() && !x.awaitBegun() {
+		x.refuseSteers()
 		e.unregister(x)
 		x.freeQuota()
 		x.markEnded()
@@ -37,6 +38,7 @@ func (e *Engine) execute(x *execution) {
 	th.applyAuthTokens()
 	th.prepareTools()
 	out := th.loop()
+	x.refuseSteers() // too late for this turn: they run as the next
 
 	x.stopCheckpoints()
 	created := x.awaitBegun()
@@ -124,6 +126,7 @@ func (th *thread) loop() outcome {
 				return th.cancelledOutcome()
 			}
 		}
+		th.takeSteers() // if_busy steer: messages sent meanwhile join here
 		msg, calls, err := th.step()
 		if err != nil && isOverflow(err) && !compacted && th.compactionEnabled() && !x.cancelled() {
 			sum, cerr := th.compact(compactOverflow)

@@ -318,3 +318,86 @@ func (e *Engine) CancelTurn(ctx context.Context, tenant, sessionID, turnID, reas
 	}
 	return nil, forge.Errorf(forge.ErrConflict, "turn %s kept changing while being cancelled; retry", turnID)
 }
+
+// steer is an if_busy steer request's message waiting for the running
+// turn: joined receives true once the message is in the turn, false when
+// the turn's loop ended before its next model call.
+type steer struct {
+	text   string
+	joined chan bool
+}
+
+// addSteer queues text for the turn's next model call; false when the
+// loop has ended.
+func (x *execution) addSteer(text string) (*steer, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.steersOff {
+		return nil, false
+	}
+	s := &steer{text: text, joined: make(chan bool, 1)}
+	x.steers = append(x.steers, s)
+	return s, true
+}
+
+// takeSteers joins the waiting steer messages to the main thread, as user
+// messages of this turn (message.created), before its next model call.
+func (th *thread) takeSteers() {
+	x := th.x
+	if th != x.main {
+		return
+	}
+	x.mu.Lock()
+	steers := x.steers
+	x.steers = nil
+	x.mu.Unlock()
+	for _, s := range steers {
+		msg := th.newMessage(forge.RoleUser)
+		p := th.newPart(msg, forge.PartText)
+		p.Text, p.State = s.text, forge.StateCompleted
+		msg.Parts = []*forge.Part{p}
+		th.messageEvent(forge.EventMessageCreated, msg)
+		th.putPart(p)
+		th.history = append(th.history, msg)
+		s.joined <- true
+	}
+}
+
+// refuseSteers ends steering once the loop has ended: the messages still
+// waiting run as the next turns (their requests enqueue them).
+func (x *execution) refuseSteers() {
+	x.mu.Lock()
+	steers := x.steers
+	x.steers, x.steersOff = nil, true
+	x.mu.Unlock()
+	for _, s := range steers {
+		s.joined <- false
+	}
+}
+
+// steerInto joins req's message to the running turn x before its next
+// model call and returns that turn; when x's loop ends first, the message
+// is enqueued and runs as the next turn (API.md, "Busy sessions").
+func (e *Engine) steerInto(ctx context.Context, x *execution, tenant string, sess *forge.Session, req TurnRequest) (*forge.Turn, error) {
+	if len(req.Input) != 1 || req.Input[0].Type != forge.InputMessage {
+		return nil, forge.Errorf(forge.ErrInvalid, "if_busy steer takes one message (resolutions of open calls start a turn of their own)")
+	}
+	if len(req.Input[0].Files) > 0 || req.PreviousTurnID != nil || req.NewRoot || req.OutputSchema != nil {
+		return nil, forge.Errorf(forge.ErrInvalid, "if_busy steer joins the running turn: files, previous_turn_id, new_root and output_schema do not apply (use enqueue)")
+	}
+	if err := validateShape(req.Input); err != nil {
+		return nil, err
+	}
+	if s, ok := x.addSteer(req.Input[0].Text); ok {
+		e.log.Debug("steer message waiting for the running turn's next model call", "session_id", sess.ID, "turn_id", x.turn.ID)
+		select {
+		case joined := <-s.joined:
+			if joined {
+				return e.store.GetTurn(ctx, tenant, sess.ID, x.turn.ID)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return e.enqueue(ctx, tenant, sess, req)
+}

@@ -91,6 +91,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		case forge.IfBusyEnqueue:
 			t, err := e.enqueue(ctx, tenant, sess, req)
 			return t, false, err
+		case forge.IfBusySteer:
+			t, err := e.steerInto(ctx, current, tenant, sess, req)
+			return t, false, err
 		case forge.IfBusyInterrupt:
 		default:
 			return nil, false, forge.Errorf(forge.ErrTurnInProgress, "turn %s is still running in this session; wait for it, cancel it, or send if_busy: enqueue (or interrupt)", current.turn.ID)
@@ -304,8 +307,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 			if mode, merr = e.busyMode(ctx, tenant, sess, req); merr != nil {
 				return nil, false, merr
 			}
-			if mode == forge.IfBusyEnqueue {
-				// It runs on another replica: wait behind it.
+			if mode == forge.IfBusyEnqueue || mode == forge.IfBusySteer {
+				// It runs on another replica: wait behind it (a steer
+				// cannot reach it there; it runs as the next turn).
 				t, err := e.enqueue(ctx, tenant, sess, req)
 				return t, false, err
 			}

@@ -26,7 +26,7 @@ type turnBody struct {
 	Background     *bool       `json:"background"`
 	Supersede      *bool       `json:"supersede"`
 	// IfBusy is what the turn does while another runs (API.md, "Busy
-	// sessions"): reject, enqueue, interrupt (steer is refused for now).
+	// sessions"): reject, enqueue, interrupt or steer.
 	IfBusy *string `json:"if_busy"`
 	// OutputSchema is this turn's structured output (the engine checks
 	// it: shape, bounds, a valid JSON Schema).
