@@ -423,3 +423,26 @@ func TestSteerAfterTheLastCallRunsAsTheNextTurn(t *testing.T) {
 		t.Fatalf("first turn %v", done)
 	}
 }
+
+// TestInterruptGoesAheadOfTheQueue: if_busy interrupt cancels the running
+// turn (superseded) and runs next; the queued turns run after it.
+func TestInterruptGoesAheadOfTheQueue(t *testing.T) {
+	t.Parallel()
+	s, model := newServer(t)
+	s.agent(obj{"name": "a", "model": "openai/gpt-test"})
+	sid := s.session("a")
+	first := holdTurn(t, s, model, sid, "one")
+	queued := s.must(202, "POST", "/v1/sessions/"+sid+"/turns", enqueued("two"))
+	model.Enqueue(openaitest.Text("N"), openaitest.Text("Q"))
+	now := s.must(200, "POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "now"}}, "if_busy": "interrupt"})
+	if now["status"] != "done" || now["output"].(obj)["text"] != "N" || now["previous_turn_id"] != first["id"] {
+		t.Fatalf("interrupting turn %v", now)
+	}
+	if old := s.must(200, "GET", "/v1/sessions/"+sid+"/turns/"+first["id"].(string), nil); old["cancel_reason"] != "superseded" {
+		t.Fatalf("interrupted turn %v", old)
+	}
+	got := s.waitEnded(sid, queued["id"].(string))
+	if got["status"] != "done" || got["output"].(obj)["text"] != "Q" || got["previous_turn_id"] != now["id"] {
+		t.Fatalf("queued turn after the interrupt %v", got)
+	}
+}
