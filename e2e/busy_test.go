@@ -167,7 +167,23 @@ func TestCancelQueuedTurn(t *testing.T) {
 		t.Fatalf("cancel an empty turn id: %d %v", st, body)
 	}
 
-	// The running turn ends; the cancelled one never runs.
+	// A streamed enqueue: the stream waits with the turn, and ends when it
+	// is cancelled.
+	ch, cancelStream := s.stream("POST", "/v1/sessions/"+sid+"/turns", obj{"input": []obj{{"type": "message", "text": "streamed"}}, "if_busy": "enqueue", "stream": true})
+	defer cancelStream()
+	var sqid string
+	waitFor(t, func() bool {
+		ts := s.must(200, "GET", "/v1/sessions/"+sid+"/turns", nil)["data"].([]any)
+		last := ts[len(ts)-1].(obj)
+		sqid, _ = last["id"].(string)
+		return len(ts) == 3 && last["status"] == "queued"
+	})
+	s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{"turn_id": sqid})
+	if evs := collect(t, ch); len(evs) != 2 || evs[0].Type != "turn.created" || evs[1].Type != "turn.done" || evs[1].Data["id"] != sqid {
+		t.Fatalf("streamed enqueue, cancelled: %v", evs)
+	}
+
+	// The running turn ends; the cancelled ones never run.
 	asked := len(model.Requests())
 	s.must(200, "POST", "/v1/sessions/"+sid+"/cancel", obj{})
 	model.Enqueue(openaitest.Text("D"))
@@ -180,7 +196,7 @@ func TestCancelQueuedTurn(t *testing.T) {
 	}
 	req, _ := model.LastRequest()
 	for _, m := range req.Messages {
-		if m.Content == "two" {
+		if m.Content == "two" || m.Content == "streamed" {
 			t.Fatalf("the cancelled queued turn's message reached the model: %v", req.Messages)
 		}
 	}
