@@ -191,12 +191,18 @@ const MetadataTypeReply = "reply"
 // nor a second replica publishes it later.
 const MetadataTypeWithheld = "withheld"
 
-// TurnTrigger is, on a monologue turn, the ingested copy it answers.
+// TurnTrigger is what started a turn that no client's request did: on a
+// monologue turn, the ingested copy it answers; on a schedule's run
+// (Type TriggerSchedule), the schedule.
 type TurnTrigger struct {
+	// Type is TriggerSchedule for a schedule's run, "" on a monologue
+	// turn (the forum's triggers predate it).
+	Type       string `json:"type,omitempty"`
+	ScheduleID string `json:"schedule_id,omitempty"`
 	// CopyID is the copy's message id in the monologue.
-	CopyID               string `json:"copy_id"`
-	SourceConversationID string `json:"source_conversation_id"`
-	SourceMessageID      string `json:"source_message_id"`
+	CopyID               string `json:"copy_id,omitempty"`
+	SourceConversationID string `json:"source_conversation_id,omitempty"`
+	SourceMessageID      string `json:"source_message_id,omitempty"`
 	// Retry is set on the one rerun of a turn a crash abandoned.
 	Retry bool `json:"retry,omitempty"`
 }

@@ -19,6 +19,8 @@ const (
 	PrefixParticipant = "par_"
 	PrefixKey         = "key_"
 	PrefixFile        = "file_"
+	PrefixSchedule    = "sch_"
+	PrefixScheduleRun = "run_"
 )
 
 // IDGen makes opaque, time-sortable ids with a type prefix.

@@ -89,7 +89,8 @@ type Turn struct {
 	Iterations     int     `json:"iterations"`
 	LastSeq        int64   `json:"last_seq"`
 	IdempotencyKey string  `json:"-"`
-	// Trigger is, on a monologue turn, the ingested copy it answers.
+	// Trigger is, on a monologue turn, the ingested copy it answers; on
+	// a schedule's run, the schedule.
 	Trigger   *TurnTrigger `json:"trigger,omitempty"`
 	CreatedAt time.Time    `json:"created_at"`
 	EndedAt   *time.Time   `json:"ended_at"`

@@ -19,6 +19,7 @@ type Store interface {
 	EventStore
 	IdempotencyStore
 	ForumStore
+	ScheduleStore
 	Close(ctx context.Context) error
 }
 
@@ -28,6 +29,32 @@ type ListOptions struct {
 	Limit  int
 	Cursor string
 }
+
+// SessionQuery filters and orders a list of sessions (API.md, "Retention
+// and listing"). The zero value lists every live session, newest update
+// first.
+type SessionQuery struct {
+	ListOptions
+	Agent string
+	Kind  string
+	// Status is "running" (a turn of the session runs), "idle" (none
+	// does) or "" (either).
+	Status string
+	// Metadata keeps sessions whose metadata has each key with that value
+	// (a string, or a number or boolean as its JSON text).
+	Metadata map[string]string
+	// UpdatedAfter and UpdatedBefore, when set, bound the last update
+	// (exclusive).
+	UpdatedAfter, UpdatedBefore time.Time
+	// Ascending lists the oldest update first.
+	Ascending bool
+}
+
+// Session list statuses.
+const (
+	SessionRunning = "running"
+	SessionIdle    = "idle"
+)
 
 // AgentStore keeps versioned agents.
 type AgentStore interface {
@@ -51,7 +78,9 @@ type AgentStore interface {
 type SessionStore interface {
 	CreateSession(ctx context.Context, s *Session) error
 	GetSession(ctx context.Context, tenant, id string) (*Session, error)
-	ListSessions(ctx context.Context, tenant string, opts ListOptions) ([]*Session, string, error)
+	// ListSessions lists live sessions matching q, by last update (newest
+	// first unless q.Ascending), then id.
+	ListSessions(ctx context.Context, tenant string, q SessionQuery) ([]*Session, string, error)
 	// DeleteSession soft-deletes a live session: ErrNotFound when there is
 	// none, ErrTurnInProgress while a turn of it runs (end it first). With
 	// BeginTurn refusing a deleted session, in the same transaction each,

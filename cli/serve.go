@@ -41,7 +41,9 @@ type serveOptions struct {
 	unsafeCommands bool
 	// allowPrivateMCPURLs and allowLinkLocalMCPURLs are the flags of
 	// those names when given (nil: forge.yaml, else the default).
-	allowPrivateMCPURLs   *bool
+	allowPrivateMCPURLs *bool
+	// allowPrivateWebhooks lets webhook endpoints be loopback or private.
+	allowPrivateWebhooks  bool
 	allowLinkLocalMCPURLs *bool
 	// sandbox holds the sandboxes' limits and uids (--sandbox-*).
 	sandbox sandboxFlags
@@ -186,6 +188,8 @@ docs/distributed.md.`,
 		"run the bash tool's commands even when bubblewrap isolation is not available (they can then read the server's environment, keys, database and every session's sandbox); without it such commands are refused. Agents' stdio MCP servers never run unsandboxed (forge.yaml mcp.commands can allow some on the host)")
 	f.BoolVar(&allowPrivate, "allow-private-mcp-urls", false,
 		"let agents' MCP url servers reach loopback and private addresses (default: allowed while the server has no API key, refused once it has; forge.yaml mcp.allow_private_urls)")
+	f.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false,
+		"let webhook endpoints be loopback, private and link-local addresses (refused by default, checked at creation and on every connection)")
 	f.BoolVar(&allowLinkLocal, "allow-link-local-mcp-urls", false,
 		"let agents' MCP url servers reach link-local addresses, cloud metadata endpoints (169.254.169.254) among them (forge.yaml mcp.allow_link_local_urls)")
 	sizeFlag(f, &o.sandbox.memory, "sandbox-memory", sandbox.DefaultMemoryLimit, "memory each process of a sandboxed command may use (RLIMIT_DATA; address space 8 times that; 0: no limit)")
@@ -318,7 +322,8 @@ func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
 		SandboxRoot:         o.sandboxRoot,
 		Sandbox:             o.sandbox.options(sandbox.Options{UnsafeUnsandboxedCommands: o.unsafeCommands}),
 		AllowPrivateMCPURLs: o.allowPrivateMCPURLs, AllowLinkLocalMCPURLs: o.allowLinkLocalMCPURLs,
-		SubagentDepth: o.subagentDepth, MaxParallelTools: o.maxParallelTools,
+		AllowPrivateWebhooks: o.allowPrivateWebhooks,
+		SubagentDepth:        o.subagentDepth, MaxParallelTools: o.maxParallelTools,
 		TurnTimeout: o.turnTimeout, ShutdownGrace: o.shutdownGrace,
 		MaxTurnOutputBytes: o.maxTurnOutputBytes, MaxTurnOutputTokens: o.maxTurnOutputTokens,
 		MaxStreamsPerSession: o.maxStreamsPerSession, MaxStreamsPerTenant: o.maxStreamsPerTenant,

@@ -187,6 +187,10 @@ type TurnRequest struct {
 	// OutputSchema, when set, is this turn's structured output (it wins
 	// over the agent's).
 	OutputSchema *forge.OutputSchema
+	// ScheduleID marks a schedule's run (the scheduler sets it): the turn
+	// has its Input like any, and Trigger {type: schedule, schedule_id}.
+	// Unlike Trigger it does not make the turn a monologue's.
+	ScheduleID string
 	// IfBusy is what the request does while another turn of the session
 	// runs (forge.IfBusy*; "" is the agent's default, else reject).
 	IfBusy string

@@ -25,6 +25,8 @@ type queuedRequest struct {
 	PreviousTurnID *string             `json:"previous_turn_id,omitempty"`
 	NewRoot        bool                `json:"new_root,omitempty"`
 	OutputSchema   *forge.OutputSchema `json:"output_schema,omitempty"`
+	// ScheduleID: a schedule's run, queued behind a busy session's turn.
+	ScheduleID string `json:"schedule_id,omitempty"`
 }
 
 // busyMode is what req does while another turn of the session runs: the
@@ -95,16 +97,22 @@ func (e *Engine) enqueue(ctx context.Context, tenant string, sess *forge.Session
 		return nil, err
 	}
 	input := inputWithFiles(req.Input, atts)
-	raw, err := json.Marshal(queuedRequest{Input: input, PreviousTurnID: req.PreviousTurnID, NewRoot: req.NewRoot, OutputSchema: req.OutputSchema})
+	raw, err := json.Marshal(queuedRequest{Input: input, PreviousTurnID: req.PreviousTurnID, NewRoot: req.NewRoot,
+		OutputSchema: req.OutputSchema, ScheduleID: req.ScheduleID})
 	if err != nil {
 		e.deleteFiles(ctx, tenant, made)
 		return nil, err
+	}
+	var trigger *forge.TurnTrigger
+	if req.ScheduleID != "" {
+		trigger = &forge.TurnTrigger{Type: forge.TriggerSchedule, ScheduleID: req.ScheduleID}
 	}
 	turn := &forge.Turn{
 		ID:              e.ids.New(forge.PrefixTurn),
 		Tenant:          tenant,
 		SessionID:       sess.ID,
 		PreviousTurnID:  req.PreviousTurnID,
+		Trigger:         trigger,
 		AgentID:         agent.ID,
 		AgentVersion:    agent.Version,
 		Status:          forge.TurnQueued,
@@ -205,7 +213,7 @@ func (e *Engine) startQueued(ctx context.Context, tenant, sessionID string) {
 			err = forge.Errorf(forge.ErrInvalid, "the queued request cannot be read: %v", err)
 		} else {
 			req := TurnRequest{Input: qr.Input, PreviousTurnID: qr.PreviousTurnID, NewRoot: qr.NewRoot,
-				OutputSchema: qr.OutputSchema, IdempotencyKey: q.Turn.IdempotencyKey, promote: q.Turn}
+				OutputSchema: qr.OutputSchema, ScheduleID: qr.ScheduleID, IdempotencyKey: q.Turn.IdempotencyKey, promote: q.Turn}
 			_, err = e.StartTurn(ctx, tenant, sessionID, req)
 		}
 		switch {

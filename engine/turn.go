@@ -206,6 +206,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		CreatedAt:       now,
 		Trigger:         req.Trigger,
 	}
+	if req.ScheduleID != "" {
+		turn.Trigger = &forge.TurnTrigger{Type: forge.TriggerSchedule, ScheduleID: req.ScheduleID}
+	}
 	if sess.Kind == forge.KindMonologue && resolutions != nil && base != nil && base.Trigger != nil {
 		// A resolution answers the same forum message as the turn it
 		// resumes.
@@ -365,6 +368,9 @@ func checkKind(sess *forge.Session, req TurnRequest) error {
 		if req.Trigger != nil || req.Forum {
 			return forge.Errorf(forge.ErrInvalid, "session %s is not a monologue", sess.ID)
 		}
+	}
+	if req.ScheduleID != "" && sess.Kind != forge.KindDirect {
+		return forge.Errorf(forge.ErrInvalid, "session %s is a %s: schedules run in direct sessions", sess.ID, sess.Kind)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/forge-runtime/forge/provider/scripted"
 	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
+	"github.com/forge-runtime/forge/webhook"
 )
 
 // Benchmarks of the whole stack over real loopback HTTP: the SQLite store,
@@ -109,6 +110,10 @@ const (
 	// withTracing adds OpenTelemetry spans exported over OTLP/HTTP to a
 	// loopback receiver (batched, as forge serve exports them).
 	withTracing
+	// withWebhook adds an endpoint subscribed to turn.done, a loopback
+	// receiver answering 204, and the dispatcher delivering to it: every
+	// turn writes a delivery in its terminal transaction and is sent.
+	withWebhook
 )
 
 func newBenchStack(b *testing.B, tel ...telemetry) *benchStack {
@@ -164,6 +169,20 @@ func newBenchStack(b *testing.B, tel ...telemetry) *benchStack {
 	}
 	if tracer != nil {
 		h = tracer.Middleware(h)
+	}
+	if slices.Contains(tel, withWebhook) {
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		b.Cleanup(receiver.Close)
+		if err := st.CreateWebhook(ctx, &forge.Webhook{Tenant: forge.DefaultTenant, URL: receiver.URL,
+			Events: []string{forge.EventTurnDone}}); err != nil {
+			b.Fatal(err)
+		}
+		d := webhook.New(st, webhook.Config{Owner: "bench", AllowPrivate: true, Log: logger})
+		d.Start()
+		b.Cleanup(func() { _ = d.Close(context.Background()) })
 	}
 	srv := httptest.NewServer(h)
 	tr := srv.Client().Transport.(*http.Transport).Clone()
@@ -355,6 +374,51 @@ func BenchmarkHTTPTrivialTurnTelemetryPaired(b *testing.B) {
 	for i := 1; i < len(stacks); i++ {
 		b.ReportMetric(p50[i]/p50[0], names[i]+"/bare")
 	}
+}
+
+// BenchmarkHTTPTrivialTurnWebhookPaired measures what a subscribed
+// webhook adds to a trivial turn (the outbox row in the terminal
+// transaction, the dispatcher's claims and sends beside it): a bare stack
+// and one with a webhook run turns in turn, as in the telemetry pair.
+func BenchmarkHTTPTrivialTurnWebhookPaired(b *testing.B) {
+	stacks := []*benchStack{newBenchStack(b), newBenchStack(b, withWebhook)}
+	names := []string{"bare", "webhook"}
+	body := mustJSON(msgTurn("hi"))
+	sids := make([]string, len(stacks))
+	lat := make([][]time.Duration, len(stacks))
+	for _, s := range stacks {
+		s.agent("echo")
+	}
+	turns := 0
+	for b.Loop() {
+		if turns%10 == 0 {
+			b.StopTimer()
+			for i, s := range stacks {
+				id, err := s.session("echo")
+				if err != nil {
+					b.Fatal(err)
+				}
+				sids[i] = id
+			}
+			b.StartTimer()
+		}
+		for k := range stacks {
+			i := (turns + k) % len(stacks)
+			start := time.Now()
+			if err := stacks[i].turn(sids[i], body); err != nil {
+				b.Fatal(err)
+			}
+			lat[i] = append(lat[i], time.Since(start))
+		}
+		turns++
+	}
+	p50 := make([]float64, len(stacks))
+	for i := range stacks {
+		slices.Sort(lat[i])
+		p50[i] = float64(lat[i][len(lat[i])/2]) / float64(time.Microsecond)
+		b.ReportMetric(p50[i], names[i]+"-p50-µs")
+	}
+	b.ReportMetric(p50[1]/p50[0], "webhook/bare")
 }
 
 func benchTrivialTurn(b *testing.B, s *benchStack) {

@@ -151,38 +151,21 @@ func (s *Server) getForum(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listForums pages through the tenant's sessions keeping forums; the
-// cursor is the last session id looked at.
+// listForums lists the tenant's forums: GET /v1/sessions?kind=forum, as
+// forums.
 func (s *Server) listForums(w http.ResponseWriter, r *http.Request) error {
-	opts, err := listOptions(r.URL.Query(), defaultListLimit)
+	q, err := sessionQuery(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	out := []forumView{}
-	cursor, next := opts.Cursor, ""
-	for {
-		page, more, err := s.store.ListSessions(r.Context(), tenantOf(r), forge.ListOptions{Limit: 1000, Cursor: cursor})
-		if err != nil {
-			return err
-		}
-		full := false
-		for i, ses := range page {
-			cursor = ses.ID
-			if ses.Kind != forge.KindForum {
-				continue
-			}
-			out = append(out, viewForum(ses))
-			if len(out) == opts.Limit {
-				full = true
-				if i < len(page)-1 || more != "" {
-					next = cursor
-				}
-				break
-			}
-		}
-		if full || more == "" {
-			break
-		}
+	q.Kind = forge.KindForum
+	page, next, err := s.store.ListSessions(r.Context(), tenantOf(r), q)
+	if err != nil {
+		return err
+	}
+	out := make([]forumView, 0, len(page))
+	for _, ses := range page {
+		out = append(out, viewForum(ses))
 	}
 	writeList(w, out, next)
 	return nil

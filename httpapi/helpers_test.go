@@ -23,6 +23,7 @@ import (
 	"github.com/forge-runtime/forge/httpapi"
 	"github.com/forge-runtime/forge/provider"
 	"github.com/forge-runtime/forge/provider/scripted"
+	"github.com/forge-runtime/forge/scheduler"
 	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/sqlite"
 	"github.com/forge-runtime/forge/tools"
@@ -101,7 +102,7 @@ func newStackOn(t *testing.T, st closingStore, engineOpt func(*engine.Config), o
 	if err := forums.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cfg := httpapi.Config{Store: st, Engine: eng, Forums: forums, Logger: logger}
+	cfg := httpapi.Config{Store: st, Engine: eng, Forums: forums, Logger: logger, Cadences: scheduler.Cadences{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -364,7 +365,7 @@ func (s *stack) state() string {
 		j, _ := json.Marshal(a)
 		fmt.Fprintf(&b, "agent %s\n", j)
 	}
-	sessions, _, err := s.store.ListSessions(ctx, forge.DefaultTenant, forge.ListOptions{Limit: 10000})
+	sessions, _, err := s.store.ListSessions(ctx, forge.DefaultTenant, forge.SessionQuery{ListOptions: forge.ListOptions{Limit: 10000}})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -106,9 +106,18 @@ type Config struct {
 	// Files keeps uploaded files (/v1/files, /openai/v1/files); nil: the
 	// Store's, when it is a forge.FileStore.
 	Files forge.FileStore
+	// Webhooks keeps endpoints (/v1/webhooks); nil: the Store's, when it
+	// is a forge.WebhookStore.
+	Webhooks forge.WebhookStore
+	// WebhookURLs vets new endpoints' URLs; nil: webhooks cannot be
+	// created (501).
+	WebhookURLs WebhookURLChecker
 	// MaxFileBytes is the most bytes one file may have (--max-file-bytes);
 	// 0 means files.DefaultMaxBytes (20 MiB).
 	MaxFileBytes int64
+	// Cadences parses schedules' cron and every (normally
+	// scheduler.Cadences); nil: /v1/schedules answers not_implemented.
+	Cadences forge.CadenceParser
 }
 
 // Server is the HTTP API. Build it with New and serve Handler().
@@ -128,8 +137,12 @@ type Server struct {
 	metrics   http.Handler
 	mcp       MCPChecker
 	files     forge.FileStore
+	webhooks  forge.WebhookStore
+	// webhookURLs vets new endpoints' URLs (nil: none can be created).
+	webhookURLs WebhookURLChecker
 	// maxFileBytes is the limit of one file.
 	maxFileBytes int64
+	cadences     forge.CadenceParser
 	// tenantMetrics serves a tenant's own series (nil: none).
 	tenantMetrics func(tenant string) http.Handler
 	operatorKey   string
@@ -174,7 +187,13 @@ func New(cfg Config) *Server {
 		readyChecks: cfg.Ready,
 
 		files:        cfg.Files,
+		webhooks:     cfg.Webhooks,
+		webhookURLs:  cfg.WebhookURLs,
 		maxFileBytes: cfg.MaxFileBytes,
+		cadences:     cfg.Cadences,
+	}
+	if s.webhooks == nil {
+		s.webhooks, _ = cfg.Store.(forge.WebhookStore)
 	}
 	if s.files == nil {
 		s.files, _ = cfg.Store.(forge.FileStore)
@@ -252,6 +271,18 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/files/{fid}", s.getFile, false},
 		{"GET", "/v1/files/{fid}/content", s.fileContent, false},
 		{"DELETE", "/v1/files/{fid}", s.deleteFile, false},
+
+		{"POST", "/v1/webhooks", s.createWebhook, false},
+		{"GET", "/v1/webhooks", s.listWebhooks, false},
+		{"GET", "/v1/webhooks/{whid}", s.getWebhook, false},
+		{"DELETE", "/v1/webhooks/{whid}", s.deleteWebhook, false},
+		{"GET", "/v1/webhooks/{whid}/deliveries", s.listWebhookDeliveries, false},
+		{"POST", "/v1/schedules", s.createSchedule, false},
+		{"GET", "/v1/schedules", s.listSchedules, false},
+		{"GET", "/v1/schedules/{schid}", s.getSchedule, false},
+		{"PATCH", "/v1/schedules/{schid}", s.patchSchedule, false},
+		{"DELETE", "/v1/schedules/{schid}", s.deleteSchedule, false},
+		{"GET", "/v1/schedules/{schid}/runs", s.listScheduleRuns, false},
 
 		{"POST", "/v1/forums", s.createForum, false},
 		{"GET", "/v1/forums", s.listForums, false},

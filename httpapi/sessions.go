@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
@@ -59,11 +61,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
-	opts, err := listOptions(r.URL.Query(), defaultListLimit)
+	q, err := sessionQuery(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	list, next, err := s.store.ListSessions(r.Context(), tenantOf(r), opts)
+	list, next, err := s.store.ListSessions(r.Context(), tenantOf(r), q)
 	if err != nil {
 		return err
 	}
@@ -188,4 +190,56 @@ func (s *Server) getCapabilities(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": caps})
 	return nil
+}
+
+// maxMetadataFilters bounds the metadata.KEY filters of one list.
+const maxMetadataFilters = 16
+
+// sessionQuery reads the filters of a list of sessions or forums:
+// agent, kind, status, metadata.KEY, updated_after, order (API.md,
+// "Retention and listing").
+func sessionQuery(v url.Values) (forge.SessionQuery, error) {
+	opts, err := listOptions(v, defaultListLimit)
+	if err != nil {
+		return forge.SessionQuery{}, err
+	}
+	q := forge.SessionQuery{ListOptions: opts, Agent: v.Get("agent"), Kind: v.Get("kind"), Status: v.Get("status")}
+	switch q.Kind {
+	case "", forge.KindDirect, forge.KindForum, forge.KindMonologue:
+	default:
+		return q, invalid("kind must be %s, %s or %s, got %q", forge.KindDirect, forge.KindForum, forge.KindMonologue, q.Kind)
+	}
+	switch q.Status {
+	case "", forge.SessionRunning, forge.SessionIdle:
+	default:
+		return q, invalid("status must be running or idle, got %q", q.Status)
+	}
+	switch o := v.Get("order"); o {
+	case "", "desc":
+	case "asc":
+		q.Ascending = true
+	default:
+		return q, invalid("order must be desc or asc, got %q", o)
+	}
+	if a := v.Get("updated_after"); a != "" {
+		t, err := time.Parse(time.RFC3339Nano, a)
+		if err != nil {
+			return q, invalid("updated_after must be an RFC 3339 time (2026-12-01T08:00:00Z), got %q", a)
+		}
+		q.UpdatedAfter = t
+	}
+	for key, vals := range v {
+		k, ok := strings.CutPrefix(key, "metadata.") // the store checks the key
+		if !ok {
+			continue
+		}
+		if q.Metadata == nil {
+			q.Metadata = map[string]string{}
+		}
+		if len(q.Metadata) == maxMetadataFilters {
+			return q, invalid("at most %d metadata filters", maxMetadataFilters)
+		}
+		q.Metadata[k] = vals[len(vals)-1]
+	}
+	return q, nil
 }

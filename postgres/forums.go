@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/eventpack"
 	"github.com/forge-runtime/forge/internal/storeutil"
 )
 
@@ -183,9 +184,15 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 	}
 	// Packed without rows: packing them against their messages would take
 	// reading the messages back first.
-	packs, err := s.plainLog(a.Events, "")
+	evs, err := s.prepareEvents(a.Events)
 	if err != nil {
 		return err
+	}
+	var packs []eventpack.Pack
+	if len(evs) > 0 {
+		if packs, err = eventpack.Plain(evs, ""); err != nil {
+			return err
+		}
 	}
 	sc := scope{tenant: a.Tenant, session: a.SessionID}
 	b := batch(a.Tenant)
@@ -194,6 +201,9 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
+	if err := queueWebhooks(b, sc, evs); err != nil {
+		return err
+	}
 	for _, r := range a.Mark {
 		b.Queue(`UPDATE messages SET metadata = jsonb_set(coalesce(metadata, '{}')::jsonb, '{type}', to_jsonb($4::text))::text
 			WHERE tenant = $1 AND session_id = $2 AND id = $3`, a.Tenant, r.SessionID, r.MessageID, r.MarkType())

@@ -25,7 +25,7 @@ var ctx = context.Background()
 // tenantTables are every table that carries a tenant.
 var tenantTables = []string{"agents", "agent_versions", "sessions", "turns", "messages", "parts", "events",
 	"event_log", "snapshots", "idempotency", "api_keys", "turn_leases", "participants",
-	"files", "file_blobs", "file_chunks"}
+	"files", "file_blobs", "file_chunks", "schedules", "schedule_runs", "webhooks", "webhook_deliveries"}
 
 // seed writes rows of every kind for tenant through the store and returns
 // the session; its turn stays running when running is true.
@@ -42,6 +42,8 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 	ses := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: tenant, Agent: "support", Title: tenant + " secret",
 		MainThreadID: ids.New(forge.PrefixThread)}
 	must(s.CreateSession(ctx, ses))
+	must(s.CreateWebhook(ctx, &forge.Webhook{Tenant: tenant, URL: "https://hooks.example.com/" + tenant,
+		Events: []string{forge.EventActionRequired}}))
 	turnID := ids.New(forge.PrefixTurn)
 	msg := &forge.Message{ID: ids.New(forge.PrefixMessage), ThreadID: ses.MainThreadID, Role: forge.RoleUser,
 		Parts: []*forge.Part{{ID: ids.New(forge.PrefixPart), Type: forge.PartText, Text: tenant + " question"}}}
@@ -51,7 +53,9 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 		Events:   []forge.Event{{Seq: 1, ID: turnID, Type: forge.EventTurnCreated, SessionID: ses.ID, Data: []byte(`{}`)}},
 		Lease:    &forge.Lease{Owner: "replica-" + tenant, TTL: time.Hour},
 	}))
-	end := &forge.Batch{Tenant: tenant, SessionID: ses.ID, TurnID: turnID, Snapshot: &forge.Snapshot{}}
+	// action.required queues a delivery to the webhook.
+	end := &forge.Batch{Tenant: tenant, SessionID: ses.ID, TurnID: turnID, Snapshot: &forge.Snapshot{},
+		Events: []forge.Event{{Seq: 2, ID: turnID, Type: forge.EventActionRequired, SessionID: ses.ID, TurnID: &turnID, Data: []byte(`{}`)}}}
 	if !running {
 		end.Turn = &forge.Turn{Status: forge.TurnDone}
 	}
@@ -74,6 +78,17 @@ func seed(t *testing.T, s *postgres.Store, tenant string, running bool) *forge.S
 	sum := sha256.Sum256(data)
 	must(s.CreateFile(ctx, &forge.File{Tenant: tenant, Filename: "secret.txt", MimeType: "text/plain",
 		Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, bytes.NewReader(data)))
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	sch := &forge.Schedule{ID: ids.New(forge.PrefixSchedule), Tenant: tenant, Agent: "support", Every: "1m", Timezone: "UTC",
+		Input: []forge.Input{{Type: forge.InputMessage, Text: tenant + " secret digest"}}, CatchUp: forge.CatchUpOnce,
+		NextRunAt: now, CreatedAt: now, UpdatedAt: now}
+	must(s.CreateSchedule(ctx, sch))
+	claimed, err := s.ClaimScheduleSlot(ctx, &forge.ScheduleClaim{Tenant: tenant, ScheduleID: sch.ID, Slot: now, Next: now.Add(time.Hour),
+		Run: &forge.ScheduleRun{ID: ids.New(forge.PrefixScheduleRun), Tenant: tenant, ScheduleID: sch.ID, Slot: now, FiredAt: now, Status: forge.RunPending}})
+	must(err)
+	if !claimed {
+		t.Fatal("the seed schedule's slot was not claimed")
+	}
 	forum := &forge.Session{ID: ids.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindForum,
 		MainThreadID: ids.New(forge.PrefixThread)}
 	must(s.CreateSession(ctx, forum))

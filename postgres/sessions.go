@@ -3,6 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,27 +101,70 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Sessi
 	return ses, nil
 }
 
-// ListSessions lists live sessions, oldest first. The cursor is the last id.
-func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Session, string, error) {
-	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
+// ListSessions lists live sessions matching q by last update, then id;
+// the cursor is the last session's update time and id.
+func (s *Store) ListSessions(ctx context.Context, tenant string, q forge.SessionQuery) ([]*forge.Session, string, error) {
+	if err := storeutil.CheckSessionQuery(q); err != nil {
+		return nil, "", err
+	}
+	cur, after, err := storeutil.ParseSessionCursor(q.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
+	var sb strings.Builder
+	args := []any{tenant}
+	sb.WriteString(`SELECT ` + sessionCols + ` FROM sessions WHERE tenant = $1 AND deleted_at IS NULL`)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if q.Agent != "" {
+		sb.WriteString(` AND agent = ` + arg(q.Agent))
+	}
+	if q.Kind != "" {
+		sb.WriteString(` AND kind = ` + arg(q.Kind))
+	}
+	running := `EXISTS (SELECT 1 FROM turns t WHERE t.tenant = sessions.tenant AND t.session_id = sessions.id AND t.status = 'running')`
+	switch q.Status {
+	case forge.SessionRunning:
+		sb.WriteString(` AND ` + running)
+	case forge.SessionIdle:
+		sb.WriteString(` AND NOT ` + running)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
+		sb.WriteString(` AND (metadata::jsonb) ->> ` + arg(k) + ` = ` + arg(q.Metadata[k]))
+	}
+	if !q.UpdatedAfter.IsZero() {
+		sb.WriteString(` AND updated_at > ` + arg(q.UpdatedAfter))
+	}
+	if !q.UpdatedBefore.IsZero() {
+		sb.WriteString(` AND updated_at < ` + arg(q.UpdatedBefore))
+	}
+	dir, op := "DESC", "<"
+	if q.Ascending {
+		dir, op = "ASC", ">"
+	}
+	if after {
+		sb.WriteString(` AND (updated_at, id) ` + op + ` (` + arg(time.Unix(0, cur.UpdatedAt).UTC()) + `, ` + arg(cur.ID) + `)`)
+	}
+	sb.WriteString(` ORDER BY updated_at ` + dir + `, id ` + dir + ` LIMIT ` + arg(limit+1))
 	var out []*forge.Session
 	b := batch(tenant)
-	b.Queue(`SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = $1 AND id > $2 AND deleted_at IS NULL ORDER BY id LIMIT $3`, tenant, opts.Cursor, limit+1).
-		Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				ses, err := scanSession(rows, tenant)
-				if err != nil {
-					return err
-				}
-				out = append(out, ses)
+	b.Queue(sb.String(), args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			ses, err := scanSession(rows, tenant)
+			if err != nil {
+				return err
 			}
-			return rows.Err()
-		})
+			out = append(out, ses)
+		}
+		return rows.Err()
+	})
 	if err := s.read(ctx, b); err != nil {
 		return nil, "", err
 	}
-	out, next := storeutil.Page(out, limit, func(s *forge.Session) string { return s.ID })
+	out, next := storeutil.Page(out, limit, storeutil.SessionCursorOf)
 	return out, next, nil
 }
 

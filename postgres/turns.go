@@ -100,6 +100,9 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
+	if err := queueWebhooks(b, sc, evs); err != nil {
+		return err
+	}
 	b.Queue(`UPDATE sessions SET tip_turn_id = $3, updated_at = $4 WHERE tenant = $1 AND id = $2`,
 		t.Tenant, t.SessionID, t.ID, s.now())
 	if bt.Lease != nil && t.Status == forge.TurnRunning {
@@ -207,6 +210,9 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	queueMessages(b, upsertMessagesSQL, sc, msgs)
 	queueParts(b, upsertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
+	if err := queueWebhooks(b, sc, evs); err != nil {
+		return err
+	}
 	if cb.Turn != nil && t.Ended() {
 		b.Queue(`DELETE FROM turn_leases WHERE tenant = $1 AND turn_id = $2`, cb.Tenant, cb.TurnID)
 	}
@@ -350,12 +356,12 @@ func (s *Store) turnsByRef(ctx context.Context, refs string) ([]*forge.Turn, err
 // byRef runs refs, a query of a SECURITY DEFINER function returning
 // (tenant, id) across tenants, then the reads queue queues for each
 // tenant's ids, tenant by tenant through the ordinary policy: two round
-// trips, one when refs returns nothing.
-func (s *Store) byRef(ctx context.Context, refs string, queue func(b *pgx.Batch, tenant string, ids []string)) error {
+// trips, one when refs returns nothing. args are refs's arguments.
+func (s *Store) byRef(ctx context.Context, refs string, queue func(b *pgx.Batch, tenant string, ids []string), args ...any) error {
 	type ref struct{ tenant, id string }
 	var found []ref
 	b := &pgx.Batch{}
-	b.Queue(refs).Query(func(rows pgx.Rows) error {
+	b.Queue(refs, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r ref
 			if err := rows.Scan(&r.tenant, &r.id); err != nil {

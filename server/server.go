@@ -41,8 +41,10 @@ import (
 	"github.com/forge-runtime/forge/provider"
 	redisbus "github.com/forge-runtime/forge/redis"
 	"github.com/forge-runtime/forge/sandbox"
+	"github.com/forge-runtime/forge/scheduler"
 	"github.com/forge-runtime/forge/schemas"
 	"github.com/forge-runtime/forge/tools"
+	"github.com/forge-runtime/forge/webhook"
 )
 
 // Config configures a Server. Zero values take the defaults.
@@ -90,6 +92,11 @@ type Config struct {
 	// agents' MCP url servers may reach those addresses (nil: File, else
 	// the default: private ones while the server has no API key).
 	AllowPrivateMCPURLs, AllowLinkLocalMCPURLs *bool
+	// AllowPrivateWebhooks lets webhook endpoints be loopback, private and
+	// link-local addresses (--allow-private-webhooks).
+	AllowPrivateWebhooks bool
+	// WebhookPoll is how often the webhook outbox is read (0: 500 ms).
+	WebhookPoll time.Duration
 
 	// SubagentDepth bounds nested delegations (0: 1).
 	SubagentDepth int
@@ -123,6 +130,9 @@ type Config struct {
 	// Tune, when set, adjusts the engine's configuration before the
 	// engine is built (tests: shorter waits).
 	Tune func(*engine.Config)
+	// ScheduleInterval is how often the scheduler polls for due
+	// schedules (0: scheduler.DefaultInterval, 1 s).
+	ScheduleInterval time.Duration
 }
 
 // ScriptedQuota is the per-tenant quota of scripted models' turns.
@@ -149,6 +159,8 @@ type Server struct {
 	redis     *redisbus.Bus
 	eng       *engine.Engine
 	forums    *forum.Service
+	webhooks  *webhook.Dispatcher
+	schedules *scheduler.Scheduler
 	api       *httpapi.Server
 	handler   http.Handler
 
@@ -277,6 +289,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.forums.Open(ctx); err != nil {
 		return nil, err
 	}
+	// Every replica delivers webhooks; a delivery is one replica's at a
+	// time (its claim in the store).
+	s.webhooks = webhook.New(s.store, webhook.Config{Owner: s.eng.ReplicaID(), AllowPrivate: cfg.AllowPrivateWebhooks,
+		Poll: cfg.WebhookPoll, Clock: cfg.Clock, Log: log.With("component", "webhooks")})
+	s.webhooks.Start()
+	// Every replica polls; the store's claim makes each slot fire once.
+	s.schedules = scheduler.New(scheduler.Config{Store: s.store, Clock: cfg.Clock, IDs: cfg.IDs, Logger: log,
+		Interval: cfg.ScheduleInterval,
+		Runner:   &scheduler.EngineRunner{Store: s.store, Engine: s.eng, Clock: cfg.Clock, IDs: cfg.IDs}})
+	s.schedules.Start()
 	protocols := cfg.Protocols
 	if protocols == nil {
 		// Chat Completions first: its prefix lies inside the Responses
@@ -288,7 +310,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Protocols: protocols,
 		Metrics:   s.tel.metricsHandler(), TenantMetrics: s.tel.tenantMetrics(), OperatorKey: cfg.OperatorKey, AllowedOrigins: cfg.AllowedOrigins, Ready: ready,
 		MaxStreamsPerSession: cfg.MaxStreamsPerSession, MaxStreamsPerTenant: cfg.MaxStreamsPerTenant,
-		Files: s.store, MaxFileBytes: cfg.MaxFileBytes})
+		Files: s.store, MaxFileBytes: cfg.MaxFileBytes, Cadences: scheduler.Cadences{},
+		WebhookURLs: webhook.URLChecker{AllowPrivate: cfg.AllowPrivateWebhooks}})
 	s.handler = s.tel.serving(s.api)
 	return s, nil
 }
@@ -418,11 +441,20 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.log.Info("shutting down: draining", "grace", s.cfg.ShutdownGrace)
 	gctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 	defer cancel()
+	// The scheduler first: it starts no run the engine would refuse.
+	if err := s.schedules.Close(gctx); err != nil {
+		s.log.Error("scheduler close", "err", err)
+	}
 	if err := s.forums.Close(gctx); err != nil {
 		s.log.Error("forums close", "err", err)
 	}
 	if err := s.eng.Close(gctx); err != nil {
 		s.log.Error("engine close", "err", err)
+	}
+	// After the engine: the last turns' deliveries are in the outbox, and
+	// what is not sent in the grace is sent after a restart.
+	if err := s.webhooks.Close(gctx); err != nil {
+		s.log.Error("webhooks close", "err", err)
 	}
 	s.mu.Lock()
 	srv, cancelStreams := s.http, s.cancelStreams
@@ -444,11 +476,17 @@ func (s *Server) closeParts(ctx context.Context) error {
 	var errs []error
 	if s.api == nil {
 		// New failed after these were built: they run nothing yet.
+		if s.schedules != nil {
+			errs = append(errs, s.schedules.Close(ctx))
+		}
 		if s.forums != nil {
 			errs = append(errs, s.forums.Close(ctx))
 		}
 		if s.eng != nil {
 			errs = append(errs, s.eng.Close(ctx))
+		}
+		if s.webhooks != nil {
+			errs = append(errs, s.webhooks.Close(ctx))
 		}
 	}
 	if s.redis != nil {

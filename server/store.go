@@ -18,6 +18,7 @@ type Store interface {
 	forge.Store
 	forge.KeyStore
 	forge.FileStore
+	forge.WebhookStore
 }
 
 // DefaultDB is the database a Config without one opens.

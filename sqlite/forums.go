@@ -243,6 +243,9 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 			if err := s.insertLog(x, sc, packs); err != nil {
 				return err
 			}
+			if err := s.queueWebhooks(x, sc, evs); err != nil {
+				return err
+			}
 		}
 		for _, r := range a.Mark {
 			_, err := x.exec(`UPDATE messages SET metadata = json_set(coalesce(metadata, '{}'), '$.type', ?)

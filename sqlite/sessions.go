@@ -3,6 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/internal/storeutil"
@@ -102,11 +105,63 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Sessi
 	return ses, nil
 }
 
-// ListSessions lists live sessions, oldest first. The cursor is the last id.
-func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.ListOptions) ([]*forge.Session, string, error) {
-	limit := storeutil.Limit(opts.Limit, storeutil.DefaultLimit)
-	rows, err := s.query(ctx, `SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = ? AND id > ? AND deleted_at IS NULL ORDER BY id LIMIT ?`, tenant, opts.Cursor, limit+1)
+// ListSessions lists live sessions matching q by last update, then id;
+// the cursor is the last session's update time and id.
+func (s *Store) ListSessions(ctx context.Context, tenant string, q forge.SessionQuery) ([]*forge.Session, string, error) {
+	if err := storeutil.CheckSessionQuery(q); err != nil {
+		return nil, "", err
+	}
+	cur, after, err := storeutil.ParseSessionCursor(q.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
+	var b strings.Builder
+	args := []any{tenant}
+	b.WriteString(`SELECT ` + sessionCols + ` FROM sessions WHERE tenant = ? AND deleted_at IS NULL`)
+	cond := func(sql string, a ...any) {
+		b.WriteString(" AND " + sql)
+		args = append(args, a...)
+	}
+	if q.Agent != "" {
+		cond(`agent = ?`, q.Agent)
+	}
+	if q.Kind != "" {
+		cond(`kind = ?`, q.Kind)
+	}
+	switch q.Status {
+	case forge.SessionRunning:
+		cond(`EXISTS (SELECT 1 FROM turns t WHERE t.tenant = sessions.tenant AND t.session_id = sessions.id AND t.status = 'running')`)
+	case forge.SessionIdle:
+		cond(`NOT EXISTS (SELECT 1 FROM turns t WHERE t.tenant = sessions.tenant AND t.session_id = sessions.id AND t.status = 'running')`)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
+		// A string value compares as itself, a number or boolean as its
+		// JSON text; the key is checked plain (CheckSessionQuery).
+		cond(`CASE json_type(metadata, '$."'||?||'"') WHEN 'text' THEN json_extract(metadata, '$."'||?||'"')
+			WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
+			ELSE CAST(json_extract(metadata, '$."'||?||'"') AS TEXT) END = ?`, k, k, k, q.Metadata[k])
+	}
+	if !q.UpdatedAfter.IsZero() {
+		cond(`updated_at > ?`, unixNano(q.UpdatedAfter))
+	}
+	if !q.UpdatedBefore.IsZero() {
+		cond(`updated_at < ?`, unixNano(q.UpdatedBefore))
+	}
+	dir := "DESC"
+	if q.Ascending {
+		dir = "ASC"
+	}
+	if after {
+		op := "<"
+		if q.Ascending {
+			op = ">"
+		}
+		cond(`(updated_at, id) `+op+` (?, ?)`, cur.UpdatedAt, cur.ID)
+	}
+	b.WriteString(` ORDER BY updated_at ` + dir + `, id ` + dir + ` LIMIT ?`)
+	args = append(args, limit+1)
+	rows, err := s.query(ctx, b.String(), args...)
 	if err != nil {
 		return nil, "", dbErr(err)
 	}
@@ -122,7 +177,7 @@ func (s *Store) ListSessions(ctx context.Context, tenant string, opts forge.List
 	if err := rows.Err(); err != nil {
 		return nil, "", dbErr(err)
 	}
-	out, next := storeutil.Page(out, limit, func(s *forge.Session) string { return s.ID })
+	out, next := storeutil.Page(out, limit, storeutil.SessionCursorOf)
 	return out, next, nil
 }
 

@@ -142,6 +142,9 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		if err := s.insertLog(x, scope, packs); err != nil {
 			return err
 		}
+		if err := s.queueWebhooks(x, scope, evs); err != nil {
+			return err
+		}
 		if t.Ended() && len(packs) > 0 {
 			x.after(func() { s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID}) })
 		}
@@ -312,6 +315,9 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 			return err
 		}
 		if err := s.insertLog(x, scope, packs); err != nil {
+			return err
+		}
+		if err := s.queueWebhooks(x, scope, evs); err != nil {
 			return err
 		}
 		if b.Turn != nil && t.Ended() && firstSeq != nil {

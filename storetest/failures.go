@@ -44,7 +44,7 @@ var failureTests = []test{
 			{"CreateSession", func(ctx context.Context) error { return f.s.CreateSession(ctx, fresh) }},
 			{"GetSession", func(ctx context.Context) error { _, err := f.s.GetSession(ctx, tenantA, sid); return err }},
 			{"ListSessions", func(ctx context.Context) error {
-				_, _, err := f.s.ListSessions(ctx, tenantA, forge.ListOptions{})
+				_, _, err := f.s.ListSessions(ctx, tenantA, forge.SessionQuery{})
 				return err
 			}},
 			{"DeleteSession", func(ctx context.Context) error { return f.s.DeleteSession(ctx, tenantA, ses.ID) }},

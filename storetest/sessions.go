@@ -9,7 +9,7 @@ import (
 func (f *fixture) sessionPages(tenant string, limit int) [][]string {
 	f.Helper()
 	return pages(f, limit, func(o forge.ListOptions) ([]*forge.Session, string, error) {
-		return f.s.ListSessions(f.ctx, tenant, o)
+		return f.s.ListSessions(f.ctx, tenant, forge.SessionQuery{ListOptions: o, Ascending: true})
 	}, func(s *forge.Session) string { return s.ID })
 }
 

@@ -68,6 +68,8 @@ func Run(t *testing.T, h Harness) {
 		{"Content", contentTests},
 		{"Keys", keyTests},
 		{"Files", fileTests},
+		{"Webhooks", webhookTests},
+		{"Schedules", scheduleTests},
 		{"Leases", leaseTests},
 		{"Forums", forumTests},
 		{"Operations", operationTests},

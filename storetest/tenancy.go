@@ -35,7 +35,7 @@ var tenancyTests = []test{
 
 		_, err = f.s.GetSession(f.ctx, b, ses.ID)
 		f.is(err, forge.ErrNotFound, "GetSession")
-		sessions, _, err := f.s.ListSessions(f.ctx, b, forge.ListOptions{})
+		sessions, _, err := f.s.ListSessions(f.ctx, b, forge.SessionQuery{})
 		f.ok(err, "ListSessions")
 		eq(f, len(sessions), 0, "sessions listed")
 		f.is(f.s.DeleteSession(f.ctx, b, ses.ID), forge.ErrNotFound, "DeleteSession")

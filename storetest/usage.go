@@ -14,7 +14,7 @@ func (f *fixture) sessionUsage(ses *forge.Session) forge.Usage {
 	f.Helper()
 	got, err := f.s.GetSession(f.ctx, ses.Tenant, ses.ID)
 	f.ok(err, "GetSession")
-	listed, _, err := f.s.ListSessions(f.ctx, ses.Tenant, forge.ListOptions{Limit: maxListLimit})
+	listed, _, err := f.s.ListSessions(f.ctx, ses.Tenant, forge.SessionQuery{ListOptions: forge.ListOptions{Limit: maxListLimit}})
 	f.ok(err, "ListSessions")
 	found := false
 	for _, s := range listed {

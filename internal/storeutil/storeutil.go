@@ -8,8 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/forge-runtime/forge"
 )
 
 // Page sizes (API.md: default 100, events 1000, maximum 10000).
@@ -108,4 +112,61 @@ func (w *WriteTimer) Time(write func() error) error {
 	err := write()
 	(*observe)(time.Since(start), err)
 	return err
+}
+
+// SessionCursor is the position of a session in a list by last update:
+// its update time (Unix nanoseconds) and id.
+type SessionCursor struct {
+	UpdatedAt int64
+	ID        string
+}
+
+// ParseSessionCursor reads a cursor of ListSessions; "" is the start.
+func ParseSessionCursor(c string) (SessionCursor, bool, error) {
+	if c == "" {
+		return SessionCursor{}, false, nil
+	}
+	n, id, ok := strings.Cut(c, "_") // nanoseconds hold no '_'; ids do
+	if !ok {
+		return SessionCursor{}, false, forge.Errorf(forge.ErrInvalid, "cursor %q is not a cursor of this list", c)
+	}
+	u, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || id == "" {
+		return SessionCursor{}, false, forge.Errorf(forge.ErrInvalid, "cursor %q is not a cursor of this list", c)
+	}
+	return SessionCursor{UpdatedAt: u, ID: id}, true, nil
+}
+
+// SessionCursorOf is the cursor after s.
+func SessionCursorOf(s *forge.Session) string {
+	return strconv.FormatInt(s.UpdatedAt.UnixNano(), 10) + "_" + s.ID
+}
+
+// CheckSessionQuery refuses filters no store can apply.
+func CheckSessionQuery(q forge.SessionQuery) error {
+	switch q.Status {
+	case "", forge.SessionRunning, forge.SessionIdle:
+	default:
+		return forge.Errorf(forge.ErrInvalid, "status must be running or idle, got %q", q.Status)
+	}
+	for k := range q.Metadata {
+		if !MetadataKey(k) {
+			return forge.Errorf(forge.ErrInvalid, "metadata key %q: keys are 1 to 64 letters, digits, '_' or '-'", k)
+		}
+	}
+	return nil
+}
+
+// MetadataKey reports whether k may name a metadata filter: plain enough
+// to sit inside a JSON path.
+func MetadataKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -58,7 +58,7 @@ func turns(t *testing.T, s *prototest.Stack, tenant, sid string) []*forge.Turn {
 
 func sessions(t *testing.T, s *prototest.Stack) int {
 	t.Helper()
-	ss, _, err := s.Store.ListSessions(context.Background(), forge.DefaultTenant, forge.ListOptions{Limit: 100})
+	ss, _, err := s.Store.ListSessions(context.Background(), forge.DefaultTenant, forge.SessionQuery{ListOptions: forge.ListOptions{Limit: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestPinnedSession(t *testing.T) {
 	if ts := turns(t, s, "acme", sid); len(ts) != 4 {
 		t.Fatalf("%d turns in the pinned session, want 4", len(ts))
 	}
-	if ss, _, _ := s.Store.ListSessions(context.Background(), "globex", forge.ListOptions{}); len(ss) != 1 {
+	if ss, _, _ := s.Store.ListSessions(context.Background(), "globex", forge.SessionQuery{}); len(ss) != 1 {
 		t.Fatalf("globex has %d sessions, want 1", len(ss))
 	}
 	// A wrong key is OpenAI's authentication error.

@@ -36,7 +36,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 	if c := resp.Choices[0].Message.Content; c != `{"priority":"high"}` {
 		t.Fatalf("content %q", c)
 	}
-	sessions, _, err := s.Store.ListSessions(t.Context(), forge.DefaultTenant, forge.ListOptions{})
+	sessions, _, err := s.Store.ListSessions(t.Context(), forge.DefaultTenant, forge.SessionQuery{})
 	if err != nil || len(sessions) != 1 {
 		t.Fatalf("sessions %d %v", len(sessions), err)
 	}
@@ -49,7 +49,7 @@ func TestResponseFormatJSONSchema(t *testing.T) {
 	if status, body := s.Do("POST", "/openai/v1/chat/completions", next); status != 200 {
 		t.Fatalf("resent conversation: %d %s", status, body)
 	}
-	if sessions, _, _ := s.Store.ListSessions(t.Context(), forge.DefaultTenant, forge.ListOptions{}); len(sessions) != 1 {
+	if sessions, _, _ := s.Store.ListSessions(t.Context(), forge.DefaultTenant, forge.SessionQuery{}); len(sessions) != 1 {
 		t.Fatalf("the resent conversation made a new session (%d)", len(sessions))
 	}
 }
@@ -73,7 +73,7 @@ func TestResponseFormatRefused(t *testing.T) {
 			t.Errorf("%s: %d %s", name, status, body)
 		}
 	}
-	if sessions, _, _ := s.Store.ListSessions(t.Context(), forge.DefaultTenant, forge.ListOptions{}); len(sessions) != 0 {
+	if sessions, _, _ := s.Store.ListSessions(t.Context(), forge.DefaultTenant, forge.SessionQuery{}); len(sessions) != 0 {
 		t.Fatalf("refused requests made %d sessions", len(sessions))
 	}
 	if status, body := s.Do("POST", "/openai/v1/chat/completions", `{"model":"bot","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"text"}}`); status != 200 {

@@ -1,0 +1,65 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
+)
+
+// Turns is the engine's part of EngineRunner: *engine.Engine.
+type Turns interface {
+	StartTurn(ctx context.Context, tenant, sessionID string, req engine.TurnRequest) (*forge.Turn, error)
+}
+
+// Sessions is the store's part of EngineRunner.
+type Sessions interface {
+	GetAgent(ctx context.Context, tenant, name string) (*forge.Agent, error)
+	CreateSession(ctx context.Context, s *forge.Session) error
+}
+
+// EngineRunner is the Runner of a server: sessions made as POST
+// /v1/sessions makes them, turns started by the engine.
+type EngineRunner struct {
+	Store  Sessions
+	Engine Turns
+	Clock  forge.Clock
+	IDs    forge.IDGen
+}
+
+var _ Runner = (*EngineRunner)(nil)
+
+// NewSession creates a direct session of agent, its metadata naming the
+// schedule; ErrNotFound when the agent is gone.
+func (r *EngineRunner) NewSession(ctx context.Context, tenant, agent, scheduleID string) (string, error) {
+	if _, err := r.Store.GetAgent(ctx, tenant, agent); err != nil {
+		return "", err
+	}
+	meta, err := json.Marshal(map[string]string{"schedule_id": scheduleID})
+	if err != nil {
+		return "", err
+	}
+	now := r.Clock.Now().UTC()
+	ses := &forge.Session{
+		ID:           r.IDs.New(forge.PrefixSession),
+		Tenant:       tenant,
+		Kind:         forge.KindDirect,
+		Agent:        agent,
+		Title:        "schedule " + scheduleID,
+		MainThreadID: r.IDs.New(forge.PrefixThread),
+		Metadata:     meta,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+	}
+	if err := r.Store.CreateSession(ctx, ses); err != nil {
+		return "", err
+	}
+	return ses.ID, nil
+}
+
+// StartTurn starts the run's turn in the background (the engine runs it;
+// StartTurn returns once it is created), marked as the schedule's.
+func (r *EngineRunner) StartTurn(ctx context.Context, tenant, sessionID, scheduleID string, input []forge.Input) (*forge.Turn, error) {
+	return r.Engine.StartTurn(ctx, tenant, sessionID, engine.TurnRequest{Input: input, ScheduleID: scheduleID})
+}

@@ -1,0 +1,270 @@
+// Package scheduler fires schedules (API.md, "Schedules"): every replica
+// runs one Scheduler, which polls the store for due schedules and claims
+// each slot with a compare-and-swap on the schedule's next_run_at, the
+// run row written in the same transaction, so a slot fires once across
+// replicas and restarts. The claim comes first, the turn second: a
+// replica that dies between them leaves the run pending, never a second
+// turn (at most once).
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/forge-runtime/forge"
+)
+
+// Store is what the scheduler needs of the store.
+type Store interface {
+	GetSchedule(ctx context.Context, tenant, id string) (*forge.Schedule, error)
+	UpdateSchedule(ctx context.Context, s *forge.Schedule, expectNext time.Time) error
+	DueSchedules(ctx context.Context, now time.Time, limit int) ([]*forge.Schedule, error)
+	ClaimScheduleSlot(ctx context.Context, c *forge.ScheduleClaim) (bool, error)
+	UpdateScheduleRun(ctx context.Context, r *forge.ScheduleRun) error
+}
+
+// Runner starts the turns of runs: the scheduler's view of the engine.
+// Its errors wrap forge's sentinels (ErrNotFound for an agent or session
+// that is gone, ErrTurnInProgress for a busy session).
+type Runner interface {
+	// NewSession creates a direct session of agent for a run of
+	// schedule scheduleID and returns its id.
+	NewSession(ctx context.Context, tenant, agent, scheduleID string) (string, error)
+	// StartTurn starts a turn of the schedule on the session (it runs in
+	// the background) and returns it as created.
+	StartTurn(ctx context.Context, tenant, sessionID, scheduleID string, input []forge.Input) (*forge.Turn, error)
+}
+
+// Defaults of Config.
+const (
+	DefaultInterval = time.Second
+	DefaultGrace    = time.Minute
+	// batchSize is how many due schedules one poll takes.
+	batchSize = 100
+	// fireTimeout bounds starting one run's turn.
+	fireTimeout = 30 * time.Second
+)
+
+// Config wires a Scheduler.
+type Config struct {
+	Store  Store
+	Runner Runner
+	Clock  forge.Clock
+	IDs    forge.IDGen
+	Logger *slog.Logger
+	// Interval is how often the store is polled (0: DefaultInterval).
+	Interval time.Duration
+	// Grace is how late a slot may fire and still count as on time; a
+	// later one is missed, and catch_up decides (0: DefaultGrace).
+	Grace time.Duration
+}
+
+// Scheduler polls and fires. Start runs its goroutine; Close stops it and
+// waits for it.
+type Scheduler struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex // guards cancel
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a scheduler for cfg; it does nothing before Start.
+func New(cfg Config) *Scheduler {
+	if cfg.Clock == nil {
+		cfg.Clock = forge.SystemClock{}
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = forge.NewULIDGen(cfg.Clock)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	return &Scheduler{cfg: cfg, log: cfg.Logger}
+}
+
+// Start starts polling; a second call does nothing.
+func (s *Scheduler) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	go s.loop(ctx, s.done)
+}
+
+// Close stops polling and waits for the poll under way (bounded by ctx).
+func (s *Scheduler) Close(ctx context.Context) error {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Scheduler) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("scheduler: poll failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Tick fires every schedule due at the clock's now once (what the loop
+// does each Interval) and returns the runs this scheduler fired. Exported
+// for tests, which drive it with a fake clock.
+func (s *Scheduler) Tick(ctx context.Context) ([]*forge.ScheduleRun, error) {
+	now := s.cfg.Clock.Now().UTC()
+	due, err := s.cfg.Store.DueSchedules(ctx, now, batchSize)
+	if err != nil {
+		return nil, err
+	}
+	var fired []*forge.ScheduleRun
+	for _, sc := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		run, err := s.claim(ctx, sc, now)
+		if err != nil {
+			s.log.Warn("scheduler: claim failed", "tenant", sc.Tenant, "schedule_id", sc.ID, "err", err)
+			continue
+		}
+		if run == nil {
+			continue
+		}
+		// The slot is ours: the turn starts even if Close is under way
+		// (bounded), so that a claimed run does not stay pending.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fireTimeout)
+		s.fire(fctx, sc, run)
+		cancel()
+		fired = append(fired, run)
+	}
+	return fired, nil
+}
+
+// claim takes the schedule's due slot and returns the run it recorded,
+// or nil when another replica took it or the slots were skipped.
+func (s *Scheduler) claim(ctx context.Context, sc *forge.Schedule, now time.Time) (*forge.ScheduleRun, error) {
+	spec, err := Parse(sc.Cron, sc.Every, sc.Timezone)
+	if err != nil {
+		// Stored specs were checked when written; one that no longer
+		// parses (a zone the system dropped) pauses its schedule.
+		s.pause(ctx, sc.Tenant, sc.ID, fmt.Sprintf("its cadence no longer parses: %v", err))
+		return nil, err
+	}
+	last, next, capped := spec.Due(sc.NextRunAt, now)
+	if next.IsZero() {
+		// A cron with no slot left: park it far away rather than poll it.
+		next = now.AddDate(100, 0, 0)
+	}
+	onTime := !capped && now.Sub(last) <= s.cfg.Grace
+	c := &forge.ScheduleClaim{Tenant: sc.Tenant, ScheduleID: sc.ID, Slot: sc.NextRunAt, Next: next}
+	if onTime || sc.CatchUp != forge.CatchUpSkip {
+		c.Run = &forge.ScheduleRun{ID: s.cfg.IDs.New(forge.PrefixScheduleRun), Tenant: sc.Tenant, ScheduleID: sc.ID,
+			Slot: last, FiredAt: now, SessionID: sc.SessionID, Status: forge.RunPending}
+	}
+	ok, err := s.cfg.Store.ClaimScheduleSlot(ctx, c)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return c.Run, nil
+}
+
+// fire starts the run's turn and records how that went.
+func (s *Scheduler) fire(ctx context.Context, sc *forge.Schedule, run *forge.ScheduleRun) {
+	log := s.log.With("tenant", sc.Tenant, "schedule_id", sc.ID, "slot", run.Slot)
+	sid := ""
+	if sc.SessionID != nil {
+		sid = *sc.SessionID
+	} else {
+		id, err := s.cfg.Runner.NewSession(ctx, sc.Tenant, sc.Agent, sc.ID)
+		if err != nil {
+			s.failed(ctx, sc, run, fmt.Errorf("creating a session of agent %q: %w", sc.Agent, err))
+			return
+		}
+		sid = id
+		run.SessionID = &sid
+	}
+	turn, err := s.cfg.Runner.StartTurn(ctx, sc.Tenant, sid, sc.ID, sc.Input)
+	switch {
+	case errors.Is(err, forge.ErrTurnInProgress):
+		// Hook: once turns can be enqueued (if_busy: enqueue), the
+		// Runner enqueues here instead, and this case goes.
+		run.Status, run.Error = forge.RunSkipped, "the session was busy with another turn: "+err.Error()
+	case err != nil:
+		s.failed(ctx, sc, run, fmt.Errorf("starting the turn: %w", err))
+		return
+	default:
+		run.Status, run.TurnID = forge.RunStarted, &turn.ID
+	}
+	if err := s.cfg.Store.UpdateScheduleRun(ctx, run); err != nil {
+		log.Warn("scheduler: recording the run failed", "err", err)
+	}
+}
+
+// failed records a run that started no turn. When what the schedule names
+// is gone (its agent deleted, its session deleted), the schedule is paused:
+// it would fail at every slot, and a paused schedule keeps its runs for
+// the user to see why (they resume or delete it).
+func (s *Scheduler) failed(ctx context.Context, sc *forge.Schedule, run *forge.ScheduleRun, err error) {
+	run.Status, run.Error = forge.RunFailed, err.Error()
+	if uerr := s.cfg.Store.UpdateScheduleRun(ctx, run); uerr != nil {
+		s.log.Warn("scheduler: recording the run failed", "tenant", sc.Tenant, "schedule_id", sc.ID, "err", uerr)
+	}
+	if errors.Is(err, forge.ErrNotFound) {
+		s.pause(ctx, sc.Tenant, sc.ID, err.Error())
+	}
+}
+
+// pause pauses a schedule, re-reading it when a claim moved it meanwhile.
+func (s *Scheduler) pause(ctx context.Context, tenant, id, why string) {
+	for range 5 {
+		sc, err := s.cfg.Store.GetSchedule(ctx, tenant, id)
+		if err != nil {
+			return // deleted meanwhile
+		}
+		if sc.Paused {
+			return
+		}
+		sc.Paused, sc.UpdatedAt = true, s.cfg.Clock.Now().UTC()
+		err = s.cfg.Store.UpdateSchedule(ctx, sc, sc.NextRunAt)
+		if errors.Is(err, forge.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			s.log.Warn("scheduler: pausing failed", "tenant", tenant, "schedule_id", id, "err", err)
+		} else {
+			s.log.Info("scheduler: schedule paused", "tenant", tenant, "schedule_id", id, "why", why)
+		}
+		return
+	}
+}
