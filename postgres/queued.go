@@ -127,6 +127,9 @@ func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn, events []forge
 			return forge.Errorf(forge.ErrTurnEnded, "turn %s is no longer queued (%s)", t.ID, *status)
 		})
 	queuePacks(b, sc, packs)
+	if err := queueWebhooks(b, sc, evs); err != nil {
+		return err
+	}
 	if err := s.write(ctx, b); err != nil {
 		return err
 	}

@@ -136,6 +136,9 @@ func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn, events []forge
 		if err := s.insertLog(x, scope, packs); err != nil {
 			return err
 		}
+		if err := s.queueWebhooks(x, scope, evs); err != nil {
+			return err
+		}
 		if len(packs) > 0 {
 			x.after(func() { s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID}) })
 		}

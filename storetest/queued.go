@@ -244,6 +244,22 @@ var queuedTests = []test{
 		eq(f, f.getTurn(qa).Status, forge.TurnQueued, "A's turn is still queued")
 		eq(f, f.nextQueued(sa), qa.ID, "and next")
 	}},
+	{name: "EndedQueuedTurnWebhook", run: func(f *fixture) {
+		// The turn.done of a queued turn that never ran is an event like
+		// any: subscribed endpoints get it, from the outbox written with it.
+		ws := f.webhooks()
+		w := f.newWebhook(ws, tenantA, forge.EventTurnDone)
+		ses := f.newSession(tenantA)
+		q := f.enqueue(ses, "never")
+		e := *q
+		e.Status, e.CancelReason = forge.TurnCancelled, ptr(forge.CancelClient)
+		seq := f.seqs(ses, 2)
+		f.ok(f.s.EndQueuedTurn(f.ctx, &e, []forge.Event{f.event(&e, seq[0], forge.EventTurnCreated, e.ID, q),
+			f.event(&e, seq[1], forge.EventTurnDone, e.ID, &e)}), "EndQueuedTurn")
+		list, _, err := ws.ListDeliveries(f.ctx, tenantA, w.ID, forge.ListOptions{})
+		f.ok(err, "ListDeliveries")
+		eq(f, len(list), 1, "deliveries of the queued turn's turn.done")
+	}},
 	{name: "QueuedTurnSurvivesReopen", reopen: true, run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		q := f.enqueue(ses, "later")
