@@ -33,9 +33,12 @@ type Agent struct {
 	// OutputRetries is how many repair steps an answer that does not
 	// match the output schema gets (nil in agents stored before it
 	// existed: Retries gives the default).
-	OutputRetries *int      `json:"output_retries,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	OutputRetries *int `json:"output_retries,omitempty"`
+	// IfBusy is the agent's default if_busy for turns that do not say
+	// (API.md, "Busy sessions"); "" means IfBusyReject.
+	IfBusy    string    `json:"if_busy,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Defaults and bounds of agent fields (API.md).
@@ -248,6 +251,9 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 			return err
 		}
 	}
+	if err := CheckIfBusy(a.IfBusy, "if_busy"); err != nil {
+		return err
+	}
 	if r := a.OutputRetries; r != nil && (*r < 0 || *r > MaxOutputRetries) {
 		return Errorf(ErrInvalid, "output_retries must be between 0 and %d, got %d", MaxOutputRetries, *r)
 	}
@@ -401,4 +407,22 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+// What a turn asked for while another runs does (API.md, "Busy sessions").
+const (
+	IfBusyReject    = "reject"
+	IfBusyEnqueue   = "enqueue"
+	IfBusyInterrupt = "interrupt"
+	IfBusySteer     = "steer"
+)
+
+// CheckIfBusy validates an if_busy value ("" is absent); field names it in
+// the error.
+func CheckIfBusy(v, field string) error {
+	switch v {
+	case "", IfBusyReject, IfBusyEnqueue, IfBusyInterrupt, IfBusySteer:
+		return nil
+	}
+	return Errorf(ErrInvalid, "%s must be reject, enqueue, interrupt or steer, got %q", field, v)
 }

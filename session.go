@@ -39,6 +39,9 @@ const (
 	TurnDone      = "done"
 	TurnCancelled = "cancelled"
 	TurnErrored   = "errored"
+	// TurnQueued: the turn waits for the session's turns before it to end
+	// (if_busy: enqueue); it has not run, and is not ended.
+	TurnQueued = "queued"
 )
 
 // Cancel reasons.
@@ -93,8 +96,9 @@ type Turn struct {
 	EndedAt   *time.Time   `json:"ended_at"`
 }
 
-// Ended reports whether the turn has its terminal status.
-func (t *Turn) Ended() bool { return t.Status != TurnRunning }
+// Ended reports whether the turn has its terminal status (a queued turn
+// has not: it is still to run).
+func (t *Turn) Ended() bool { return t.Status != TurnRunning && t.Status != TurnQueued }
 
 // TurnOutput is the final assistant message of a done turn.
 type TurnOutput struct {

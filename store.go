@@ -105,6 +105,21 @@ type BeginTurn struct {
 	// Lease, when set, creates the turn with its ownership lease in the
 	// same transaction (a LeaseStore; ignored by stores without leases).
 	Lease *Lease
+	// Promote makes the turn the start of the session's queued turn of the
+	// same id (EnqueueTurn): its queued row is replaced by the running turn
+	// in the same transaction. It fails with ErrTurnEnded when that turn is
+	// no longer queued (it started, or was cancelled), ErrConflict when an
+	// older turn of the session is still queued, and ErrTurnInProgress, as
+	// always, while another turn runs: so a queued turn starts once, in
+	// order, whichever replicas try.
+	Promote bool
+}
+
+// QueuedTurn is a turn waiting to run (status queued) and the request it
+// will run with, as the engine encoded it.
+type QueuedTurn struct {
+	Turn    *Turn
+	Request []byte
 }
 
 // Lease is the ownership of a running turn in distributed mode: the
@@ -185,6 +200,27 @@ type TurnStore interface {
 	RunningTurns(ctx context.Context) ([]*Turn, error)
 	// GetSnapshot returns the snapshot written at the turn's end.
 	GetSnapshot(ctx context.Context, tenant, turnID string) (*Snapshot, error)
+
+	// Busy sessions (API.md): a turn asked for while another runs, with
+	// if_busy enqueue, waits as a queued turn.
+
+	// EnqueueTurn stores t (status TurnQueued) with request, without
+	// touching the session's tip. ErrNotFound when the session is not
+	// live, ErrConflict when the idempotency key or the id was used.
+	EnqueueTurn(ctx context.Context, t *Turn, request []byte) error
+	// NextQueuedTurn returns the session's oldest queued turn (creation
+	// order); ErrNotFound when none is queued.
+	NextQueuedTurn(ctx context.Context, tenant, sessionID string) (*QueuedTurn, error)
+	// EndQueuedTurn writes t's terminal status (cancelled or errored, with
+	// its reason or error and end time) on a queued turn, which then never
+	// runs, with events (its turn.created and turn.done) in the same
+	// transaction. ErrTurnEnded when the turn is no longer queued,
+	// ErrNotFound when there is no such turn.
+	EndQueuedTurn(ctx context.Context, t *Turn, events []Event) error
+	// QueuedSessions lists, across tenants, the oldest queued turn of each
+	// session that has one and no running turn (recovery, and the sweep
+	// that starts what a dead replica's turns left waiting).
+	QueuedSessions(ctx context.Context) ([]TurnRef, error)
 }
 
 // MessageQuery selects messages along the branch ending at TipTurnID.

@@ -25,6 +25,10 @@ type TurnRequest struct {
 	// Supersede cancels a running turn of the session instead of failing
 	// with turn_in_progress.
 	Supersede bool `json:"supersede,omitempty"`
+	// IfBusy is what the turn does while another runs: "reject" (the
+	// default), "enqueue" (it is stored queued and runs when the turns
+	// before it end) or "interrupt" (as Supersede).
+	IfBusy string `json:"if_busy,omitempty"`
 	// IdempotencyKey, when set, is sent as the Idempotency-Key header: a
 	// retry with the same key returns the first answer instead of starting a
 	// second turn.

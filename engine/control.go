@@ -21,7 +21,7 @@ func (e *Engine) Running() int {
 }
 
 // WaitTurn blocks until the turn has ended (or ctx is done) and returns it
-// as stored, whichever replica runs it: as its terminal write stored it
+// as stored, whichever replica runs it (a queued turn: once it has run): as its terminal write stored it
 // when it ended here (no read), else read from the store. It returns once
 // that write is committed, as its events are being published.
 func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error) {
@@ -36,7 +36,7 @@ func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string)
 		return t, nil
 	}
 	t, err := e.store.GetTurn(ctx, tenant, sessionID, turnID)
-	if err != nil || t.Ended() || (e.cfg.Leases == nil && e.cfg.Peers == nil) {
+	if err != nil || t.Ended() || (e.cfg.Leases == nil && e.cfg.Peers == nil && t.Status != forge.TurnQueued) {
 		return t, err
 	}
 	if x := e.runningTurn(sessionID); x != nil && x.turn.ID == turnID {

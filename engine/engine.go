@@ -191,6 +191,13 @@ type TurnRequest struct {
 	// has its Input like any, and Trigger {type: schedule, schedule_id}.
 	// Unlike Trigger it does not make the turn a monologue's.
 	ScheduleID string
+	// IfBusy is what the request does while another turn of the session
+	// runs (forge.IfBusy*; "" is the agent's default, else reject).
+	IfBusy string
+
+	// promote, when set, is the queued turn this request starts (its
+	// stored request): the turn keeps its id, key and creation time.
+	promote *forge.Turn
 }
 
 // MonologueObserver hears about the turns of monologue sessions (the forum
@@ -237,6 +244,9 @@ type Engine struct {
 	// meanwhile (register), so none runs once the delete returns.
 	deleting map[string]chan struct{}
 	closing  bool
+	// queueHolds counts, by session, the requests interrupting its
+	// running turn: its queued turns wait for them (holdQueue).
+	queueHolds map[string]int
 	// monologues hears about monologue turns (set after New: the forum
 	// layer is built on the engine).
 	monologues MonologueObserver
@@ -312,6 +322,7 @@ func New(cfg Config) *Engine {
 		workers:      newWorkers(),
 		running:      map[string]*execution{},
 		deleting:     map[string]chan struct{}{},
+		queueHolds:   map[string]int{},
 		monologues:   cfg.Monologues,
 		quotas:       newQuotas(cfg.Quota, cfg.Clock),
 	}

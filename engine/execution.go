@@ -101,6 +101,11 @@ type execution struct {
 	// is stored; checkpointsOff is set when the turn's loop has ended.
 	checkpoints    *checkpointLoop
 	checkpointsOff bool
+	// steers are messages of if_busy steer requests waiting to join the
+	// main thread before its next model call; steersOff is set once the
+	// loop has ended (they then run as the next turns).
+	steers    []*steer
+	steersOff bool
 }
 
 func (e *Engine) newExecution(tenant string, sess *forge.Session, turn *forge.Turn, base *forge.Snapshot) *execution {

@@ -125,5 +125,10 @@ func (e *Engine) takeOver(ctx context.Context) error {
 		}
 		e.log.Warn("recovered abandoned turn", "session_id", t.SessionID, "turn_id", t.ID, "replica", e.replica)
 	}
+	// Queued turns with no turn running before them (a replica died, or
+	// one ended its turn while a queued turn was being written) start.
+	if err := e.startAllQueued(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ func (e *Engine) execute(x *execution) {
 
 	th := x.main
 	if !x.speculative() && !x.awaitBegun() {
+		x.refuseSteers()
 		e.unregister(x)
 		x.freeQuota()
 		x.markEnded()
@@ -37,6 +38,7 @@ func (e *Engine) execute(x *execution) {
 	th.applyAuthTokens()
 	th.prepareTools()
 	out := th.loop()
+	x.refuseSteers() // too late for this turn: they run as the next
 
 	x.stopCheckpoints()
 	created := x.awaitBegun()
@@ -53,6 +55,12 @@ func (e *Engine) execute(x *execution) {
 	if o := e.monologueObserver(); created && !x.lost.Load() && o != nil && x.session.Kind == forge.KindMonologue {
 		ended := *x.turn
 		o.MonologueTurnEnded(x.tenant, &ended)
+	}
+	if created && !x.lost.Load() {
+		// The session's next queued turn, if any, starts (API.md, "Busy
+		// sessions"). A turn lost to another replica is that replica's
+		// to follow.
+		e.kickQueue(x.tenant, x.session.ID)
 	}
 }
 
@@ -118,6 +126,7 @@ func (th *thread) loop() outcome {
 				return th.cancelledOutcome()
 			}
 		}
+		th.takeSteers() // if_busy steer: messages sent meanwhile join here
 		msg, calls, err := th.step()
 		if err != nil && isOverflow(err) && !compacted && th.compactionEnabled() && !x.cancelled() {
 			sum, cerr := th.compact(compactOverflow)

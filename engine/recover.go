@@ -42,6 +42,11 @@ func (e *Engine) Recover(ctx context.Context) error {
 				"session_id", t.SessionID, "turn_id", t.ID, "err", err)
 		}
 	}
+	// Queued turns whose turn before them ended (abandoned just now, or
+	// before the process stopped) start, in the background.
+	if err := e.startAllQueued(ctx); err != nil {
+		e.log.Error("recovery could not list queued turns; they start at the next start", "err", err)
+	}
 	return nil
 }
 

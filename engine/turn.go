@@ -26,11 +26,27 @@ func (e *Engine) StartTurn(ctx context.Context, tenant, sessionID string, req Tu
 	if req.NewRoot && req.PreviousTurnID != nil {
 		return nil, forge.Errorf(forge.ErrInvalid, "previous_turn_id and new_root cannot be used together")
 	}
-	if t, err := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || err != nil {
-		return t, err
+	if err := forge.CheckIfBusy(req.IfBusy, "if_busy"); err != nil {
+		return nil, err
 	}
+	if req.Supersede && req.IfBusy != "" && req.IfBusy != forge.IfBusyInterrupt {
+		return nil, forge.Errorf(forge.ErrInvalid, "supersede: true is if_busy interrupt; it cannot be used with if_busy %s", req.IfBusy)
+	}
+	if req.promote == nil {
+		// (A queued turn's own key names it: it is not a repeat.)
+		if t, err := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || err != nil {
+			return t, err
+		}
+	}
+	var release func() // set once an interrupt holds the session's queue
+	defer func() {
+		if release != nil {
+			release()
+			e.kickQueue(tenant, sessionID)
+		}
+	}()
 	for range 5 {
-		t, retry, err := e.tryStartTurn(ctx, tenant, sessionID, req)
+		t, retry, err := e.tryStartTurn(ctx, tenant, sessionID, req, &release)
 		if !retry {
 			return t, err
 		}
@@ -51,7 +67,7 @@ func (e *Engine) turnByKey(ctx context.Context, tenant, sessionID, key string) (
 
 // tryStartTurn makes one attempt; retry is true when the session moved
 // under it (its tip changed, or a superseded turn had to end first).
-func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (_ *forge.Turn, retry bool, _ error) {
+func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest, release *func()) (_ *forge.Turn, retry bool, _ error) {
 	e.mu.Lock()
 	closing := e.closing
 	current := e.running[sessionID]
@@ -67,8 +83,25 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, false, err
 	}
 	if current != nil {
-		if !req.Supersede {
-			return nil, false, forge.Errorf(forge.ErrTurnInProgress, "turn %s is still running in this session; wait for it, cancel it, or send supersede: true", current.turn.ID)
+		mode, err := e.busyMode(ctx, tenant, sess, req)
+		if err != nil {
+			return nil, false, err
+		}
+		switch mode {
+		case forge.IfBusyEnqueue:
+			t, err := e.enqueue(ctx, tenant, sess, req)
+			return t, false, err
+		case forge.IfBusySteer:
+			t, err := e.steerInto(ctx, current, tenant, sess, req)
+			return t, false, err
+		case forge.IfBusyInterrupt:
+		default:
+			return nil, false, forge.Errorf(forge.ErrTurnInProgress, "turn %s is still running in this session; wait for it, cancel it, or send if_busy: enqueue (or interrupt)", current.turn.ID)
+		}
+		if *release == nil {
+			// The queued turns wait: this request takes the running
+			// turn's place.
+			*release = e.holdQueue(sessionID)
 		}
 		current.stop(forge.CancelSuperseded, "")
 		select {
@@ -156,6 +189,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		}
 	}
 
+	if base != nil && base.Status == forge.TurnQueued {
+		return nil, false, forge.Errorf(forge.ErrInvalid, "previous_turn_id %q names a queued turn: a turn chains only from one that has run", base.ID)
+	}
 	now := e.clock.Now()
 	turn := &forge.Turn{
 		ID:              e.ids.New(forge.PrefixTurn),
@@ -183,6 +219,10 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if base != nil {
 		id := base.ID
 		turn.PreviousTurnID = &id
+	}
+	if q := req.promote; q != nil {
+		// A queued turn starts as itself: its id, key and creation time.
+		turn.ID, turn.IdempotencyKey, turn.CreatedAt = q.ID, q.IdempotencyKey, q.CreatedAt
 	}
 	x := e.newExecution(tenant, sess, turn, snap)
 	x.compactOnly = req.Compact
@@ -246,7 +286,8 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x.observeTurnStart(ctx, agent)
 	e.wg.Add(1)
 	e.workers.run(func() { e.execute(x) })
-	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease()}, drafts...)
+	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease(),
+		Promote: req.promote != nil}, drafts...)
 	if err == nil {
 		created.LastSeq = turn.LastSeq
 	}
@@ -256,12 +297,30 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		e.deleteFiles(ctx, tenant, madeFiles)
 		if errors.Is(err, forge.ErrConflict) {
 			// The tip moved or the idempotency key was just used.
-			if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {
-				return t, false, kerr
+			if req.promote == nil {
+				if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {
+					return t, false, kerr
+				}
 			}
 			return nil, true, nil
 		}
-		if errors.Is(err, forge.ErrTurnInProgress) && req.Supersede {
+		mode := forge.IfBusyReject
+		if errors.Is(err, forge.ErrTurnInProgress) {
+			var merr error
+			if mode, merr = e.busyMode(ctx, tenant, sess, req); merr != nil {
+				return nil, false, merr
+			}
+			if mode == forge.IfBusyEnqueue || mode == forge.IfBusySteer {
+				// It runs on another replica: wait behind it (a steer
+				// cannot reach it there; it runs as the next turn).
+				t, err := e.enqueue(ctx, tenant, sess, req)
+				return t, false, err
+			}
+		}
+		if errors.Is(err, forge.ErrTurnInProgress) && mode == forge.IfBusyInterrupt {
+			if *release == nil {
+				*release = e.holdQueue(sessionID)
+			}
 			// It runs on another replica: cancel it there first.
 			t, rerr := e.runningElsewhere(ctx, tenant, sessionID)
 			if rerr != nil {

@@ -24,6 +24,7 @@ type agentBody struct {
 	Compaction     *forge.Compaction   `json:"compaction"`
 	OutputSchema   *forge.OutputSchema `json:"output_schema"`
 	OutputRetries  *int                `json:"output_retries"`
+	IfBusy         *string             `json:"if_busy"`
 
 	// Read-only fields of the agent object, accepted so that a GET answer
 	// can be edited and PUT back. On PUT, id must be the agent's and a
@@ -86,6 +87,12 @@ func (b *agentBody) agent(tenant string) (*forge.Agent, error) {
 		a.Compaction = *b.Compaction
 	}
 	a.OutputSchema, a.OutputRetries = b.OutputSchema, b.OutputRetries
+	if b.IfBusy != nil {
+		if *b.IfBusy == "" {
+			return nil, invalid("if_busy must be reject, enqueue, interrupt or steer (omit it for reject)")
+		}
+		a.IfBusy = *b.IfBusy
+	}
 	for i, s := range a.MCPServers {
 		if len(s.Command) > 0 && s.Command[0] == "" {
 			return nil, invalid("mcp_servers[%d].command[0] must name a program", i)

@@ -30,6 +30,8 @@ type Runtime interface {
 	StreamTurn(ctx context.Context, tenant, sessionID string, req engine.TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error)
 	WaitTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
 	Cancel(ctx context.Context, tenant, sessionID, reason string) (*forge.Turn, error)
+	// CancelTurn cancels one turn: a queued one, or the running one.
+	CancelTurn(ctx context.Context, tenant, sessionID, turnID, reason string) (*forge.Turn, error)
 	Events(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) iter.Seq2[forge.Event, error]
 	OpenEvents(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) (iter.Seq2[forge.Event, error], error)
 	DeleteSession(ctx context.Context, tenant, sessionID string) error

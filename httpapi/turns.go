@@ -25,6 +25,9 @@ type turnBody struct {
 	Stream         *bool       `json:"stream"`
 	Background     *bool       `json:"background"`
 	Supersede      *bool       `json:"supersede"`
+	// IfBusy is what the turn does while another runs (API.md, "Busy
+	// sessions"): reject, enqueue, interrupt or steer.
+	IfBusy *string `json:"if_busy"`
 	// OutputSchema is this turn's structured output (the engine checks
 	// it: shape, bounds, a valid JSON Schema).
 	OutputSchema *forge.OutputSchema `json:"output_schema"`
@@ -94,6 +97,18 @@ func (b *turnBody) request(sse bool) (engine.TurnRequest, turnMode, error) {
 	req.NewRoot = b.NewRoot != nil && *b.NewRoot
 	req.OutputSchema = b.OutputSchema
 	req.Supersede = b.Supersede != nil && *b.Supersede
+	if b.IfBusy != nil {
+		if *b.IfBusy == "" {
+			return req, 0, invalid("if_busy must be reject, enqueue, interrupt or steer (omit it for the agent's default)")
+		}
+		if err := forge.CheckIfBusy(*b.IfBusy, "if_busy"); err != nil {
+			return req, 0, err
+		}
+		if req.Supersede && *b.IfBusy != forge.IfBusyInterrupt {
+			return req, 0, invalid("supersede: true is if_busy: interrupt; it cannot be used with if_busy: %s", *b.IfBusy)
+		}
+		req.IfBusy = *b.IfBusy
+	}
 	if req.NewRoot && req.PreviousTurnID != nil {
 		return req, 0, invalid("previous_turn_id and new_root: true exclude each other")
 	}
@@ -449,6 +464,9 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 // cancelBody is the optional body of POST /cancel.
 type cancelBody struct {
 	Reason *string `json:"reason"`
+	// TurnID names the turn to cancel: a queued one (it then never runs)
+	// or the running one. Absent: the running turn.
+	TurnID *string `json:"turn_id"`
 }
 
 // cancel cancels the session's running turn. With an Idempotency-Key the
@@ -468,34 +486,56 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	if body.Reason != nil {
 		reason = *body.Reason
 	}
+	if body.TurnID != nil && *body.TurnID == "" {
+		return invalid("turn_id must be a turn id (omit it to cancel the running turn)")
+	}
 	q, err := s.newIdemRequest(r, "cancel:"+ses.ID, &body, idempotencyTTL)
 	if err != nil {
 		return err
 	}
+	do := func(ctx context.Context) (*forge.Turn, error) {
+		if body.TurnID == nil {
+			turn, err := s.rt.Cancel(ctx, tenant, ses.ID, reason)
+			return turn, cancelError(err, ses.ID)
+		}
+		turn, err := s.rt.CancelTurn(ctx, tenant, ses.ID, *body.TurnID, reason)
+		switch {
+		case err == nil:
+			return turn, nil
+		case errors.Is(err, forge.ErrNotFound):
+			return nil, forge.Errorf(forge.ErrNotFound, "turn %q not found in session %q", *body.TurnID, ses.ID)
+		case errors.Is(err, forge.ErrTurnEnded):
+			return nil, forge.Errorf(forge.ErrConflict, "turn %q has already ended", *body.TurnID)
+		}
+		return nil, err
+	}
 	if q == nil {
-		turn, err := s.rt.Cancel(detach(r), tenant, ses.ID, reason)
+		turn, err := do(detach(r))
 		if err != nil {
-			return cancelError(err, ses.ID)
+			return err
 		}
 		writeJSON(w, http.StatusOK, turn)
 		return nil
 	}
 	return s.idempotent(w, r, q, func(ctx context.Context) (int, []byte, error) {
-		turn, err := s.rt.Cancel(ctx, tenant, ses.ID, reason)
+		turn, err := do(ctx)
 		switch {
 		case err == nil:
 			b, err := json.Marshal(turn)
 			return http.StatusOK, b, err
 		case errors.Is(err, forge.ErrConflict) || errors.Is(err, forge.ErrTurnEnded):
-			status, b := errorJSON(cancelError(err, ses.ID))
+			status, b := errorJSON(err)
 			return status, b, nil
 		}
 		// Not an answer to remember: the request may be retried.
-		return 0, nil, cancelError(err, ses.ID)
+		return 0, nil, err
 	})
 }
 
 func cancelError(err error, sid string) error {
+	if err == nil {
+		return nil
+	}
 	if bare(err, forge.ErrConflict) || errors.Is(err, forge.ErrTurnEnded) {
 		return forge.Errorf(forge.ErrConflict, "no turn is running in session %q", sid)
 	}

@@ -77,6 +77,11 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 		expect = *bt.ExpectTip
 	}
 	b := batch(t.Tenant)
+	if bt.Promote {
+		// The queued row gives way to the running turn (migration 0009);
+		// a refusal below undoes its deletion with the batch.
+		b.Queue(`SELECT promote_queued($1, $2)`, t.SessionID, t.ID)
+	}
 	b.Queue(`SELECT begin_turn_check($1, $2, $3, $4, $5, $6)`, t.SessionID, t.PreviousTurnID,
 		nullStr(t.IdempotencyKey), t.Status == forge.TurnRunning, bt.ExpectTip != nil, expect)
 	// lineage and depth (migration 0006): a turn chaining from the

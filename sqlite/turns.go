@@ -86,6 +86,13 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		// lineage and depth (migration 0010): a turn chaining from the
 		// session's tip, read before the UPDATE below moves it, continues
 		// the tip's lineage; a root or a fork begins its own.
+		if b.Promote {
+			// The queued row gives way to the running turn (migration
+			// 0013); a refusal below rolls its deletion back.
+			if err := promoteQueued(x, &t); err != nil {
+				return err
+			}
+		}
 		_, err := x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
 			idempotency_key, created_at, ended_at, cancel_message, trigger, first_seq, lineage, depth)

@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"Forums", forumTests},
 		{"Operations", operationTests},
 		{"Failures", failureTests},
+		{"Queued", queuedTests},
 	}
 	parallel := func(t *testing.T) {
 		if !h.Serial {
