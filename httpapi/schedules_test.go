@@ -9,6 +9,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/httpapi"
+	"github.com/forge-runtime/forge/provider/scripted"
 	"github.com/forge-runtime/forge/scheduler"
 )
 
@@ -395,4 +396,30 @@ func TestScheduleOfADeletedAgentPauses(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestScheduleOnABusySessionEnqueues: a run on a session whose turn still
+// runs is enqueued behind it (if_busy: enqueue) and starts once it ends.
+func TestScheduleOnABusySessionEnqueues(t *testing.T) {
+	s := newStack(t)
+	s.createAgent("digest", scripted.Step{Hang: true})
+	ses := s.createSession("digest")
+	base := "/v1/sessions/" + ses.ID
+	var running forge.Turn
+	s.call("POST", base+"/turns", map[string]any{"input": []any{map[string]any{"type": "message", "text": "one"}}, "background": true}, 202, &running)
+	s.startScheduler()
+	var sc forge.Schedule
+	s.call("POST", "/v1/schedules", digestBody(map[string]any{"every": "1s", "session_id": ses.ID}), 201, &sc)
+	runs := s.waitRuns(sc.ID, func(r []forge.ScheduleRun) bool { return len(r) > 0 && r[0].Status != forge.RunPending })
+	if runs[0].Status != forge.RunStarted || runs[0].TurnID == nil || runs[0].TurnStatus != forge.TurnQueued {
+		t.Fatalf("run on a busy session %+v", runs[0])
+	}
+	s.call("POST", base+"/cancel", map[string]any{"turn_id": running.ID}, 200, nil)
+	runs = s.waitRuns(sc.ID, func(r []forge.ScheduleRun) bool { return len(r) > 0 && r[0].TurnStatus == forge.TurnRunning })
+	var turn forge.Turn
+	s.call("GET", base+"/turns/"+*runs[0].TurnID, nil, 200, &turn)
+	if turn.PreviousTurnID == nil || *turn.PreviousTurnID != running.ID || turn.Trigger == nil || turn.Trigger.ScheduleID != sc.ID {
+		t.Fatalf("the run's turn %+v", turn)
+	}
+	s.call("POST", base+"/cancel", map[string]any{"turn_id": turn.ID}, 200, nil)
 }

@@ -61,5 +61,7 @@ func (r *EngineRunner) NewSession(ctx context.Context, tenant, agent, scheduleID
 // StartTurn starts the run's turn in the background (the engine runs it;
 // StartTurn returns once it is created), marked as the schedule's.
 func (r *EngineRunner) StartTurn(ctx context.Context, tenant, sessionID, scheduleID string, input []forge.Input) (*forge.Turn, error) {
-	return r.Engine.StartTurn(ctx, tenant, sessionID, engine.TurnRequest{Input: input, ScheduleID: scheduleID})
+	// A run on a session busy with another turn waits its turn (queued),
+	// in order with the session's other queued turns.
+	return r.Engine.StartTurn(ctx, tenant, sessionID, engine.TurnRequest{Input: input, ScheduleID: scheduleID, IfBusy: forge.IfBusyEnqueue})
 }

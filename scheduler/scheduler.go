@@ -217,8 +217,8 @@ func (s *Scheduler) fire(ctx context.Context, sc *forge.Schedule, run *forge.Sch
 	turn, err := s.cfg.Runner.StartTurn(ctx, sc.Tenant, sid, sc.ID, sc.Input)
 	switch {
 	case errors.Is(err, forge.ErrTurnInProgress):
-		// Hook: once turns can be enqueued (if_busy: enqueue), the
-		// Runner enqueues here instead, and this case goes.
+		// EngineRunner enqueues behind a running turn; a Runner that
+		// cannot is refused here, and the run is skipped.
 		run.Status, run.Error = forge.RunSkipped, "the session was busy with another turn: "+err.Error()
 	case err != nil:
 		s.failed(ctx, sc, run, fmt.Errorf("starting the turn: %w", err))
