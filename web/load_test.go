@@ -366,7 +366,13 @@ func TestLongSessionActionsForkAndRollOver(t *testing.T) {
 	if !eval[bool](b, `document.querySelector('section[data-n="302"]').classList.contains('off-branch')`) {
 		t.Fatal("the branch the fork left is not dimmed")
 	}
-	b.do(chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	// Back at the top: the older pages mount again one scroll at a time
+	// (as the fork's search for turn 10 above); a loaded machine may need
+	// several.
+	for i := 0; i < 50 && !eval[bool](b, `!!document.querySelector('section[data-n="11"]')`); i++ {
+		b.do(chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		b.waitLong(onScreenSettled, 20*time.Second)
+	}
 	b.waitLong(`document.querySelector('section[data-n="11"]') && `+onScreenSettled, 20*time.Second)
 	if got := eval[string](b, `[9, 10, 11].map((n) => document.querySelector('section[data-n="' + n + '"]').classList.contains('off-branch')).join(',')`); got != "false,false,true" {
 		t.Fatalf("turns 9, 10, 11 off-branch: %s", got)
