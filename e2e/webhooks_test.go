@@ -279,3 +279,49 @@ func TestWebhookDeliveredOnceAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookEventsOfEveryKind: an endpoint subscribed to all three
+// types gets action.required (a tool call awaiting approval), the
+// turn.done of that paused turn, and forum.message (a human's post), each
+// with its data.
+func TestWebhookEventsOfEveryKind(t *testing.T) {
+	t.Parallel()
+	model := openaitest.New(t)
+	rcv := newHookReceiver(t, func(int) bool { return false })
+	s := start(t, t.TempDir()+"/forge.db", model, "--allow-private-webhooks")
+	s.webhook(rcv.URL, "turn.done", "action.required", "forum.message")
+	s.agent(obj{"name": "a", "model": "openai/gpt-test", "tools": []any{"echo"}, "approval": obj{"echo": "ask"}})
+	sid := s.session("a")
+	model.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "echo", Args: `{"text":"secret"}`}))
+	s.waitStatus(sid, s.turn(sid, "go"))
+	r := s.forum(nil)
+	r.human("alice")
+	msg := r.post("alice", "hello room")
+	types := func() map[string]obj {
+		out := map[string]obj{}
+		for _, q := range rcv.requests() {
+			var body struct {
+				Type string `json:"type"`
+				Data struct {
+					Data obj `json:"data"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(q.body, &body); err != nil {
+				t.Fatal(err)
+			}
+			out[body.Type] = body.Data.Data
+		}
+		return out
+	}
+	waitFor(t, func() bool { return len(types()) == 3 })
+	got := types()
+	if got["forum.message"]["id"] != msg["id"] {
+		t.Errorf("forum.message data %v, want the message %v", got["forum.message"], msg["id"])
+	}
+	if got["turn.done"]["status"] != "done" || len(got["turn.done"]["required_actions"].([]any)) != 1 {
+		t.Errorf("turn.done data %v", got["turn.done"])
+	}
+	if got["action.required"] == nil {
+		t.Errorf("no action.required")
+	}
+}
