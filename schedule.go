@@ -125,6 +125,10 @@ type ScheduleStore interface {
 	// ListScheduleRuns lists a schedule's runs, oldest slot first;
 	// ErrNotFound when the schedule does not exist.
 	ListScheduleRuns(ctx context.Context, tenant, scheduleID string, opts ListOptions) ([]*ScheduleRun, string, error)
+	// StaleRuns crosses tenants: the runs still pending that were fired
+	// before before (whoever claimed their slot stopped before it
+	// recorded the turn), oldest first, with Tenant and ScheduleID set.
+	StaleRuns(ctx context.Context, before time.Time, limit int) ([]*ScheduleRun, error)
 }
 
 // Cadence is a schedule's parsed cron or every.

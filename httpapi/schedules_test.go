@@ -423,3 +423,63 @@ func TestScheduleOnABusySessionEnqueues(t *testing.T) {
 	}
 	s.call("POST", base+"/cancel", map[string]any{"turn_id": turn.ID}, 200, nil)
 }
+
+// TestRunLeftPendingIsFiredOnce: a replica that claimed a slot and
+// stopped before recording the turn leaves its run pending; the scheduler
+// fires it again, once: a run whose turn had not started gets one (in the
+// session named after the run), and a run whose turn had started finds
+// that turn rather than starting a second.
+func TestRunLeftPendingIsFiredOnce(t *testing.T) {
+	s := newStack(t)
+	s.createAgent("digest")
+	ss := s.store.(forge.ScheduleStore)
+	ctx := context.Background()
+	ids := forge.NewULIDGen(nil)
+	runner := &scheduler.EngineRunner{Store: s.store, Engine: s.eng, Clock: forge.SystemClock{}, IDs: ids}
+	abandoned := func() (*forge.Schedule, *forge.ScheduleRun) {
+		var sc forge.Schedule
+		s.call("POST", "/v1/schedules", digestBody(map[string]any{"every": "1h"}), 201, &sc)
+		run := &forge.ScheduleRun{ID: ids.New(forge.PrefixScheduleRun), Tenant: forge.DefaultTenant, ScheduleID: sc.ID,
+			Slot: sc.NextRunAt, FiredAt: time.Now().Add(-5 * time.Minute).Truncate(time.Millisecond), Status: forge.RunPending}
+		ok, err := ss.ClaimScheduleSlot(ctx, &forge.ScheduleClaim{Tenant: forge.DefaultTenant, ScheduleID: sc.ID, Slot: sc.NextRunAt,
+			Next: sc.NextRunAt.Add(time.Hour), Run: run})
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		return &sc, run
+	}
+	// Stopped before anything started.
+	before, beforeRun := abandoned()
+	// Stopped after the turn started, before it was recorded.
+	after, afterRun := abandoned()
+	sid, err := runner.NewSession(ctx, forge.DefaultTenant, "digest", after.ID, afterRun.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, err := runner.StartTurn(ctx, forge.DefaultTenant, sid, after.ID, afterRun.ID, after.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s.startScheduler()
+	done := func(r []forge.ScheduleRun) bool { return len(r) == 1 && r[0].Status == forge.RunStarted }
+	b := s.waitRuns(before.ID, done)[0]
+	if b.ID != beforeRun.ID || b.TurnID == nil || b.SessionID == nil ||
+		*b.SessionID != forge.PrefixSession+strings.TrimPrefix(beforeRun.ID, forge.PrefixScheduleRun) {
+		t.Fatalf("the run left before its turn %+v", b)
+	}
+	a := s.waitRuns(after.ID, done)[0]
+	if a.TurnID == nil || *a.TurnID != started.ID || a.SessionID == nil || *a.SessionID != sid {
+		t.Fatalf("the run left after its turn %+v, want turn %s", a, started.ID)
+	}
+	var turns struct{ Data []forge.Turn }
+	s.call("GET", "/v1/sessions/"+sid+"/turns", nil, 200, &turns)
+	if len(turns.Data) != 1 {
+		t.Fatalf("%d turns in the run's session, want 1", len(turns.Data))
+	}
+	var sessions struct{ Data []forge.Session }
+	s.call("GET", "/v1/sessions?metadata.schedule_id="+after.ID, nil, 200, &sessions)
+	if len(sessions.Data) != 1 {
+		t.Fatalf("%d sessions for the run, want 1", len(sessions.Data))
+	}
+}

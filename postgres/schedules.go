@@ -218,3 +218,26 @@ func (s *Store) ListScheduleRuns(ctx context.Context, tenant, scheduleID string,
 	out, next := storeutil.Page(out, limit, storeutil.RunCursor)
 	return out, next, nil
 }
+
+// StaleRuns lists, across tenants (one definer function, then each
+// tenant's rows), the runs still pending that were fired before before.
+func (s *Store) StaleRuns(ctx context.Context, before time.Time, limit int) ([]*forge.ScheduleRun, error) {
+	var out []*forge.ScheduleRun
+	err := s.byRef(ctx, `SELECT tenant, id FROM stale_schedule_runs($1, $2)`, func(b *pgx.Batch, tenant string, ids []string) {
+		b.Queue(`SELECT schedule_id, id, slot, fired_at, session_id, turn_id, status, error FROM schedule_runs
+			WHERE tenant = $1 AND id = ANY($2) AND status = 'pending' ORDER BY fired_at`, tenant, ids).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					r := &forge.ScheduleRun{Tenant: tenant}
+					var slot, fired time.Time
+					if err := rows.Scan(&r.ScheduleID, &r.ID, &slot, &fired, &r.SessionID, &r.TurnID, &r.Status, &r.Error); err != nil {
+						return err
+					}
+					r.Slot, r.FiredAt = utc(slot), utc(fired)
+					out = append(out, r)
+				}
+				return rows.Err()
+			})
+	}, before, storeutil.Limit(limit, storeutil.DefaultLimit))
+	return out, err
+}

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
@@ -17,6 +19,7 @@ type Turns interface {
 type Sessions interface {
 	GetAgent(ctx context.Context, tenant, name string) (*forge.Agent, error)
 	CreateSession(ctx context.Context, s *forge.Session) error
+	GetSession(ctx context.Context, tenant, id string) (*forge.Session, error)
 }
 
 // EngineRunner is the Runner of a server: sessions made as POST
@@ -32,7 +35,7 @@ var _ Runner = (*EngineRunner)(nil)
 
 // NewSession creates a direct session of agent, its metadata naming the
 // schedule; ErrNotFound when the agent is gone.
-func (r *EngineRunner) NewSession(ctx context.Context, tenant, agent, scheduleID string) (string, error) {
+func (r *EngineRunner) NewSession(ctx context.Context, tenant, agent, scheduleID, runID string) (string, error) {
 	if _, err := r.Store.GetAgent(ctx, tenant, agent); err != nil {
 		return "", err
 	}
@@ -42,7 +45,9 @@ func (r *EngineRunner) NewSession(ctx context.Context, tenant, agent, scheduleID
 	}
 	now := r.Clock.Now().UTC()
 	ses := &forge.Session{
-		ID:           r.IDs.New(forge.PrefixSession),
+		// The run's session has the run's id: firing the run again
+		// finds it rather than making another.
+		ID:           forge.PrefixSession + strings.TrimPrefix(runID, forge.PrefixScheduleRun),
 		Tenant:       tenant,
 		Kind:         forge.KindDirect,
 		Agent:        agent,
@@ -52,7 +57,12 @@ func (r *EngineRunner) NewSession(ctx context.Context, tenant, agent, scheduleID
 		CreatedAt:    now,
 		UpdatedAt:    now,
 	}
-	if err := r.Store.CreateSession(ctx, ses); err != nil {
+	if err := r.Store.CreateSession(ctx, ses); errors.Is(err, forge.ErrConflict) {
+		if got, gerr := r.Store.GetSession(ctx, tenant, ses.ID); gerr == nil && got.Agent == agent {
+			return got.ID, nil
+		}
+		return "", err
+	} else if err != nil {
 		return "", err
 	}
 	return ses.ID, nil
@@ -60,8 +70,9 @@ func (r *EngineRunner) NewSession(ctx context.Context, tenant, agent, scheduleID
 
 // StartTurn starts the run's turn in the background (the engine runs it;
 // StartTurn returns once it is created), marked as the schedule's.
-func (r *EngineRunner) StartTurn(ctx context.Context, tenant, sessionID, scheduleID string, input []forge.Input) (*forge.Turn, error) {
+func (r *EngineRunner) StartTurn(ctx context.Context, tenant, sessionID, scheduleID, runID string, input []forge.Input) (*forge.Turn, error) {
 	// A run on a session busy with another turn waits its turn (queued),
 	// in order with the session's other queued turns.
-	return r.Engine.StartTurn(ctx, tenant, sessionID, engine.TurnRequest{Input: input, ScheduleID: scheduleID, IfBusy: forge.IfBusyEnqueue})
+	return r.Engine.StartTurn(ctx, tenant, sessionID, engine.TurnRequest{Input: input, ScheduleID: scheduleID,
+		IfBusy: forge.IfBusyEnqueue, IdempotencyKey: runID})
 }

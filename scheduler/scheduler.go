@@ -25,18 +25,22 @@ type Store interface {
 	DueSchedules(ctx context.Context, now time.Time, limit int) ([]*forge.Schedule, error)
 	ClaimScheduleSlot(ctx context.Context, c *forge.ScheduleClaim) (bool, error)
 	UpdateScheduleRun(ctx context.Context, r *forge.ScheduleRun) error
+	StaleRuns(ctx context.Context, before time.Time, limit int) ([]*forge.ScheduleRun, error)
 }
 
 // Runner starts the turns of runs: the scheduler's view of the engine.
 // Its errors wrap forge's sentinels (ErrNotFound for an agent or session
 // that is gone, ErrTurnInProgress for a busy session).
 type Runner interface {
-	// NewSession creates a direct session of agent for a run of
-	// schedule scheduleID and returns its id.
-	NewSession(ctx context.Context, tenant, agent, scheduleID string) (string, error)
-	// StartTurn starts a turn of the schedule on the session (it runs in
-	// the background) and returns it as created.
-	StartTurn(ctx context.Context, tenant, sessionID, scheduleID string, input []forge.Input) (*forge.Turn, error)
+	// NewSession creates a direct session of agent for run runID of
+	// schedule scheduleID and returns its id; called again for the same
+	// run (a run fired again after its firer stopped), it returns the
+	// same session.
+	NewSession(ctx context.Context, tenant, agent, scheduleID, runID string) (string, error)
+	// StartTurn starts the run's turn on the session (it runs in the
+	// background) and returns it as created; called again for the same
+	// run, it returns the turn the first call created.
+	StartTurn(ctx context.Context, tenant, sessionID, scheduleID, runID string, input []forge.Input) (*forge.Turn, error)
 }
 
 // Defaults of Config.
@@ -168,7 +172,44 @@ func (s *Scheduler) Tick(ctx context.Context) ([]*forge.ScheduleRun, error) {
 		cancel()
 		fired = append(fired, run)
 	}
-	return fired, nil
+	return append(fired, s.refire(ctx, now)...), nil
+}
+
+// staleAfter is how long a run may stay pending before it counts as
+// abandoned by its firer: well past the bound of one firing.
+const staleAfter = 2 * fireTimeout
+
+// refire fires again the runs whose firer stopped between claiming the
+// slot and recording the turn (a replica killed, a store outage): the
+// slot stays fired once, and the Runner's idempotency (session and turn
+// keyed by the run) makes a second firing of a run that did start its
+// turn find that turn instead of starting another.
+func (s *Scheduler) refire(ctx context.Context, now time.Time) []*forge.ScheduleRun {
+	stale, err := s.cfg.Store.StaleRuns(ctx, now.Add(-staleAfter), batchSize)
+	if err != nil {
+		s.log.Warn("scheduler: reading stale runs failed", "err", err)
+		return nil
+	}
+	var fired []*forge.ScheduleRun
+	for _, run := range stale {
+		if ctx.Err() != nil {
+			break
+		}
+		sc, err := s.cfg.Store.GetSchedule(ctx, run.Tenant, run.ScheduleID)
+		if err != nil {
+			// A schedule deleted meanwhile takes its runs with it.
+			continue
+		}
+		if sc.SessionID == nil {
+			run.SessionID = nil // made again, or found, from the run's id
+		}
+		s.log.Info("scheduler: firing a run its firer left pending", "tenant", run.Tenant, "schedule_id", run.ScheduleID, "run_id", run.ID)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fireTimeout)
+		s.fire(fctx, sc, run)
+		cancel()
+		fired = append(fired, run)
+	}
+	return fired
 }
 
 // claim takes the schedule's due slot and returns the run it recorded,
@@ -206,7 +247,7 @@ func (s *Scheduler) fire(ctx context.Context, sc *forge.Schedule, run *forge.Sch
 	if sc.SessionID != nil {
 		sid = *sc.SessionID
 	} else {
-		id, err := s.cfg.Runner.NewSession(ctx, sc.Tenant, sc.Agent, sc.ID)
+		id, err := s.cfg.Runner.NewSession(ctx, sc.Tenant, sc.Agent, sc.ID, run.ID)
 		if err != nil {
 			s.failed(ctx, sc, run, fmt.Errorf("creating a session of agent %q: %w", sc.Agent, err))
 			return
@@ -214,7 +255,7 @@ func (s *Scheduler) fire(ctx context.Context, sc *forge.Schedule, run *forge.Sch
 		sid = id
 		run.SessionID = &sid
 	}
-	turn, err := s.cfg.Runner.StartTurn(ctx, sc.Tenant, sid, sc.ID, sc.Input)
+	turn, err := s.cfg.Runner.StartTurn(ctx, sc.Tenant, sid, sc.ID, run.ID, sc.Input)
 	switch {
 	case errors.Is(err, forge.ErrTurnInProgress):
 		// EngineRunner enqueues behind a running turn; a Runner that

@@ -45,7 +45,7 @@ type runner struct {
 	startTurn  func() error
 }
 
-func (r *runner) NewSession(ctx context.Context, tenant, agent, scheduleID string) (string, error) {
+func (r *runner) NewSession(ctx context.Context, tenant, agent, scheduleID, runID string) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.newSession != nil {
@@ -57,7 +57,7 @@ func (r *runner) NewSession(ctx context.Context, tenant, agent, scheduleID strin
 	return fmt.Sprintf("ses_%d", r.sessions), nil
 }
 
-func (r *runner) StartTurn(ctx context.Context, tenant, sessionID, scheduleID string, input []forge.Input) (*forge.Turn, error) {
+func (r *runner) StartTurn(ctx context.Context, tenant, sessionID, scheduleID, runID string, input []forge.Input) (*forge.Turn, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.startTurn != nil {

@@ -219,3 +219,30 @@ func (s *Store) ListScheduleRuns(ctx context.Context, tenant, scheduleID string,
 	out, next := storeutil.Page(out, limit, storeutil.RunCursor)
 	return out, next, nil
 }
+
+// StaleRuns lists, across tenants, the runs still pending that were
+// fired before before.
+func (s *Store) StaleRuns(ctx context.Context, before time.Time, limit int) ([]*forge.ScheduleRun, error) {
+	rows, err := s.query(ctx, `SELECT tenant, schedule_id, id, slot, fired_at, session_id, turn_id, status, error
+		FROM schedule_runs WHERE status = 'pending' AND fired_at < ? ORDER BY fired_at LIMIT ?`,
+		unixNano(before), storeutil.Limit(limit, storeutil.DefaultLimit))
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	var out []*forge.ScheduleRun
+	for rows.Next() {
+		r := &forge.ScheduleRun{}
+		var (
+			slot, fired   int64
+			session, turn sql.NullString
+		)
+		if err := rows.Scan(&r.Tenant, &r.ScheduleID, &r.ID, &slot, &fired, &session, &turn, &r.Status, &r.Error); err != nil {
+			return nil, dbErr(err)
+		}
+		r.Slot, r.FiredAt = fromNano(slot), fromNano(fired)
+		r.SessionID, r.TurnID = fromNullStr(session), fromNullStr(turn)
+		out = append(out, r)
+	}
+	return out, dbErr(rows.Err())
+}
