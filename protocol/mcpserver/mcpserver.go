@@ -48,7 +48,9 @@ func (Protocol) WriteError(w http.ResponseWriter, status int, code, message stri
 
 func (p Protocol) Handler(env protocol.Env) http.Handler {
 	h := &handler{env: env}
-	sdk := mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: env.Log})
+	// Answers are SSE streams (not single JSON bodies): a call's progress
+	// notifications travel on its stream.
+	sdk := mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Stateless: true, Logger: env.Log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant, err := env.Tenant(r)
 		if err != nil {
@@ -121,8 +123,8 @@ func (h *handler) server(r *http.Request) *mcp.Server {
 			n++
 			desc := "Ask the Forge agent " + a.Name + " (" + a.Model + "); the answer is its final text."
 			agent := a.Name
-			mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, _ *mcp.CallToolRequest, in Ask) (*mcp.CallToolResult, Answer, error) {
-				return h.ask(ctx, tenant, agent, in)
+			mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, req *mcp.CallToolRequest, in Ask) (*mcp.CallToolResult, Answer, error) {
+				return h.ask(ctx, req, tenant, agent, in)
 			})
 		}
 		if next == "" {
@@ -134,8 +136,9 @@ func (h *handler) server(r *http.Request) *mcp.Server {
 }
 
 // ask runs one turn of agent and answers its final text. A cancelled MCP
-// request cancels the turn.
-func (h *handler) ask(ctx context.Context, tenant, agent string, in Ask) (*mcp.CallToolResult, Answer, error) {
+// request cancels the turn. A request with a progress token gets the
+// answer's text as it streams, in progress notifications.
+func (h *handler) ask(ctx context.Context, req *mcp.CallToolRequest, tenant, agent string, in Ask) (*mcp.CallToolResult, Answer, error) {
 	if strings.TrimSpace(in.Message) == "" {
 		return nil, Answer{}, errors.New("message is required")
 	}
@@ -143,7 +146,13 @@ func (h *handler) ask(ctx context.Context, tenant, agent string, in Ask) (*mcp.C
 	if err != nil {
 		return nil, Answer{}, err
 	}
-	turn, err := h.env.Runtime.StartTurn(ctx, tenant, ses.ID, engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: in.Message}}})
+	treq := engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: in.Message}}}
+	var turn *forge.Turn
+	if token := progressToken(req); token != nil {
+		turn, err = h.streamProgress(ctx, req, token, tenant, ses, treq)
+	} else {
+		turn, err = h.env.Runtime.StartTurn(ctx, tenant, ses.ID, treq)
+	}
 	if err != nil {
 		return nil, Answer{}, h.public(err)
 	}
@@ -178,6 +187,43 @@ func (h *handler) ask(ctx context.Context, tenant, agent string, in Ask) (*mcp.C
 	}
 	res.Content = []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(text)}}
 	return res, out, nil
+}
+
+func progressToken(req *mcp.CallToolRequest) any {
+	if req == nil || req.Params == nil || req.Session == nil {
+		return nil
+	}
+	return req.Params.GetProgressToken()
+}
+
+// streamProgress runs the turn streaming and sends each piece of the
+// answer's text (the main thread's deltas) as a progress notification,
+// progress counting the pieces; it returns once the turn has ended.
+func (h *handler) streamProgress(ctx context.Context, req *mcp.CallToolRequest, token any, tenant string, ses *forge.Session, treq engine.TurnRequest) (*forge.Turn, error) {
+	turn, events, err := h.env.Runtime.StreamTurn(ctx, tenant, ses.ID, treq)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for ev, err := range events {
+		if err != nil {
+			return turn, nil // WaitTurn tells how the turn ended
+		}
+		if ev.Type == forge.EventTurnDone {
+			break
+		}
+		if ev.Type != forge.EventModelDelta || ev.ThreadID == nil || *ev.ThreadID != ses.MainThreadID {
+			continue
+		}
+		var d forge.DeltaData
+		if json.Unmarshal(ev.Data, &d) != nil || d.Delta == "" {
+			continue
+		}
+		n++
+		// A client that stopped listening does not stop the turn.
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: d.Delta})
+	}
+	return turn, nil
 }
 
 // session is the session to continue (one of this agent's, of this

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,5 +163,63 @@ func TestHostileMCPRequests(t *testing.T) {
 		if status, resp := s.Do(method, "/mcp", ""); status < 400 || status >= 500 {
 			t.Errorf("%s /mcp: %d %s", method, status, resp)
 		}
+	}
+}
+
+// TestAskStreamsProgress: a call with a progress token gets the answer's
+// text as it streams, in progress notifications with increasing progress,
+// that join to the final text; a call without one gets none.
+func TestAskStreamsProgress(t *testing.T) {
+	t.Parallel()
+	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme"}, mcpserver.Protocol{})
+	agent := `{"name":"talker","model":"scripted/talker","model_params":{"script":[{"text":"one two three four five six seven","chunk":4,"delay_ms":5}]}}`
+	if status, b := s.Do("POST", "/v1/agents", agent, "Authorization", "Bearer ka"); status != 201 {
+		t.Fatalf("agent: %d %s", status, b)
+	}
+	var mu sync.Mutex
+	var got []*mcp.ProgressNotificationParams
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, req.Params)
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{"ka", http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "ask_talker", Arguments: map[string]any{"message": "talk"}}
+	params.SetProgressToken("tok-1")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	final := res.Content[0].(*mcp.TextContent).Text
+	mu.Lock()
+	var text strings.Builder
+	for i, p := range got {
+		if p.ProgressToken != "tok-1" || p.Progress != float64(i+1) {
+			t.Errorf("notification %d: token %v progress %v", i, p.ProgressToken, p.Progress)
+		}
+		text.WriteString(p.Message)
+	}
+	n := len(got)
+	got = nil
+	mu.Unlock()
+	if n < 2 || strings.TrimSpace(text.String()) != final {
+		t.Fatalf("%d notifications carrying %q; the answer is %q", n, text.String(), final)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_talker", Arguments: map[string]any{"message": "again"}}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("%d notifications without a progress token", len(got))
 	}
 }
