@@ -49,8 +49,10 @@ func (Protocol) WriteError(w http.ResponseWriter, status int, code, message stri
 func (p Protocol) Handler(env protocol.Env) http.Handler {
 	h := &handler{env: env}
 	// Answers are SSE streams (not single JSON bodies): a call's progress
-	// notifications travel on its stream.
-	sdk := mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Stateless: true, Logger: env.Log})
+	// notifications travel on its stream. Stateless, a client's cancel
+	// reaches the call only through its request's end: propagating it is
+	// what makes a cancelled call cancel its turn.
+	sdk := mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: env.Log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant, err := env.Tenant(r)
 		if err != nil {

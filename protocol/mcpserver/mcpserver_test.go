@@ -223,3 +223,55 @@ func TestAskStreamsProgress(t *testing.T) {
 		t.Fatalf("%d notifications without a progress token", len(got))
 	}
 }
+
+// TestCancelledCallCancelsTheTurn: a client that cancels its call (the
+// SDK sends notifications/cancelled) ends the turn cancelled, with and
+// without a progress token.
+func TestCancelledCallCancelsTheTurn(t *testing.T) {
+	t.Parallel()
+	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme"}, mcpserver.Protocol{})
+	agent := `{"name":"slow","model":"scripted/slow","model_params":{"script":[{"text":"thinking","chunk":2,"delay_ms":5},{"hang":true}]}}`
+	if status, b := s.Do("POST", "/v1/agents", agent, "Authorization", "Bearer ka"); status != 201 {
+		t.Fatalf("agent: %d %s", status, b)
+	}
+	cs := connect(t, s, "ka")
+	for _, progress := range []bool{false, true} {
+		// The first call makes the session; the second (which hangs) is
+		// cancelled.
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_slow", Arguments: map[string]any{"message": "one"}})
+		if err != nil || res.IsError {
+			t.Fatalf("first call: %v %+v", err, res)
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var out mcpserver.Answer
+		_ = json.Unmarshal(raw, &out)
+		ctx, cancel := context.WithCancel(context.Background())
+		params := &mcp.CallToolParams{Name: "ask_slow", Arguments: map[string]any{"message": "two", "session_id": out.SessionID}}
+		if progress {
+			params.SetProgressToken("tok")
+		}
+		done := make(chan error, 1)
+		go func() { _, err := cs.CallTool(ctx, params); done <- err }()
+		running := func() string {
+			_, body := s.Do("GET", "/v1/sessions/"+out.SessionID+"/turns", "", "Authorization", "Bearer ka")
+			return body
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(running(), `"status":"running"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the second turn never ran: %s", running())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the cancelled call answered")
+		}
+		for !strings.Contains(running(), `"status":"cancelled"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("progress %v: the turn was not cancelled: %s", progress, running())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
