@@ -27,6 +27,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/protocol"
 )
 
@@ -91,6 +92,16 @@ type Part struct {
 	Kind string          `json:"kind"`
 	Text string          `json:"text,omitempty"`
 	Data json.RawMessage `json:"data,omitempty"`
+	File *FileContent    `json:"file,omitempty"`
+}
+
+// FileContent is a file part's file: its bytes (base64) or a URI. Only
+// data: URIs are taken; Forge fetches nothing a client names.
+type FileContent struct {
+	Name     string  `json:"name,omitempty"`
+	MimeType string  `json:"mimeType,omitempty"`
+	Bytes    *string `json:"bytes,omitempty"`
+	URI      string  `json:"uri,omitempty"`
 }
 
 // MarshalJSON writes a text part's text even when empty (a last chunk of
@@ -193,7 +204,7 @@ func (h *handler) card(r *http.Request, a *forge.Agent) map[string]any {
 		"preferredTransport": "JSONRPC",
 		"version":            fmt.Sprint(a.Version),
 		"capabilities":       map[string]any{"streaming": true, "pushNotifications": false},
-		"defaultInputModes":  []string{"text/plain"},
+		"defaultInputModes":  []string{"text/plain", "image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/markdown", "text/csv", "application/json"},
 		"defaultOutputModes": []string{"text/plain"},
 		"skills":             skills,
 		"securitySchemes":    map[string]any{"bearer": map[string]string{"type": "http", "scheme": "bearer"}},
@@ -271,6 +282,9 @@ func (h *handler) rpcError(err error) *rpcError {
 type sendParams struct {
 	ses   *forge.Session
 	input []forge.Input
+	// closeFiles removes what inline file parts spooled: called once the
+	// turn began or was refused.
+	closeFiles func()
 }
 
 // maxParts bounds the parts of one message (each is one input item).
@@ -291,10 +305,17 @@ func (h *handler) parseSend(ctx context.Context, tenant string, a *forge.Agent, 
 	}
 	var text strings.Builder
 	var input []forge.Input
+	var atts []files.Attachment
 	for i, part := range p.Message.Parts {
 		switch part.Kind {
 		case "text":
 			text.WriteString(part.Text)
+		case "file":
+			f := part.File
+			if f == nil || (f.Bytes == nil) == (f.URI == "") {
+				return nil, &rpcError{Code: codeInvalidParams, Message: fmt.Sprintf("message.parts[%d]: a file part has exactly one of file.bytes (base64, with mimeType) or file.uri (a data: URI)", i)}
+			}
+			atts = append(atts, files.Attachment{Data: f.Bytes, URL: f.URI, MimeType: f.MimeType, Filename: f.Name})
 		case "data":
 			in, err := resolution(part.Data)
 			if err != nil {
@@ -306,13 +327,30 @@ func (h *handler) parseSend(ctx context.Context, tenant string, a *forge.Agent, 
 		}
 	}
 	switch {
-	case len(input) > 0 && strings.TrimSpace(text.String()) != "":
-		return nil, &rpcError{Code: codeInvalidParams, Message: "a message holds either text or data parts resolving waiting calls, not both"}
+	case len(input) > 0 && (strings.TrimSpace(text.String()) != "" || len(atts) > 0):
+		return nil, &rpcError{Code: codeInvalidParams, Message: "a message holds either text and files or data parts resolving waiting calls, not both"}
 	case len(input) == 0 && strings.TrimSpace(text.String()) == "":
 		return nil, &rpcError{Code: codeInvalidParams, Message: "the message has no text"}
 	case len(input) == 0:
 		input = []forge.Input{{Type: forge.InputMessage, Text: text.String()}}
 	}
+	closeFiles := func() {}
+	if len(atts) > 0 {
+		// Checked (type, size, base64) and spooled now, before anything is
+		// stored; the engine stores them with the turn.
+		resolved, closer, err := files.Resolve(atts, tenant, h.env.MaxFileBytes, "message.parts")
+		if err != nil {
+			closer()
+			return nil, err
+		}
+		input[0].Files, closeFiles = resolved, closer
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			closeFiles()
+		}
+	}()
 	contextID := p.Message.ContextID
 	if p.Message.TaskID != "" {
 		t, err := h.lookup(ctx, tenant, a, mustJSON(map[string]string{"id": p.Message.TaskID}))
@@ -328,7 +366,8 @@ func (h *handler) parseSend(ctx context.Context, tenant string, a *forge.Agent, 
 	if err != nil {
 		return nil, err
 	}
-	return &sendParams{ses: ses, input: input}, nil
+	ok = true
+	return &sendParams{ses: ses, input: input, closeFiles: closeFiles}, nil
 }
 
 // resolution decodes a data part as a Forge input item resolving a
@@ -361,6 +400,7 @@ func (h *handler) send(ctx context.Context, tenant string, a *forge.Agent, raw j
 	if err != nil {
 		return nil, err
 	}
+	defer p.closeFiles()
 	ses := p.ses
 	turn, err := h.env.Runtime.StartTurn(ctx, tenant, ses.ID, engine.TurnRequest{Input: p.input})
 	if err != nil {

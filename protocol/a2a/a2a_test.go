@@ -100,7 +100,8 @@ func TestAgentAsA2AAgent(t *testing.T) {
 		code           int
 	}{
 		{"message/send", `{"message":{"role":"agent","parts":[{"kind":"text","text":"x"}]}}`, -32602},
-		{"message/send", `{"message":{"role":"user","parts":[{"kind":"file","file":{}}]}}`, -32004},
+		{"message/send", `{"message":{"role":"user","parts":[{"kind":"file","file":{}}]}}`, -32602},
+		{"message/send", `{"message":{"role":"user","parts":[{"kind":"audio"}]}}`, -32004},
 		{"message/send", `{"message":{"role":"user","parts":[]}}`, -32602},
 		{"message/send", `[1,2]`, -32602},
 		{"tasks/get", `{}`, -32602},

@@ -41,6 +41,7 @@ func (h *handler) streamMessage(w http.ResponseWriter, r *http.Request, tenant s
 	if err != nil {
 		return err
 	}
+	defer p.closeFiles()
 	release, err := h.env.Open(tenant, p.ses.ID)
 	if err != nil {
 		protocol.SetRetryAfter(w, err)

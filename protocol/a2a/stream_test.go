@@ -414,7 +414,8 @@ func TestA2AStreamErrors(t *testing.T) {
 		{"ka", "message/stream", `{"message":{"role":"agent","parts":[{"kind":"text","text":"x"}]}}`, -32602},
 		{"ka", "message/stream", `{"message":{"role":"user","parts":[]}}`, -32602},
 		{"ka", "message/stream", `"x"`, -32602},
-		{"ka", "message/stream", `{"message":{"role":"user","parts":[{"kind":"file","file":{}}]}}`, -32004},
+		{"ka", "message/stream", `{"message":{"role":"user","parts":[{"kind":"file","file":{}}]}}`, -32602},
+		{"ka", "message/stream", `{"message":{"role":"user","parts":[{"kind":"audio"}]}}`, -32004},
 		{"kb", "message/stream", send("x", mine.ContextID), -32001},                                           // another tenant's context
 		{"kb", "message/stream", sendParts("", mine.ID, map[string]any{"kind": "text", "text": "x"}), -32001}, // another tenant's task
 		{"ka", "message/stream", sendParts("", "", map[string]any{"kind": "data", "data": map[string]any{"type": "approval"}}), -32602},
