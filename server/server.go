@@ -275,6 +275,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.Tune != nil {
 		cfg.Tune(&ecfg)
 	}
+	// Every replica delivers webhooks; a delivery is one replica's at a
+	// time (its claim in the store). A turn's end wakes the dispatcher:
+	// its turn.done (or action.required) goes out without waiting for the
+	// next poll.
+	s.webhooks = webhook.New(s.store, webhook.Config{Owner: "webhooks-" + cfg.IDs.New(""), AllowPrivate: cfg.AllowPrivateWebhooks,
+		Poll: cfg.WebhookPoll, Clock: cfg.Clock, Log: log.With("component", "webhooks")})
+	ecfg.Observer = engine.Observers(ecfg.Observer, wakeOnTurnEnd{s.webhooks})
 	s.eng = engine.New(ecfg)
 	// A stint's worker moves to another replica once its holder has been
 	// silent this long (it renews every second).
@@ -289,10 +296,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.forums.Open(ctx); err != nil {
 		return nil, err
 	}
-	// Every replica delivers webhooks; a delivery is one replica's at a
-	// time (its claim in the store).
-	s.webhooks = webhook.New(s.store, webhook.Config{Owner: s.eng.ReplicaID(), AllowPrivate: cfg.AllowPrivateWebhooks,
-		Poll: cfg.WebhookPoll, Clock: cfg.Clock, Log: log.With("component", "webhooks")})
 	s.webhooks.Start()
 	// Every replica polls; the store's claim makes each slot fire once.
 	s.schedules = scheduler.New(scheduler.Config{Store: s.store, Clock: cfg.Clock, IDs: cfg.IDs, Logger: log,
@@ -573,3 +576,20 @@ func scriptedQuota(q *ScriptedQuota, keyed bool, models *provider.Registry, log 
 	log.Info("scripted provider quota per tenant", "providers", tq.Providers, "running", tq.Running, "per_minute", tq.PerMinute)
 	return tq
 }
+
+// wakeOnTurnEnd wakes the webhook dispatcher when a turn ends (its
+// terminal write, with the deliveries of its events, has committed).
+type wakeOnTurnEnd struct{ d *webhook.Dispatcher }
+
+func (w wakeOnTurnEnd) TurnStarted(ctx context.Context, _ engine.TurnStart) context.Context {
+	return ctx
+}
+func (w wakeOnTurnEnd) TurnEnded(context.Context, engine.TurnEnd) { w.d.Wake() }
+func (w wakeOnTurnEnd) ModelCallStarted(ctx context.Context, _ engine.ModelCallStart) context.Context {
+	return ctx
+}
+func (w wakeOnTurnEnd) ModelCallEnded(context.Context, engine.ModelCallEnd) {}
+func (w wakeOnTurnEnd) ToolCallStarted(ctx context.Context, _ engine.ToolCallStart) context.Context {
+	return ctx
+}
+func (w wakeOnTurnEnd) ToolCallEnded(context.Context, engine.ToolCallEnd) {}
