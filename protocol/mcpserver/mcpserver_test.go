@@ -1,9 +1,11 @@
 package mcpserver_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +202,23 @@ func TestAskStreamsProgress(t *testing.T) {
 		t.Fatalf("call: %v %+v", err, res)
 	}
 	final := res.Content[0].(*mcp.TextContent).Text
+	// The client runs its notification handler apart from the call: the
+	// last notifications may be handled after the answer.
+	// in any order: progress says which piece each is.
+	joined := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		slices.SortFunc(got, func(a, b *mcp.ProgressNotificationParams) int { return cmp.Compare(a.Progress, b.Progress) })
+		var b strings.Builder
+		for _, p := range got {
+			b.WriteString(p.Message)
+		}
+		return b.String()
+	}
+	for deadline := time.Now().Add(10 * time.Second); joined() != final && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	joined() // sorts got
 	mu.Lock()
 	var text strings.Builder
 	for i, p := range got {
