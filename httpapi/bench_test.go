@@ -334,8 +334,22 @@ func BenchmarkHTTPTrivialTurnTraced(b *testing.B) {
 // same load; it reports each one's p50 and the p50s' ratios to the bare
 // stack's. The tracer's batch export runs in the background of all three.
 func BenchmarkHTTPTrivialTurnTelemetryPaired(b *testing.B) {
-	stacks := []*benchStack{newBenchStack(b), newBenchStack(b, withMetrics), newBenchStack(b, withMetrics, withTracing)}
-	names := []string{"bare", "metrics", "traced"}
+	benchPaired(b, []*benchStack{newBenchStack(b), newBenchStack(b, withMetrics), newBenchStack(b, withMetrics, withTracing)},
+		[]string{"bare", "metrics", "traced"})
+}
+
+// BenchmarkHTTPTrivialTurnWebhookPaired measures what a subscribed
+// webhook adds to a trivial turn (the outbox row in the terminal
+// transaction, the dispatcher's claims and sends beside it): a bare stack
+// and one with a webhook run turns in turn, as in the telemetry pair.
+func BenchmarkHTTPTrivialTurnWebhookPaired(b *testing.B) {
+	benchPaired(b, []*benchStack{newBenchStack(b), newBenchStack(b, withWebhook)}, []string{"bare", "webhook"})
+}
+
+// benchPaired runs trivial turns on the stacks in turn, in a rotating
+// order, and reports each one's p50 and its ratio to the first's (the
+// bare stack): each config meets the same load.
+func benchPaired(b *testing.B, stacks []*benchStack, names []string) {
 	body := mustJSON(msgTurn("hi"))
 	sids := make([]string, len(stacks))
 	lat := make([][]time.Duration, len(stacks))
@@ -372,53 +386,8 @@ func BenchmarkHTTPTrivialTurnTelemetryPaired(b *testing.B) {
 		b.ReportMetric(p50[i], names[i]+"-p50-µs")
 	}
 	for i := 1; i < len(stacks); i++ {
-		b.ReportMetric(p50[i]/p50[0], names[i]+"/bare")
+		b.ReportMetric(p50[i]/p50[0], names[i]+"/"+names[0])
 	}
-}
-
-// BenchmarkHTTPTrivialTurnWebhookPaired measures what a subscribed
-// webhook adds to a trivial turn (the outbox row in the terminal
-// transaction, the dispatcher's claims and sends beside it): a bare stack
-// and one with a webhook run turns in turn, as in the telemetry pair.
-func BenchmarkHTTPTrivialTurnWebhookPaired(b *testing.B) {
-	stacks := []*benchStack{newBenchStack(b), newBenchStack(b, withWebhook)}
-	names := []string{"bare", "webhook"}
-	body := mustJSON(msgTurn("hi"))
-	sids := make([]string, len(stacks))
-	lat := make([][]time.Duration, len(stacks))
-	for _, s := range stacks {
-		s.agent("echo")
-	}
-	turns := 0
-	for b.Loop() {
-		if turns%10 == 0 {
-			b.StopTimer()
-			for i, s := range stacks {
-				id, err := s.session("echo")
-				if err != nil {
-					b.Fatal(err)
-				}
-				sids[i] = id
-			}
-			b.StartTimer()
-		}
-		for k := range stacks {
-			i := (turns + k) % len(stacks)
-			start := time.Now()
-			if err := stacks[i].turn(sids[i], body); err != nil {
-				b.Fatal(err)
-			}
-			lat[i] = append(lat[i], time.Since(start))
-		}
-		turns++
-	}
-	p50 := make([]float64, len(stacks))
-	for i := range stacks {
-		slices.Sort(lat[i])
-		p50[i] = float64(lat[i][len(lat[i])/2]) / float64(time.Microsecond)
-		b.ReportMetric(p50[i], names[i]+"-p50-µs")
-	}
-	b.ReportMetric(p50[1]/p50[0], "webhook/bare")
 }
 
 func benchTrivialTurn(b *testing.B, s *benchStack) {
