@@ -209,11 +209,6 @@ func sessionQuery(v url.Values) (forge.SessionQuery, error) {
 	default:
 		return q, invalid("kind must be %s, %s or %s, got %q", forge.KindDirect, forge.KindForum, forge.KindMonologue, q.Kind)
 	}
-	switch q.Status {
-	case "", forge.SessionRunning, forge.SessionIdle:
-	default:
-		return q, invalid("status must be running or idle, got %q", q.Status)
-	}
 	switch o := v.Get("order"); o {
 	case "", "desc":
 	case "asc":
@@ -229,7 +224,7 @@ func sessionQuery(v url.Values) (forge.SessionQuery, error) {
 		q.UpdatedAfter = t
 	}
 	for key, vals := range v {
-		k, ok := strings.CutPrefix(key, "metadata.") // the store checks the key
+		k, ok := strings.CutPrefix(key, "metadata.") // the store checks keys and status
 		if !ok {
 			continue
 		}
