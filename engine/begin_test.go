@@ -208,3 +208,67 @@ func TestSomeTurnsCallTheModelOnlyOnceCreated(t *testing.T) {
 // remoteBus is the in-process bus not saying it is process-local, as a
 // bus shared by several processes would not.
 type remoteBus struct{ forge.Bus }
+
+// heldBegin is the real store whose BeginTurn, once armed, waits for
+// release: a turn's creation that has not landed yet.
+type heldBegin struct {
+	forge.Store
+	entered chan struct{} // closed when the held BeginTurn is entered
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *heldBegin) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
+	s.once.Do(func() { close(s.entered); <-s.release })
+	return s.Store.BeginTurn(ctx, b)
+}
+
+// TestRepeatDuringCreationGetsTheTurn: a request repeating an idempotency
+// key while the first request's turn is still being created is not told the
+// session is busy with that very turn: it gets the turn.
+func TestRepeatDuringCreationGetsTheTurn(t *testing.T) {
+	t.Parallel()
+	held := &heldBegin{entered: make(chan struct{}), release: make(chan struct{})}
+	h := newHarness(t, func(c *engine.Config) { held.Store = c.Store; c.Store = held })
+	h.agent("a", nil)
+	s := h.session("a")
+	h.model.push(reply{deltas: []string{"ok"}})
+	req := msg("hi")
+	req.IdempotencyKey = "k"
+	type result struct {
+		turn *forge.Turn
+		err  error
+	}
+	first, repeat := make(chan result, 1), make(chan result, 1)
+	go func() {
+		t, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, req)
+		first <- result{t, err}
+	}()
+	<-held.entered
+	go func() {
+		t, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, req)
+		repeat <- result{t, err}
+	}()
+	// Without the creation landing, the repeat has nothing to answer with
+	// but the busy session; give it the time to say so.
+	var early *result
+	select {
+	case r := <-repeat:
+		early = &r
+	case <-time.After(time.Second):
+	}
+	close(held.release)
+	a := <-first
+	if a.err != nil {
+		t.Fatalf("first: %v", a.err)
+	}
+	b := early
+	if b == nil {
+		r := <-repeat
+		b = &r
+	}
+	if b.err != nil || b.turn == nil || b.turn.ID != a.turn.ID {
+		t.Fatalf("repeat: %+v, %v; want turn %s", b.turn, b.err, a.turn.ID)
+	}
+	h.wait(s.ID, a.turn.ID)
+}

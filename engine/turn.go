@@ -82,6 +82,19 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if err := checkKind(sess, req); err != nil {
 		return nil, false, err
 	}
+	if current != nil && req.promote == nil && req.IdempotencyKey != "" && current.turn.IdempotencyKey == req.IdempotencyKey {
+		// A repeat racing the request that is creating the turn: once
+		// that creation lands, the key names the turn.
+		select {
+		case <-current.begun:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		if t, err := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || err != nil {
+			return t, false, err
+		}
+		return nil, true, nil // the creation failed; look again
+	}
 	if current != nil {
 		mode, err := e.busyMode(ctx, tenant, sess, req)
 		if err != nil {
