@@ -93,6 +93,10 @@ func (e *Engine) enqueue(ctx context.Context, tenant string, sess *forge.Session
 	if err != nil {
 		return nil, err
 	}
+	req.OutputSchema = nil
+	if overrides != nil {
+		req.OutputSchema = overrides.OutputSchema
+	}
 	if _, err := e.answerSpecFor(agent, req); err != nil {
 		return nil, err
 	}
