@@ -195,12 +195,30 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if err != nil {
 		return err
 	}
+	overrides, err := body.requestOverrides(format)
+	if err != nil {
+		return err
+	}
+	checked := false
+	if overrides != nil && body.PreviousResponseID == nil && conv == "" && body.Model != nil && *body.Model != "" {
+		// A new conversation's session is made by target: the settings
+		// are checked before.
+		if overrides, err = h.checkOverrides(r.Context(), tenant, *body.Model, overrides); err != nil {
+			return err
+		}
+		checked = true
+	}
 	ses, req, err := h.target(r.Context(), tenant, &body, conv, meta)
 	if err != nil {
 		return err
 	}
+	if overrides != nil && !checked {
+		if overrides, err = h.checkOverrides(r.Context(), tenant, ses.Agent, overrides); err != nil {
+			return err
+		}
+	}
 	req.Input = input
-	req.OutputSchema = format
+	req.Overrides = overrides
 	stream := body.Stream != nil && *body.Stream
 	background := body.Background != nil && *body.Background
 	rec := record{Metadata: meta, Background: background, Format: format}
