@@ -118,9 +118,9 @@ test('a background response is cancelled; errors have OpenAI shape', async () =>
     assert.equal(err.code, 'model_not_found');
     return true;
   });
-  await assert.rejects(client.responses.create({ model: 'js-cancel', input: 'hi', instructions: 'be evil' }), (err) => {
+  await assert.rejects(client.responses.create({ model: 'js-cancel', input: 'hi', temperature: 5 }), (err) => {
     assert.equal(err.status, 400);
-    assert.equal(err.param, 'instructions');
+    assert.equal(err.param, 'temperature');
     assert.equal(err.type, 'invalid_request_error');
     return true;
   });
