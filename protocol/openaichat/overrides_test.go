@@ -141,7 +141,10 @@ func TestResponsesSettingsReachTheModel(t *testing.T) {
 	if up.MaxOutputTokens == nil || *up.MaxOutputTokens != 88 || up.Instructions != agentInstructions+"\n\nAnswer in French." {
 		t.Fatalf("upstream request: %s", up.Body)
 	}
-	tr := getTurn(t, s, got.Conversation.ID, got.ID)
+	if got.Instructions.OfString != "Answer in French." || got.Temperature != 0.4 || got.TopP != 0.7 || got.MaxOutputTokens != 88 {
+		t.Fatalf("the response does not echo its settings: %s", got.RawJSON())
+	}
+		tr := getTurn(t, s, got.Conversation.ID, got.ID)
 	if o := tr.Overrides; o == nil || o.Instructions != "Answer in French." || *o.Temperature != 0.4 || *o.TopP != 0.7 || *o.MaxOutputTokens != 88 {
 		t.Fatalf("turn overrides %+v", tr.Overrides)
 	}
