@@ -144,7 +144,7 @@ func TestResponsesSettingsReachTheModel(t *testing.T) {
 	if got.Instructions.OfString != "Answer in French." || got.Temperature != 0.4 || got.TopP != 0.7 || got.MaxOutputTokens != 88 {
 		t.Fatalf("the response does not echo its settings: %s", got.RawJSON())
 	}
-		tr := getTurn(t, s, got.Conversation.ID, got.ID)
+	tr := getTurn(t, s, got.Conversation.ID, got.ID)
 	if o := tr.Overrides; o == nil || o.Instructions != "Answer in French." || *o.Temperature != 0.4 || *o.TopP != 0.7 || *o.MaxOutputTokens != 88 {
 		t.Fatalf("turn overrides %+v", tr.Overrides)
 	}
