@@ -36,9 +36,12 @@ type Agent struct {
 	OutputRetries *int `json:"output_retries,omitempty"`
 	// IfBusy is the agent's default if_busy for turns that do not say
 	// (API.md, "Busy sessions"); "" means IfBusyReject.
-	IfBusy    string    `json:"if_busy,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	IfBusy string `json:"if_busy,omitempty"`
+	// Retention, when set, deletes the agent's idle sessions
+	// (API.md, "Retention and listing").
+	Retention *Retention `json:"retention,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // Defaults and bounds of agent fields (API.md).
@@ -254,6 +257,11 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 	if err := CheckIfBusy(a.IfBusy, "if_busy"); err != nil {
 		return err
 	}
+	if a.Retention != nil {
+		if err := CheckSessionTTL(time.Duration(a.Retention.SessionTTL), "retention.session_ttl"); err != nil {
+			return err
+		}
+	}
 	if r := a.OutputRetries; r != nil && (*r < 0 || *r > MaxOutputRetries) {
 		return Errorf(ErrInvalid, "output_retries must be between 0 and %d, got %d", MaxOutputRetries, *r)
 	}
@@ -394,6 +402,7 @@ func (a *Agent) Clone() *Agent {
 	c.Subagents = slices.Clone(a.Subagents)
 	c.OutputSchema = a.OutputSchema.Clone()
 	c.OutputRetries = clonePtr(a.OutputRetries)
+	c.Retention = clonePtr(a.Retention)
 	c.Compaction.Enabled = clonePtr(a.Compaction.Enabled)
 	c.Compaction.ContextWindow = clonePtr(a.Compaction.ContextWindow)
 	c.Compaction.Threshold = clonePtr(a.Compaction.Threshold)
