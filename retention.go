@@ -54,6 +54,13 @@ type SessionRef struct {
 	ID     string
 }
 
+// IdleSession is a session ExpiredSessions found, with its last update
+// as it saw it: ExpireSession is told to refuse a session updated since.
+type IdleSession struct {
+	SessionRef
+	UpdatedAt time.Time
+}
+
 // ExpiryQuery asks for sessions whose retention ran out.
 type ExpiryQuery struct {
 	Now time.Time
@@ -82,7 +89,7 @@ type RetentionStore interface {
 	// tenants, last updated before q.Now minus their TTL, with no running
 	// or queued turn and named by no schedule, least recently updated
 	// first.
-	ExpiredSessions(ctx context.Context, q ExpiryQuery) ([]SessionRef, error)
+	ExpiredSessions(ctx context.Context, q ExpiryQuery) ([]IdleSession, error)
 	// ExpireSession soft-deletes the session when it is still idle: last
 	// updated before idleBefore, no running or queued turn. Otherwise it
 	// changes nothing and fails with ErrConflict (a turn won the race);

@@ -94,7 +94,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newForumCommand(),
+	root.AddCommand(newVersionCommand(), newServeCommand(), newPruneCommand(), newChatCommand(), newForumCommand(),
 		newSessionsCommand(), newShowCommand(), newKeysCommand(), newMigrateCommand())
 	return root
 }

@@ -25,6 +25,7 @@ type agentBody struct {
 	OutputSchema   *forge.OutputSchema `json:"output_schema"`
 	OutputRetries  *int                `json:"output_retries"`
 	IfBusy         *string             `json:"if_busy"`
+	Retention      *forge.Retention    `json:"retention"`
 
 	// Read-only fields of the agent object, accepted so that a GET answer
 	// can be edited and PUT back. On PUT, id must be the agent's and a
@@ -86,7 +87,7 @@ func (b *agentBody) agent(tenant string) (*forge.Agent, error) {
 	if b.Compaction != nil {
 		a.Compaction = *b.Compaction
 	}
-	a.OutputSchema, a.OutputRetries = b.OutputSchema, b.OutputRetries
+	a.OutputSchema, a.OutputRetries, a.Retention = b.OutputSchema, b.OutputRetries, b.Retention
 	if b.IfBusy != nil {
 		if *b.IfBusy == "" {
 			return nil, invalid("if_busy must be reject, enqueue, interrupt or steer (omit it for reject)")

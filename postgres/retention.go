@@ -17,7 +17,7 @@ import (
 var _ forge.RetentionStore = (*Store)(nil)
 
 // ExpiredSessions lists direct sessions idle for longer than their TTL.
-func (s *Store) ExpiredSessions(ctx context.Context, q forge.ExpiryQuery) ([]forge.SessionRef, error) {
+func (s *Store) ExpiredSessions(ctx context.Context, q forge.ExpiryQuery) ([]forge.IdleSession, error) {
 	floor := q.OlderThan
 	if floor <= 0 {
 		var agentMin *int64
@@ -34,8 +34,25 @@ func (s *Store) ExpiredSessions(ctx context.Context, q forge.ExpiryQuery) ([]for
 			return nil, nil // nothing has a TTL
 		}
 	}
-	return s.refs(ctx, `SELECT tenant, id FROM expired_sessions($1, $2, $3, $4, $5)`,
-		q.Now, q.Now.Add(-floor), int64(max(q.OlderThan, 0)), int64(max(q.DefaultTTL, 0)), max(q.Limit, 1))
+	var out []forge.IdleSession
+	b := &pgx.Batch{}
+	b.Queue(`SELECT tenant, id, updated_at FROM expired_sessions($1, $2, $3, $4, $5)`,
+		q.Now, q.Now.Add(-floor), int64(max(q.OlderThan, 0)), int64(max(q.DefaultTTL, 0)), max(q.Limit, 1)).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var r forge.IdleSession
+				if err := rows.Scan(&r.Tenant, &r.ID, &r.UpdatedAt); err != nil {
+					return err
+				}
+				r.UpdatedAt = utc(r.UpdatedAt)
+				out = append(out, r)
+			}
+			return rows.Err()
+		})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // DeletedSessions lists sessions soft-deleted before before.
@@ -86,3 +103,25 @@ func (s *Store) PurgeSession(ctx context.Context, tenant, id string, budget int)
 // ReclaimSpace is a no-op: PostgreSQL's autovacuum reuses the space of
 // the deleted rows.
 func (s *Store) ReclaimSpace(ctx context.Context, pages int) (int, error) { return 0, nil }
+
+// retentionLockKey is the advisory lock that makes one replica sweep at a
+// time (an arbitrary constant: "forge retention").
+const retentionLockKey = 0x666f7267_65726574
+
+// TryRetentionLock takes the sweep's advisory lock on a connection of its
+// own, held until release; ok is false while another replica holds it. A
+// replica that dies loses its connection, and with it the lock.
+func (s *Store) TryRetentionLock(ctx context.Context) (release func(), ok bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, dbErr(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(retentionLockKey)).Scan(&ok); err != nil || !ok {
+		conn.Release()
+		return nil, false, dbErr(err)
+	}
+	return func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(retentionLockKey))
+		conn.Release()
+	}, true, nil
+}

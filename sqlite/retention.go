@@ -19,7 +19,7 @@ import (
 var _ forge.RetentionStore = (*Store)(nil)
 
 // ExpiredSessions lists direct sessions idle for longer than their TTL.
-func (s *Store) ExpiredSessions(ctx context.Context, q forge.ExpiryQuery) ([]forge.SessionRef, error) {
+func (s *Store) ExpiredSessions(ctx context.Context, q forge.ExpiryQuery) ([]forge.IdleSession, error) {
 	now := unixNano(q.Now)
 	floor, ok, err := s.shortestTTL(ctx, q)
 	if err != nil || !ok {
@@ -27,7 +27,7 @@ func (s *Store) ExpiredSessions(ctx context.Context, q forge.ExpiryQuery) ([]for
 	}
 	// The first bound walks sessions_idle up to the shortest TTL in force;
 	// the second is each session's own.
-	rows, err := s.query(ctx, `SELECT s.tenant, s.id FROM sessions s
+	rows, err := s.query(ctx, `SELECT s.tenant, s.id, s.updated_at FROM sessions s
 		LEFT JOIN agents a ON a.tenant = s.tenant AND a.name = s.agent AND a.deleted_at IS NULL
 		WHERE s.deleted_at IS NULL AND s.kind = 'direct' AND s.updated_at < ?1
 			AND (?3 > 0 OR coalesce(a.session_ttl, ?4) > 0)
@@ -40,7 +40,18 @@ func (s *Store) ExpiredSessions(ctx context.Context, q forge.ExpiryQuery) ([]for
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	return scanRefs(rows)
+	defer rows.Close()
+	var out []forge.IdleSession
+	for rows.Next() {
+		var r forge.IdleSession
+		var updated int64
+		if err := rows.Scan(&r.Tenant, &r.ID, &updated); err != nil {
+			return nil, dbErr(err)
+		}
+		r.UpdatedAt = fromNano(updated)
+		out = append(out, r)
+	}
+	return out, dbErr(rows.Err())
 }
 
 // shortestTTL is the shortest TTL any session is under; ok is false when

@@ -52,6 +52,9 @@ func (f *fixture) expiredSessions(q forge.ExpiryQuery) []string {
 	out := []string{}
 	for _, r := range refs {
 		out = append(out, r.Tenant+"/"+r.ID)
+		got, err := f.s.GetSession(f.ctx, r.Tenant, r.ID)
+		f.ok(err, "GetSession of an expired session")
+		eq(f, r.UpdatedAt.Equal(got.UpdatedAt), true, "ExpiredSessions' updated_at is the session's")
 	}
 	slices.Sort(out)
 	return out

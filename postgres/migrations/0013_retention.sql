@@ -30,9 +30,9 @@ $$;
 -- p_floor bounds the walk of sessions_idle (the shortest TTL in force);
 -- p_older_than, when above zero, replaces every TTL (forge prune).
 CREATE FUNCTION expired_sessions(p_now timestamptz, p_floor timestamptz, p_older_than bigint, p_default bigint,
-    p_limit integer) RETURNS TABLE (tenant text, id text)
+    p_limit integer) RETURNS TABLE (tenant text, id text, updated_at timestamptz)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = forge, pg_temp AS $$
-    SELECT s.tenant, s.id FROM forge.sessions s
+    SELECT s.tenant, s.id, s.updated_at FROM forge.sessions s
     LEFT JOIN forge.agents a ON a.tenant = s.tenant AND a.name = s.agent AND a.deleted_at IS NULL
     WHERE s.deleted_at IS NULL AND s.kind = 'direct' AND s.updated_at < p_floor
         AND (p_older_than > 0 OR coalesce(a.session_ttl, p_default) > 0)
