@@ -15,10 +15,11 @@ type Retention struct {
 	SessionTTL TTL `json:"session_ttl,omitempty"`
 }
 
-// Bounds of a session TTL: below a minute a sweep would race the client
-// reading the answer; above ten years is forever in all but name.
+// Bounds of a session TTL: above ten years is forever in all but name.
+// (A TTL of seconds deletes a session soon after its turn ends: the
+// operator's choice; a session is never expired under a running turn.)
 const (
-	MinSessionTTL = time.Minute
+	MinSessionTTL = time.Second
 	MaxSessionTTL = 10 * 365 * 24 * time.Hour
 )
 
@@ -43,7 +44,7 @@ func (d *TTL) UnmarshalJSON(b []byte) error {
 // CheckSessionTTL checks a session TTL; zero is "not set".
 func CheckSessionTTL(d time.Duration, field string) error {
 	if d != 0 && (d < MinSessionTTL || d > MaxSessionTTL) {
-		return Errorf(ErrInvalid, "%s must be between %s and %s, got %s", field, MinSessionTTL, "87600h", d)
+		return Errorf(ErrInvalid, "%s must be between 1s and 87600h, got %s", field, d)
 	}
 	return nil
 }

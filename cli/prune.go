@@ -36,7 +36,7 @@ left alone.`,
 				return err
 			}
 			defer s.Close(ctx)
-			sw := retention.New(retention.Config{Store: s, PurgeAfter: 0})
+			sw := retention.New(retention.Config{Store: s, PurgeAfter: 0, Pace: -1})
 			var total retention.Stats
 			for {
 				st, err := sw.Sweep(ctx, olderThan)

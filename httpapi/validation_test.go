@@ -82,7 +82,7 @@ func TestBadRequestsAreRefusedAndStoreNothing(t *testing.T) {
 		{"agent iteration_limit 0", post("/v1/agents", agentBody(map[string]any{"iteration_limit": 0})), 400, invalid, "iteration_limit"},
 		{"agent iteration_limit 1025", post("/v1/agents", agentBody(map[string]any{"iteration_limit": 1025})), 400, invalid, "iteration_limit"},
 		{"agent iteration_limit -1", post("/v1/agents", agentBody(map[string]any{"iteration_limit": -1})), 400, invalid, "iteration_limit"},
-		{"agent session_ttl under a minute", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": "1s"}})), 400, invalid, "retention.session_ttl"},
+		{"agent session_ttl under a second", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": "500ms"}})), 400, invalid, "retention.session_ttl"},
 		{"agent session_ttl over ten years", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": "100000h"}})), 400, invalid, "retention.session_ttl"},
 		{"agent session_ttl not a duration", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": "soon"}})), 400, invalid, "duration"},
 		{"agent session_ttl a number", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": 3600}})), 400, invalid, "duration"},

@@ -55,11 +55,19 @@ type Config struct {
 	// Batch is how many sessions a round expires and purges at most;
 	// Budget how many rows one purge transaction deletes at most.
 	Batch, Budget int
+	// Pace is the pause after each of the sweep's writes, as a multiple
+	// of the time the write took (0: 1, so the sweep holds the store's
+	// writer at most half the time and a turn's write waits for at most
+	// one of them; negative: no pause, for forge prune).
+	Pace float64
 }
 
 // Stats counts what a round did.
 type Stats struct {
 	Expired, Purged, Rows, Files, Pages int
+	// Conflicts counts sessions found idle but in use again by the time
+	// they were expired.
+	Conflicts int
 	// Skipped is set when another replica held the sweep's lock.
 	Skipped bool
 }
@@ -97,6 +105,9 @@ func New(cfg Config) *Sweeper {
 	if cfg.Expirer == nil {
 		cfg.Expirer = cfg.Store
 	}
+	if cfg.Pace == 0 {
+		cfg.Pace = 1
+	}
 	return &Sweeper{cfg: cfg, log: cfg.Logger}
 }
 
@@ -133,13 +144,21 @@ func (s *Sweeper) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
+	more := false
 	for {
-		select {
-		case <-ctx.Done():
+		if !more {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		} else if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 		st, err := s.Sweep(ctx, 0)
+		// A full round leaves a backlog: the next one starts at once (each
+		// transaction is short; the hot path's writes interleave).
+		more = err == nil && (st.Expired+st.Conflicts >= s.cfg.Batch || st.Purged >= s.cfg.Batch)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("retention: sweep failed", "err", err)
 		} else if st.Expired+st.Purged > 0 {
@@ -173,11 +192,13 @@ func (s *Sweeper) Sweep(ctx context.Context, olderThan time.Duration) (Stats, er
 	}
 	for _, ses := range idle {
 		// Refused when updated since it was listed: a turn won the race.
-		err := s.cfg.Expirer.ExpireSession(ctx, ses.Tenant, ses.ID, ses.UpdatedAt.Add(time.Microsecond))
+		var err error
+		s.paced(ctx, func() { err = s.cfg.Expirer.ExpireSession(ctx, ses.Tenant, ses.ID, ses.UpdatedAt.Add(time.Microsecond)) })
 		switch {
 		case err == nil:
 			st.Expired++
 		case errors.Is(err, forge.ErrConflict), errors.Is(err, forge.ErrNotFound):
+			st.Conflicts++
 		default:
 			return st, err
 		}
@@ -191,7 +212,9 @@ func (s *Sweeper) Sweep(ctx context.Context, olderThan time.Duration) (Stats, er
 			if err := ctx.Err(); err != nil {
 				return st, err
 			}
-			res, err := s.cfg.Store.PurgeSession(ctx, ses.Tenant, ses.ID, s.cfg.Budget)
+			var res forge.PurgeResult
+			var err error
+			s.paced(ctx, func() { res, err = s.cfg.Store.PurgeSession(ctx, ses.Tenant, ses.ID, s.cfg.Budget) })
 			if err != nil {
 				return st, err
 			}
@@ -205,7 +228,9 @@ func (s *Sweeper) Sweep(ctx context.Context, olderThan time.Duration) (Stats, er
 	}
 	if st.Purged > 0 {
 		for {
-			n, err := s.cfg.Store.ReclaimSpace(ctx, reclaimPages)
+			var n int
+			var err error
+			s.paced(ctx, func() { n, err = s.cfg.Store.ReclaimSpace(ctx, reclaimPages) })
 			if err != nil {
 				return st, err
 			}
@@ -216,4 +241,20 @@ func (s *Sweeper) Sweep(ctx context.Context, olderThan time.Duration) (Stats, er
 		}
 	}
 	return st, nil
+}
+
+// paced runs write, then pauses Pace times as long as it took (less if ctx
+// ends first).
+func (s *Sweeper) paced(ctx context.Context, write func()) {
+	start := time.Now()
+	write()
+	if s.cfg.Pace <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(float64(time.Since(start)) * s.cfg.Pace))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

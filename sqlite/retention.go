@@ -193,9 +193,11 @@ func (s *Store) PurgeSession(ctx context.Context, tenant, id string, budget int)
 
 // purgeParts deletes up to n parts of the session's messages, then the
 // files that only they referenced; it returns the parts and files deleted.
+// (CROSS JOIN keeps the session's messages the outer loop: left to itself
+// the planner may walk every part of the tenant.)
 func purgeParts(t *tx, tenant, session string, n int) (int, int, error) {
 	rows, err := t.query(`SELECT p.rowid, CASE WHEN p.type = 'file' THEN json_extract(p.data, '$.file_id') END
-		FROM messages m JOIN parts p ON p.tenant = m.tenant AND p.message_id = m.id
+		FROM messages m CROSS JOIN parts p ON p.tenant = m.tenant AND p.message_id = m.id
 		WHERE m.tenant = ? AND m.session_id = ? LIMIT ?`, tenant, session, n)
 	if err != nil {
 		return 0, 0, dbErr(err)

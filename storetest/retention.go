@@ -84,7 +84,9 @@ var retentionTests = []test{
 		f.retention()
 		f.agentWithTTL(tenantA, "short", time.Hour)
 		f.agentWithTTL(tenantA, "plain", 0)
+		f.agentWithTTL(tenantA, "long", 10*time.Hour)
 		short := f.sessionWithAgent(tenantA, "short")
+		long := f.sessionWithAgent(tenantA, "long")
 		plain := f.sessionWithAgent(tenantA, "plain")
 		// tenantB has no agent "short": its sessions get the default.
 		other := f.sessionWithAgent(tenantB, "short")
@@ -106,7 +108,7 @@ var retentionTests = []test{
 		// (The running and queued sessions are out for their turns, whenever
 		// they were updated.)
 		last := f.idleSince(short)
-		for _, s := range []*forge.Session{plain, other, scheduled, forum} {
+		for _, s := range []*forge.Session{plain, other, scheduled, forum, long} {
 			if u := f.idleSince(s); u.After(last) {
 				last = u
 			}
@@ -115,9 +117,9 @@ var retentionTests = []test{
 		f.sameJSON(f.expiredSessions(forge.ExpiryQuery{Now: last.Add(61 * time.Minute)}), []string{refOf(short)},
 			"expired after the agent's TTL, without a default")
 		f.sameJSON(f.expiredSessions(forge.ExpiryQuery{Now: last.Add(3 * time.Hour), DefaultTTL: 2 * time.Hour}),
-			sorted(refOf(short), refOf(plain), refOf(other)), "expired with a default of 2h")
+			sorted(refOf(short), refOf(plain), refOf(other)), "expired with a default of 2h (the agent's 10h wins)")
 		f.sameJSON(f.expiredSessions(forge.ExpiryQuery{Now: last.Add(31 * time.Minute), OlderThan: 30 * time.Minute}),
-			sorted(refOf(short), refOf(plain), refOf(other)), "expired by --older-than 30m, whatever the TTLs")
+			sorted(refOf(short), refOf(plain), refOf(other), refOf(long)), "expired by --older-than 30m, whatever the TTLs")
 		eq(f, len(f.expiredSessions(forge.ExpiryQuery{Now: last.Add(3 * time.Hour), DefaultTTL: 2 * time.Hour, Limit: 1})), 1, "limit")
 	}},
 	{name: "ExpireSessionLosesToATurn", run: func(f *fixture) {
