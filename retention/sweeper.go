@@ -193,7 +193,9 @@ func (s *Sweeper) Sweep(ctx context.Context, olderThan time.Duration) (Stats, er
 	for _, ses := range idle {
 		// Refused when updated since it was listed: a turn won the race.
 		var err error
-		s.paced(ctx, func() { err = s.cfg.Expirer.ExpireSession(ctx, ses.Tenant, ses.ID, ses.UpdatedAt.Add(time.Microsecond)) })
+		s.paced(ctx, func() {
+			err = s.cfg.Expirer.ExpireSession(ctx, ses.Tenant, ses.ID, ses.UpdatedAt.Add(time.Microsecond))
+		})
 		switch {
 		case err == nil:
 			st.Expired++
