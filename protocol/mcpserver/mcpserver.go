@@ -7,15 +7,22 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/forge-runtime/forge"
@@ -46,13 +53,24 @@ func (Protocol) WriteError(w http.ResponseWriter, status int, code, message stri
 		"error": map[string]any{"code": -32000, "message": message, "data": map[string]string{"code": code}}})
 }
 
+// sessionIdle closes a legacy client's session after this long without a
+// request (its client then initializes again).
+const sessionIdle = 30 * time.Minute
+
 func (p Protocol) Handler(env protocol.Env) http.Handler {
 	h := &handler{env: env}
-	// Answers are SSE streams (not single JSON bodies): a call's progress
-	// notifications travel on its stream. Stateless, a client's cancel
-	// reaches the call only through its request's end: propagating it is
-	// what makes a cancelled call cancel its turn.
-	sdk := mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: env.Log})
+	// Clients of the 2026-07-28 protocol (the Go SDK's) are served
+	// statelessly: each request builds the server from the tenant's agents
+	// as they are then, any replica answers, and a call's cancellation
+	// reaches it through its request's end. Answers are SSE streams: a
+	// call's progress notifications travel on its stream.
+	stateless := mcp.NewStreamableHTTPHandler(h.requestServer, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: env.Log})
+	// Clients that initialize (older protocols: the TypeScript SDK's) get a
+	// session (Mcp-Session-Id): only in a session does their
+	// notifications/cancelled reach the call it cancels (the call's stream
+	// stays open), and only there can the server ask them something back.
+	// A session lives in this replica's memory.
+	sessions := mcp.NewStreamableHTTPHandler(h.sessionServer, &mcp.StreamableHTTPOptions{SessionTimeout: sessionIdle, Logger: env.Log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant, err := env.Tenant(r)
 		if err != nil {
@@ -60,10 +78,11 @@ func (p Protocol) Handler(env protocol.Env) http.Handler {
 			p.WriteError(w, status, code, msg)
 			return
 		}
+		var body []byte
 		if r.Method == http.MethodPost {
 			// The SDK decodes invalid UTF-8 as U+FFFD; Forge refuses it, as
 			// on every route, within the API's body limit.
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+			body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 			if err != nil {
 				p.WriteError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("the request body is over %d bytes", maxBody))
 				return
@@ -74,8 +93,58 @@ func (p Protocol) Handler(env protocol.Env) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			// A session is its tenant's: another key does not find it.
+			if !strings.HasPrefix(sid, sessionPrefix(tenant)) {
+				p.WriteError(w, http.StatusNotFound, "not_found", "no such MCP session")
+				return
+			}
+			sessions.ServeHTTP(w, r)
+			return
+		}
+		if initializes(body) {
+			sessions.ServeHTTP(w, r)
+			return
+		}
+		stateless.ServeHTTP(w, r)
 	})
+}
+
+// initializes reports whether body is (or a batch holding) an initialize
+// request.
+func initializes(body []byte) bool {
+	var one struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &one) == nil {
+		return one.Method == "initialize"
+	}
+	var batch []struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &batch) != nil {
+		return false
+	}
+	for _, m := range batch {
+		if m.Method == "initialize" {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionPrefix starts the ids of a tenant's MCP sessions: a session id
+// names its tenant (by hash), and a random rest makes it unguessable.
+func sessionPrefix(tenant string) string {
+	sum := sha256.Sum256([]byte(tenant))
+	return "mcps_" + hex.EncodeToString(sum[:8]) + "_"
+}
+
+func newSessionID(tenant string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return sessionPrefix(tenant) + hex.EncodeToString(b[:])
 }
 
 type tenantKey struct{}
@@ -104,36 +173,107 @@ type Answer struct {
 	Pending []forge.RequiredAction `json:"pending,omitempty"`
 }
 
-// server is the MCP server of one request: the tools of its tenant's
-// agents as they are now (so the list follows agents as they change).
-func (h *handler) server(r *http.Request) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, nil)
-	tenant, _ := r.Context().Value(tenantKey{}).(string)
+// answerSchema is Answer's schema, with a pending action's arguments any
+// JSON (inferred from json.RawMessage it would be a byte array, and the
+// SDK would refuse its own answer).
+var answerSchema = func() *jsonschema.Schema {
+	s, err := jsonschema.For[Answer](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): {},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// agentTool is one agent as a tool.
+type agentTool struct {
+	name, agent, desc string
+}
+
+// agentTools lists the tenant's agents as tools, at most maxTools.
+func (h *handler) agentTools(ctx context.Context, tenant string) []agentTool {
+	var out []agentTool
 	opts := forge.ListOptions{Limit: 100}
-	n := 0
-	for n < maxTools {
-		agents, next, err := h.env.Store.ListAgents(r.Context(), tenant, opts)
+	for len(out) < maxTools {
+		agents, next, err := h.env.Store.ListAgents(ctx, tenant, opts)
 		if err != nil {
 			h.env.Log.Warn("mcp: listing agents failed", "tenant", tenant, "err", err)
 			break
 		}
 		for _, a := range agents {
 			name := "ask_" + a.Name
-			if !toolName.MatchString(name) || n >= maxTools {
+			if !toolName.MatchString(name) || len(out) >= maxTools {
 				continue
 			}
-			n++
-			desc := "Ask the Forge agent " + a.Name + " (" + a.Model + "); the answer is its final text."
-			agent := a.Name
-			mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, req *mcp.CallToolRequest, in Ask) (*mcp.CallToolResult, Answer, error) {
-				return h.ask(ctx, req, tenant, agent, in)
-			})
+			out = append(out, agentTool{name: name, agent: a.Name,
+				desc: "Ask the Forge agent " + a.Name + " (" + a.Model + "); the answer is its final text."})
 		}
 		if next == "" {
 			break
 		}
 		opts.Cursor = next
 	}
+	return out
+}
+
+func (h *handler) addTool(s *mcp.Server, tenant string, t agentTool) {
+	agent := t.agent
+	mcp.AddTool(s, &mcp.Tool{Name: t.name, Description: t.desc, OutputSchema: answerSchema}, func(ctx context.Context, req *mcp.CallToolRequest, in Ask) (*mcp.CallToolResult, Answer, error) {
+		return h.ask(ctx, req, tenant, agent, in)
+	})
+}
+
+// requestServer is the MCP server of one stateless request: the tools of
+// its tenant's agents as they are now.
+func (h *handler) requestServer(r *http.Request) *mcp.Server {
+	tenant, _ := r.Context().Value(tenantKey{}).(string)
+	s := mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, nil)
+	for _, t := range h.agentTools(r.Context(), tenant) {
+		h.addTool(s, tenant, t)
+	}
+	return s
+}
+
+// sessionServer is the MCP server of one session (its initialize
+// request). Its tools follow the agents: each tools/list and tools/call
+// first brings them up to date. It announces no list changes (it learns
+// of them only when asked).
+func (h *handler) sessionServer(r *http.Request) *mcp.Server {
+	tenant, _ := r.Context().Value(tenantKey{}).(string)
+	s := mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, &mcp.ServerOptions{
+		GetSessionID: func() string { return newSessionID(tenant) },
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
+	})
+	var mu sync.Mutex
+	have := map[string]bool{}
+	refresh := func(ctx context.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		want := map[string]bool{}
+		for _, t := range h.agentTools(ctx, tenant) {
+			want[t.name] = true
+			if !have[t.name] {
+				h.addTool(s, tenant, t)
+				have[t.name] = true
+			}
+		}
+		for name := range have {
+			if !want[name] {
+				s.RemoveTools(name)
+				delete(have, name)
+			}
+		}
+	}
+	refresh(r.Context())
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" || method == "tools/call" {
+				refresh(ctx)
+			}
+			return next(ctx, method, req)
+		}
+	})
 	return s
 }
 
