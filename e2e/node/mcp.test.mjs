@@ -131,7 +131,7 @@ test('aborting the call cancels the turn', async () => {
   }
 });
 
-test('a turn paused for an approval answers what is pending', async () => {
+test('a turn paused for an approval answers what is pending (a client without elicitation)', async () => {
   await agent(keyA, {
     name: 'mcp-ask', tools: ['echo'], approval: { echo: 'ask' },
     model_params: { script: [{ tool_calls: [{ name: 'echo', arguments: { text: 'x' } }] }, { text: 'approved, done' }] },
@@ -147,6 +147,45 @@ test('a turn paused for an approval answers what is pending', async () => {
     assert.equal(action.tool, 'echo');
     assert.match(text(res), new RegExp(`POST /v1/sessions/${out.session_id}/turns`));
     assert.match(text(res), new RegExp(action.call_id));
+  } finally {
+    await c.close();
+  }
+});
+
+test('a client with elicitation is asked to approve; the same call goes on to the final text', async () => {
+  await agent(keyA, {
+    name: 'mcp-elicit', tools: ['echo'], approval: { echo: 'ask' },
+    model_params: { script: [
+      { tool_calls: [{ name: 'echo', arguments: { text: 'first' } }] },
+      { tool_calls: [{ name: 'echo', arguments: { text: 'second' } }] },
+      { text: 'all done' },
+    ] },
+  });
+  const asked = [];
+  const answers = [
+    { action: 'accept', content: { approve: true } },
+    { action: 'decline' },
+  ];
+  const c = await connect(keyA, { elicitation: {} }, (c) => c.setRequestHandler(ElicitRequestSchema, (req) => {
+    asked.push(req.params);
+    return answers[asked.length - 1] ?? { action: 'cancel' };
+  }));
+  try {
+    const res = await c.callTool({ name: 'ask_mcp-elicit', arguments: { message: 'echo twice' } });
+    assert.equal(res.isError, undefined);
+    assert.equal(text(res), 'all done');
+    assert.equal(res.structuredContent.status, 'done');
+    assert.equal(res.structuredContent.pending, undefined);
+    assert.equal(asked.length, 2);
+    assert.match(asked[0].message, /mcp-elicit.*echo.*first/);
+    assert.match(asked[1].message, /second/);
+    assert.equal(asked[0].requestedSchema.properties.approve.type, 'boolean');
+    assert.deepEqual(asked[0].requestedSchema.required, ['approve']);
+    // The first call ran, the second was refused.
+    const msgs = JSON.stringify(await api(keyA, 'GET', `/v1/sessions/${res.structuredContent.session_id}/messages`));
+    assert.match(msgs, /"output":"first"/);
+    assert.doesNotMatch(msgs, /"output":"second"/);
+    assert.match(msgs, /the user denied this call: the MCP client answered decline/);
   } finally {
     await c.close();
   }

@@ -279,8 +279,13 @@ func (h *handler) sessionServer(r *http.Request) *mcp.Server {
 
 // ask runs one turn of agent and answers its final text. A cancelled MCP
 // request cancels the turn. A request with a progress token gets the
-// answer's text as it streams, in progress notifications.
+// answer's text as it streams, in progress notifications. A turn that
+// pauses for approvals asks the client, when it can be asked (elicit.go).
 func (h *handler) ask(ctx context.Context, req *mcp.CallToolRequest, tenant, agent string, in Ask) (*mcp.CallToolResult, Answer, error) {
+	if req != nil && req.Params != nil && req.Params.RequestState != "" {
+		// A 2026-07-28 client retrying with its answers to our elicitation.
+		return h.resume(ctx, req, tenant, agent, req.Params.RequestState, req.Params.InputResponses)
+	}
 	if strings.TrimSpace(in.Message) == "" {
 		return nil, Answer{}, errors.New("message is required")
 	}
@@ -288,23 +293,40 @@ func (h *handler) ask(ctx context.Context, req *mcp.CallToolRequest, tenant, age
 	if err != nil {
 		return nil, Answer{}, err
 	}
-	treq := engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: in.Message}}}
+	final, err := h.run(ctx, req, tenant, ses, []forge.Input{{Type: forge.InputMessage, Text: in.Message}})
+	if err != nil {
+		return nil, Answer{}, err
+	}
+	return h.settle(ctx, req, tenant, agent, ses, final)
+}
+
+// run runs one turn of the session with input to its end (streaming its
+// text as progress when the request has a progress token); a cancelled
+// request cancels it.
+func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, tenant string, ses *forge.Session, input []forge.Input) (*forge.Turn, error) {
+	treq := engine.TurnRequest{Input: input}
 	var turn *forge.Turn
+	var err error
 	if token := progressToken(req); token != nil {
 		turn, err = h.streamProgress(ctx, req, token, tenant, ses, treq)
 	} else {
 		turn, err = h.env.Runtime.StartTurn(ctx, tenant, ses.ID, treq)
 	}
 	if err != nil {
-		return nil, Answer{}, h.public(err)
+		return nil, h.public(err)
 	}
 	final, err := h.env.Runtime.WaitTurn(ctx, tenant, ses.ID, turn.ID)
 	if err != nil {
 		if ctx.Err() != nil {
 			_, _ = h.env.Runtime.Cancel(context.WithoutCancel(ctx), tenant, ses.ID, "the MCP request was cancelled")
 		}
-		return nil, Answer{}, h.public(err)
+		return nil, h.public(err)
 	}
+	return final, nil
+}
+
+// answer is the tool's result for a turn that has ended.
+func answer(ses *forge.Session, final *forge.Turn) (*mcp.CallToolResult, Answer, error) {
 	out := Answer{SessionID: ses.ID, TurnID: final.ID, Status: final.Status}
 	if final.Output != nil {
 		out.Output = final.Output.Text
