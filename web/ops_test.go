@@ -120,7 +120,7 @@ func TestSchedulesPages(t *testing.T) {
 		s.call("GET", "/v1/schedules/"+sch.ID, nil, 200, &got)
 		return got.Paused
 	}
-	runJS(b, `document.querySelector('` + sel + ` button.toggle').click()`)
+	runJS(b, `document.querySelector('`+sel+` button.toggle').click()`)
 	b.waitFor(`document.querySelector('` + sel + `').dataset.paused === 'true'`)
 	if !paused() {
 		t.Fatal("the pause button did not pause the schedule")
@@ -128,7 +128,7 @@ func TestSchedulesPages(t *testing.T) {
 	if got := eval[string](b, `document.querySelector('`+sel+`').cells[2].textContent + '|' + document.querySelector('`+sel+` button.toggle').textContent`); got != "paused|Resume" {
 		t.Fatalf("paused row %q", got)
 	}
-	runJS(b, `document.querySelector('` + sel + ` button.toggle').click()`)
+	runJS(b, `document.querySelector('`+sel+` button.toggle').click()`)
 	b.waitFor(`document.querySelector('` + sel + `').dataset.paused === 'false'`)
 	if paused() {
 		t.Fatal("the resume button did not resume the schedule")
