@@ -95,7 +95,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newForumCommand(),
-		newSessionsCommand(), newShowCommand(), newKeysCommand(), newMigrateCommand())
+		newSessionsCommand(), newShowCommand(), newWebhooksCommand(), newSchedulesCommand(), newKeysCommand(), newMigrateCommand())
 	return root
 }
 
