@@ -40,7 +40,12 @@ const maxTools = 1000
 const maxBody = 4 << 20
 
 // Protocol is the MCP endpoint as an httpapi.Protocol.
-type Protocol struct{}
+type Protocol struct {
+	// MaxSessions bounds the MCP sessions (of clients that initialize)
+	// one tenant holds open on this replica; 0: 100. Each holds memory
+	// until it is closed or idles out.
+	MaxSessions int
+}
 
 func (Protocol) Prefix() string { return Prefix }
 
@@ -58,7 +63,10 @@ func (Protocol) WriteError(w http.ResponseWriter, status int, code, message stri
 const sessionIdle = 30 * time.Minute
 
 func (p Protocol) Handler(env protocol.Env) http.Handler {
-	h := &handler{env: env}
+	h := &handler{env: env, maxSessions: p.MaxSessions, live: map[*mcp.Server]*liveServer{}}
+	if h.maxSessions <= 0 {
+		h.maxSessions = 100
+	}
 	// Clients of the 2026-07-28 protocol (the Go SDK's) are served
 	// statelessly: each request builds the server from the tenant's agents
 	// as they are then, any replica answers, and a call's cancellation
@@ -104,10 +112,16 @@ func (p Protocol) Handler(env protocol.Env) http.Handler {
 			return
 		}
 		if initializes(body) {
+			if h.openSessions(tenant) >= h.maxSessions {
+				p.WriteError(w, http.StatusTooManyRequests, "rate_limited",
+					fmt.Sprintf("this tenant holds %d open MCP sessions, the most this server keeps: close one (DELETE with its Mcp-Session-Id) or let one idle out", h.maxSessions))
+				return
+			}
 			sessions.ServeHTTP(w, r)
 			return
 		}
-		stateless.ServeHTTP(w, r)
+		var built *mcp.Server
+		stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, &built)))
 	})
 }
 
@@ -149,8 +163,48 @@ func newSessionID(tenant string) string {
 
 type tenantKey struct{}
 
+// serverKey holds a request's stateless server once built.
+type serverKey struct{}
+
 type handler struct {
-	env protocol.Env
+	env         protocol.Env
+	maxSessions int
+
+	mu   sync.Mutex
+	live map[*mcp.Server]*liveServer // the servers of sessions, to count them
+}
+
+// liveServer is the server of one session, made at its initialize.
+type liveServer struct {
+	tenant string
+	made   time.Time
+	seen   bool // its session was seen connected
+}
+
+// openSessions counts tenant's sessions, forgetting the servers whose
+// session has closed (or never opened, after a minute).
+func (h *handler) openSessions(tenant string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	now := h.env.Clock.Now()
+	for s, l := range h.live {
+		open := false
+		for range s.Sessions() {
+			open = true
+		}
+		switch {
+		case open:
+			l.seen = true
+		case l.seen || now.Sub(l.made) > time.Minute:
+			delete(h.live, s)
+			continue
+		}
+		if l.tenant == tenant {
+			n++
+		}
+	}
+	return n
 }
 
 // toolName is a valid MCP tool name: letters, digits, _ - . up to 128.
@@ -227,10 +281,18 @@ func (h *handler) addTool(s *mcp.Server, tenant string, t agentTool) {
 // requestServer is the MCP server of one stateless request: the tools of
 // its tenant's agents as they are now.
 func (h *handler) requestServer(r *http.Request) *mcp.Server {
+	// The SDK asks twice per request: build it (and list the agents) once.
+	slot, _ := r.Context().Value(serverKey{}).(**mcp.Server)
+	if slot != nil && *slot != nil {
+		return *slot
+	}
 	tenant, _ := r.Context().Value(tenantKey{}).(string)
 	s := mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, nil)
 	for _, t := range h.agentTools(r.Context(), tenant) {
 		h.addTool(s, tenant, t)
+	}
+	if slot != nil {
+		*slot = s
 	}
 	return s
 }
@@ -241,8 +303,20 @@ func (h *handler) requestServer(r *http.Request) *mcp.Server {
 // of them only when asked).
 func (h *handler) sessionServer(r *http.Request) *mcp.Server {
 	tenant, _ := r.Context().Value(tenantKey{}).(string)
-	s := mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, &mcp.ServerOptions{
-		GetSessionID: func() string { return newSessionID(tenant) },
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		// The SDK asks for a server on every request, but uses it only to
+		// start a session; the session's own serves the rest.
+		return mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, nil)
+	}
+	var s *mcp.Server
+	s = mcp.NewServer(&mcp.Implementation{Name: "forge", Version: "1"}, &mcp.ServerOptions{
+		// Called once, when the session starts: from then on it counts.
+		GetSessionID: func() string {
+			h.mu.Lock()
+			h.live[s] = &liveServer{tenant: tenant, made: h.env.Clock.Now()}
+			h.mu.Unlock()
+			return newSessionID(tenant)
+		},
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
 	})
 	var mu sync.Mutex

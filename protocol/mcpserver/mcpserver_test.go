@@ -369,3 +369,33 @@ func TestPausedTurnAnswersPending(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsAreBounded: a tenant holds at most MaxSessions MCP sessions
+// open on a replica (429 beyond); closing one makes room; another tenant
+// has its own count; stateless clients are not counted.
+func TestSessionsAreBounded(t *testing.T) {
+	t.Parallel()
+	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme", "kb": "globex"}, mcpserver.Protocol{MaxSessions: 2})
+	a1 := connectVersion(t, s, "ka", "2025-11-25", nil)
+	connectVersion(t, s, "ka", "2025-11-25", nil)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	status, body := s.Do("POST", "/mcp", init, "Authorization", "Bearer ka", "Accept", "application/json, text/event-stream")
+	if status != 429 || !strings.Contains(body, "2 open MCP sessions") {
+		t.Fatalf("a third session: %d %s", status, body)
+	}
+	connectVersion(t, s, "kb", "2025-11-25", nil)
+	connect(t, s, "ka") // stateless
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The server forgets the session once its connection has wound down.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		status, body = s.Do("POST", "/mcp", init, "Authorization", "Bearer ka", "Accept", "application/json, text/event-stream")
+		if status == 200 {
+			break
+		}
+		if status != 429 || time.Now().After(deadline) {
+			t.Fatalf("after a close: %d %s", status, body)
+		}
+	}
+}
