@@ -94,13 +94,8 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-<<<<<<< HEAD
 	root.AddCommand(newVersionCommand(), newServeCommand(), newPruneCommand(), newChatCommand(), newForumCommand(),
-		newSessionsCommand(), newShowCommand(), newKeysCommand(), newMigrateCommand())
-=======
-	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newForumCommand(),
 		newSessionsCommand(), newShowCommand(), newWebhooksCommand(), newSchedulesCommand(), newKeysCommand(), newMigrateCommand())
->>>>>>> mcpui
 	return root
 }
 
