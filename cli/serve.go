@@ -193,7 +193,7 @@ docs/distributed.md.`,
 	f.BoolVar(&allowPrivate, "allow-private-mcp-urls", false,
 		"let agents' MCP url servers reach loopback and private addresses (default: allowed while the server has no API key, refused once it has; forge.yaml mcp.allow_private_urls)")
 	f.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false,
-		"let webhook endpoints be loopback, private and link-local addresses (refused by default, checked at creation and on every connection)")
+		"let webhook endpoints be loopback and private addresses (refused by default, checked at creation and on every connection); link-local ones, the cloud metadata endpoint among them, are always refused")
 	f.DurationVar(&o.sessionTTL, "session-ttl", 0,
 		"delete direct sessions idle for longer than this, with their turns, events and the files only they reference, unless their agent sets retention.session_ttl (0: keep them)")
 	f.DurationVar(&o.purgeAfter, "purge-after", 0,
