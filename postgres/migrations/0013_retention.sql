@@ -112,7 +112,10 @@ BEGIN
 
     WITH d AS (
         DELETE FROM forge.parts WHERE tenant = t AND id IN (
-            SELECT p.id FROM forge.messages m JOIN forge.parts p ON p.tenant = m.tenant AND p.message_id = m.id
+            -- Each message's parts by parts_message (LATERAL, OFFSET 0),
+            -- whatever the statistics: never a walk of the tenant's parts.
+            SELECT p.id FROM forge.messages m
+            CROSS JOIN LATERAL (SELECT id FROM forge.parts WHERE tenant = t AND message_id = m.id OFFSET 0) p
             WHERE m.tenant = t AND m.session_id = p_session LIMIT left_)
         RETURNING type, data)
     SELECT count(*), array_agg(DISTINCT (d.data::jsonb) ->> 'file_id') FILTER (WHERE d.type = 'file')
@@ -138,7 +141,8 @@ BEGIN
     END IF;
     IF left_ > 0 THEN
         DELETE FROM forge.snapshots WHERE tenant = t AND turn_id IN (
-            SELECT s.turn_id FROM forge.turns u JOIN forge.snapshots s ON s.tenant = u.tenant AND s.turn_id = u.id
+            SELECT s.turn_id FROM forge.turns u
+            CROSS JOIN LATERAL (SELECT turn_id FROM forge.snapshots WHERE tenant = t AND turn_id = u.id OFFSET 0) s
             WHERE u.tenant = t AND u.session_id = p_session LIMIT left_);
         GET DIAGNOSTICS n = ROW_COUNT; deleted := deleted + n; left_ := left_ - n;
     END IF;
