@@ -8,7 +8,8 @@ import (
 )
 
 func TestTurnOverridesCheck(t *testing.T) {
-	agent := &Agent{Name: "bot", Tools: []ToolSpec{{Name: "web_fetch", BuiltIn: true}, {Name: "lookup", Client: true}}, Subagents: []string{"helper"}}
+	agent := &Agent{Name: "bot", Tools: []ToolSpec{{Name: "web_fetch", BuiltIn: true}, {Name: "lookup", Client: true}}, Subagents: []string{"helper"},
+		MCPServers: []MCPServer{{Name: "github", URL: "http://127.0.0.1:1/mcp"}}}
 	f := func(v float64) *float64 { return &v }
 	n := func(v int) *int { return &v }
 	tools := func(k int) []TurnTool {
@@ -35,6 +36,7 @@ func TestTurnOverridesCheck(t *testing.T) {
 		{"an agent's built-in", TurnOverrides{Tools: []TurnTool{{Name: "web_fetch"}}}, "a tool of agent bot"},
 		{"an agent's client tool", TurnOverrides{Tools: []TurnTool{{Name: "lookup"}}}, "a tool of agent bot"},
 		{"a subagent", TurnOverrides{Tools: []TurnTool{{Name: "helper"}}}, "a tool of agent bot"},
+		{"an MCP server's prefix", TurnOverrides{Tools: []TurnTool{{Name: "github_search"}}}, "MCP server"},
 		{"non-object schema", TurnOverrides{Tools: []TurnTool{{Name: "x", InputSchema: json.RawMessage(`{"type":"array"}`)}}}, "describe an object"},
 		{"invalid schema JSON", TurnOverrides{Tools: []TurnTool{{Name: "x", InputSchema: json.RawMessage(`{"type":`)}}}, "JSON Schema object"},
 		{"output schema", TurnOverrides{OutputSchema: &OutputSchema{Name: "bad name"}}, "output_schema.name"},
