@@ -19,6 +19,7 @@ import (
 	"github.com/forge-runtime/forge/protocol/internal/prototest"
 	"github.com/forge-runtime/forge/protocol/openaichat"
 	"github.com/forge-runtime/forge/protocol/openairesp"
+	"github.com/forge-runtime/forge/provider/anthropic/anthropictest"
 	"github.com/forge-runtime/forge/provider/openai/openaitest"
 )
 
@@ -400,5 +401,35 @@ func TestResolutionInheritsOverrides(t *testing.T) {
 	}
 	if up := fake.Requests()[2]; len(up.Tools) != 0 || up.Messages[0].Content != agentInstructions {
 		t.Fatalf("the third model call: %s", up.Body)
+	}
+}
+
+// TestAnthropicGetsInstructionsAndMaxTokens: over the Anthropic provider
+// the system text and max_tokens reach the model; temperature and top_p
+// are recorded but not sent (the API version Forge speaks rejects them).
+func TestAnthropicGetsInstructionsAndMaxTokens(t *testing.T) {
+	t.Parallel()
+	fake := openaitest.New(t)
+	claude := anthropictest.New(t)
+	s := prototest.NewWithFakes(t, fake.URL(), claude.URL(), openaichat.Protocol{}, openairesp.Protocol{})
+	s.Agent(`{"name":"claude","model":"fakeclaude/claude-sonnet-4-5","instructions":"` + agentInstructions + `"}`)
+	c := client(s, "unused")
+	var resp *http.Response
+	got, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "claude",
+		Messages: msgs{openai.SystemMessage("Answer in French."), openai.UserMessage("hi")}, MaxTokens: openai.Int(99), Temperature: openai.Float(0.5)},
+		option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := claude.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	up := reqs[0]
+	if up.System != agentInstructions+"\n\nAnswer in French." || up.MaxTokens == nil || *up.MaxTokens != 99 || up.Temperature != nil || up.TopP != nil {
+		t.Fatalf("upstream request: %s", up.Body)
+	}
+	if o := getTurn(t, s, resp.Header.Get(openaichat.SessionHeader), got.ID).Overrides; o == nil || *o.Temperature != 0.5 || *o.MaxOutputTokens != 99 {
+		t.Fatalf("turn overrides %+v", o)
 	}
 }

@@ -47,9 +47,21 @@ func NewWithKeys(t testing.TB, keys map[string]string, protocols ...httpapi.Prot
 // speaks Chat Completions, "fakeresp" the Responses API.
 func NewWithOpenAI(t testing.TB, baseURL string, protocols ...httpapi.Protocol) *Stack {
 	t.Helper()
-	cfg, err := provider.ParseConfig("", []byte("providers:\n"+
-		"  - {name: fake, kind: openai, base_url: \""+baseURL+"\", max_tokens_field: max_completion_tokens}\n"+
-		"  - {name: fakeresp, kind: openai-responses, base_url: \""+baseURL+"\"}\n"))
+	return NewWithFakes(t, baseURL, "", protocols...)
+}
+
+// NewWithFakes is NewWithOpenAI with, when anthropicURL is set, a third
+// provider "fakeclaude" at anthropicURL (a fake of the Anthropic Messages
+// API, anthropictest).
+func NewWithFakes(t testing.TB, baseURL, anthropicURL string, protocols ...httpapi.Protocol) *Stack {
+	t.Helper()
+	conf := "providers:\n" +
+		"  - {name: fake, kind: openai, base_url: \"" + baseURL + "\", max_tokens_field: max_completion_tokens}\n" +
+		"  - {name: fakeresp, kind: openai-responses, base_url: \"" + baseURL + "\"}\n"
+	if anthropicURL != "" {
+		conf += "  - {name: fakeclaude, kind: anthropic, base_url: \"" + anthropicURL + "\"}\n"
+	}
+	cfg, err := provider.ParseConfig("", []byte(conf))
 	if err != nil {
 		t.Fatal(err)
 	}
