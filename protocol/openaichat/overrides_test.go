@@ -433,3 +433,30 @@ func TestAnthropicGetsInstructionsAndMaxTokens(t *testing.T) {
 		t.Fatalf("turn overrides %+v", o)
 	}
 }
+
+// TestChatStreamedSettings: a streamed completion carries its settings to
+// the model too, and the SDK's accumulator gets the request tool's call.
+func TestChatStreamedSettings(t *testing.T) {
+	t.Parallel()
+	fake, _, c := startUpstream(t)
+	fake.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "up_1", Name: "get_weather", Args: `{"city":"Oslo"}`}))
+	st := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "chat",
+		Messages: msgs{openai.SystemMessage("Be brief."), openai.UserMessage("Weather in Oslo?")}, Temperature: openai.Float(1.5), TopP: openai.Float(0.25),
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather", Parameters: weatherParams})}})
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if calls := acc.Choices[0].Message.ToolCalls; acc.Choices[0].FinishReason != "tool_calls" || len(calls) != 1 || calls[0].Function.Name != "get_weather" {
+		t.Fatalf("accumulated %+v", acc.Choices[0])
+	}
+	up := fake.Requests()[0]
+	sameFloat(t, "temperature", up.Temperature, 1.5)
+	sameFloat(t, "top_p", up.TopP, 0.25)
+	if up.Messages[0].Content != agentInstructions+"\n\nBe brief." || len(up.Tools) != 1 {
+		t.Fatalf("upstream request: %s", up.Body)
+	}
+}
