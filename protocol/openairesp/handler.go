@@ -159,7 +159,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if name, ok := body.agentSettings(); ok {
 		return invalid(name, "%s is set by the agent in Forge and cannot be sent per request: change the agent (PUT /v1/agents/{name}) instead", name)
 	}
-	input, atts, err := parseInputFiles(body.Input)
+	prefix, input, atts, err := parseInputFiles(body.Input)
 	if err != nil {
 		return err
 	}
@@ -195,17 +195,32 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if err != nil {
 		return err
 	}
-	ses, req, err := h.target(r.Context(), tenant, &body, conv, meta)
+	model := ""
+	if body.Model != nil {
+		model = *body.Model
+	}
+	var res *resolved
+	if len(prefix) > 0 {
+		res, err = h.continueHistory(r.Context(), tenant, model, body.PreviousResponseID, conv, prefix, input, meta)
+	} else {
+		res = &resolved{input: input, record: body.PreviousResponseID == nil}
+		res.ses, res.req, err = h.target(r.Context(), tenant, model, body.PreviousResponseID, conv, meta)
+		// A new session, or a conversation with no turn yet: the request
+		// is the whole conversation.
+		res.whole = err == nil && res.ses.TipTurnID == nil
+	}
 	if err != nil {
 		return err
 	}
+	res.inputFiles = attachmentNames(atts)
+	ses, req := res.ses, res.req
 	req.Input = input
 	req.OutputSchema = format
 	stream := body.Stream != nil && *body.Stream
 	background := body.Background != nil && *body.Background
 	rec := record{Metadata: meta, Background: background, Format: format}
 	if stream {
-		return h.createStream(w, r, tenant, ses, req, rec)
+		return h.createStream(w, r, tenant, res, req, rec)
 	}
 	if background {
 		turn, err := h.env.Runtime.StartTurn(protocol.Detach(r), tenant, ses.ID, req)
@@ -247,6 +262,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 		return r.Context().Err()
 	}
 	_ = rc.SetWriteDeadline(time.Now().Add(sse.WriteWait))
+	h.remember(protocol.Detach(r), tenant, res, turn.ID, &enc.resp)
 	writeJSON(w, http.StatusOK, &enc.resp)
 	return nil
 }
@@ -254,19 +270,15 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 // target resolves the session a new response goes to and how its turn
 // chains: from previous_response_id (chain or fork), from a
 // conversation's tip, or in a new session of the agent model names.
-func (h *handler) target(ctx context.Context, tenant string, body *createBody, conv string, meta map[string]string) (*forge.Session, engine.TurnRequest, error) {
+func (h *handler) target(ctx context.Context, tenant, model string, prevID *string, conv string, meta map[string]string) (*forge.Session, engine.TurnRequest, error) {
 	var req engine.TurnRequest
-	model := ""
-	if body.Model != nil {
-		model = *body.Model
-	}
-	if body.PreviousResponseID != nil && conv != "" {
+	if prevID != nil && conv != "" {
 		return nil, req, invalid("previous_response_id", "previous_response_id and conversation exclude each other: a response already belongs to its conversation")
 	}
 	var sid string
 	switch {
-	case body.PreviousResponseID != nil:
-		prev := *body.PreviousResponseID
+	case prevID != nil:
+		prev := *prevID
 		if prev == "" {
 			return nil, req, invalid("previous_response_id", "previous_response_id must be a response id")
 		}
@@ -322,7 +334,8 @@ func startError(err error) error {
 }
 
 // createStream starts the turn subscribed, and streams it.
-func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant string, ses *forge.Session, req engine.TurnRequest, rec record) error {
+func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant string, res *resolved, req engine.TurnRequest, rec record) error {
+	ses := res.ses
 	release, err := h.env.Open(tenant, ses.ID)
 	if err != nil {
 		return err
@@ -335,13 +348,16 @@ func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant st
 		return startError(err)
 	}
 	h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
-	h.stream(ctx, cancel, w, ses, turn, rec, events, -1)
+	h.stream(ctx, cancel, w, ses, turn, rec, events, -1, func(resp *Response) {
+		h.remember(protocol.Detach(r), tenant, res, turn.ID, resp)
+	})
 	return nil
 }
 
 // stream writes a turn's events (read with ctx, which cancel ends) as a
-// Responses stream, skipping events numbered at or below after.
-func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, ses *forge.Session, turn *forge.Turn, rec record, events iter.Seq2[forge.Event, error], after int64) {
+// Responses stream, skipping events numbered at or below after; done,
+// when not nil, gets the response once the turn ended.
+func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, ses *forge.Session, turn *forge.Turn, rec record, events iter.Seq2[forge.Event, error], after int64, done func(*Response)) {
 	w.Header().Set("Forge-Turn-Id", turn.ID)
 	sw := sse.NewWriter(w, sse.WriteWait)
 	proj := protocol.NewProjector(ses.MainThreadID)
@@ -363,6 +379,9 @@ func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.
 			data, _ := json.Marshal(streamEvent{Type: "error", SequenceNumber: enc.seq + 1, Code: code, Message: msg})
 			sw.Event(0, "error", data)
 			return true
+		}
+		if proj.Done() && done != nil {
+			done(&enc.resp)
 		}
 		return proj.Done()
 	}, nil)
@@ -458,7 +477,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, tenant string, arg
 		defer release()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		h.stream(ctx, cancel, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after)
+		h.stream(ctx, cancel, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after, nil)
 		return nil
 	}
 	resp, err := h.build(r.Context(), tenant, ses, t, rec)
