@@ -61,7 +61,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(seg) == 1 && seg[0] == "responses":
 		routes = []route{{"POST", h.create}}
 	case len(seg) == 2 && seg[0] == "responses" && seg[1] != "":
-		routes = []route{{"GET", h.get}}
+		routes = []route{{"GET", h.get}, {"DELETE", h.deleteResponse}}
 	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "cancel":
 		routes = []route{{"POST", h.cancel}}
 	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "input_items":
@@ -282,7 +282,7 @@ func (h *handler) target(ctx context.Context, tenant, model string, prevID *stri
 		if prev == "" {
 			return nil, req, invalid("previous_response_id", "previous_response_id must be a response id")
 		}
-		t, err := h.env.Store.GetTurnByID(ctx, tenant, prev)
+		t, err := h.turn(ctx, tenant, prev)
 		if err != nil {
 			return nil, req, notFound(err, "previous_response_id", "previous_response_not_found", "previous response %q not found", prev)
 		}
@@ -411,7 +411,7 @@ func (h *handler) build(ctx context.Context, tenant string, ses *forge.Session, 
 
 // lookup finds a response's turn and session.
 func (h *handler) lookup(ctx context.Context, tenant, id string) (*forge.Turn, *forge.Session, error) {
-	t, err := h.env.Store.GetTurnByID(ctx, tenant, id)
+	t, err := h.turn(ctx, tenant, id)
 	if err != nil {
 		return nil, nil, notFound(err, "", "not_found", "Response with id '%s' not found.", id)
 	}
@@ -551,11 +551,12 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant stri
 	type item = map[string]any
 	items := make([]item, 0, len(t.Input))
 	for i, in := range t.Input {
-		id := t.ID + "_in" + strconv.Itoa(i)
+		id := itemID("fco", t.ID, "in"+strconv.Itoa(i))
 		switch in.Type {
 		case forge.InputMessage:
+			id = itemID("msg", t.ID, "in"+strconv.Itoa(i))
 			if userMsg != "" {
-				id = userMsg
+				id = itemID("msg", t.ID, userMsg)
 			}
 			items = append(items, item{"type": "message", "id": id, "role": "user", "status": "completed",
 				"content": []item{{"type": "input_text", "text": in.Text}}})
@@ -566,7 +567,7 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant stri
 			}
 			items = append(items, item{"type": "function_call_output", "id": id, "call_id": in.CallID, "output": out, "status": "completed"})
 		case forge.InputApproval:
-			items = append(items, item{"type": "mcp_approval_response", "id": id, "approval_request_id": in.CallID,
+			items = append(items, item{"type": "mcp_approval_response", "id": itemID("mcpa", t.ID, "in"+strconv.Itoa(i)), "approval_request_id": in.CallID,
 				"approve": in.Approved != nil && *in.Approved, "reason": in.Reason})
 		}
 	}
@@ -644,6 +645,50 @@ func responseStatus(status string) string {
 		return "completed"
 	case forge.TurnErrored:
 		return "failed"
+	case forge.TurnRunning:
+		return "in_progress"
 	}
 	return status
+}
+
+// deletedScope is the idempotency-record scope marking deleted responses
+// (key: the turn id).
+const deletedScope = "openai:response-deleted"
+
+// turn reads a response's turn: ErrNotFound for one deleted through this
+// API (docs/decisions.md, "Deleting a response").
+func (h *handler) turn(ctx context.Context, tenant, id string) (*forge.Turn, error) {
+	t, err := h.env.Store.GetTurnByID(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.env.Store.GetIdempotency(ctx, tenant, deletedScope, t.ID); err == nil {
+		return nil, forge.Errorf(forge.ErrNotFound, "response %s was deleted", id)
+	} else if !errors.Is(err, forge.ErrNotFound) {
+		return nil, err
+	}
+	return t, nil
+}
+
+// deleteResponse serves DELETE /responses/{id}. Forge's log is
+// append-only: the response is no longer retrievable by its id (GET,
+// input_items, cancel, previous_response_id, item_reference answer 404),
+// while its turn stays in its conversation's history, which the turns
+// after it were built on (deleting the conversation removes that).
+func (h *handler) deleteResponse(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
+	t, _, err := h.lookup(r.Context(), tenant, args[0])
+	if err != nil {
+		return err
+	}
+	if !t.Ended() {
+		return newError(http.StatusConflict, "", "response_in_progress",
+			"Cannot delete a response that is %s: cancel it first (POST /openai/v1/responses/%s/cancel).", responseStatus(t.Status), t.ID)
+	}
+	if _, err := h.env.Store.PutIdempotency(r.Context(), tenant, &forge.IdempotencyRecord{
+		Key: t.ID, Scope: deletedScope, Status: http.StatusOK, Body: []byte(`{}`), CreatedAt: h.env.Clock.Now(),
+	}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": t.ID, "object": "response", "deleted": true})
+	return nil
 }

@@ -268,8 +268,11 @@ func (h *handler) continueHistory(ctx context.Context, tenant, model string, pre
 			}
 			continue
 		}
-		t, err := h.env.Store.GetTurnByID(ctx, tenant, tid)
+		t, err := h.turn(ctx, tenant, tid)
 		if err != nil {
+			if _, gone := h.env.Store.GetTurnByID(ctx, tenant, tid); gone == nil && e.kind != "item_reference" {
+				continue // a deleted response's item: its content still counts
+			}
 			return nil, notFound(err, "input["+itoa(e.index)+"].id", "item_not_found", "item %q not found: it names no response of yours", e.id)
 		}
 		return h.chain(ctx, tenant, model, named, r, t.SessionID, t.ID, e.index)

@@ -280,8 +280,11 @@ func TestHostileRequests(t *testing.T) {
 	if status, body := s.Do("GET", "/openai/v1/responses/turn_x?starting_after=-1", ""); status != 400 {
 		t.Fatalf("negative starting_after: %d %s", status, body)
 	}
-	if status, body := s.Do("DELETE", "/openai/v1/responses/turn_x", ""); status != 405 || !strings.Contains(body, "invalid_request_error") {
-		t.Fatalf("DELETE: %d %s", status, body)
+	if status, body := s.Do("DELETE", "/openai/v1/responses/turn_x", ""); status != 404 || !strings.Contains(body, "invalid_request_error") {
+		t.Fatalf("DELETE of no response: %d %s", status, body)
+	}
+	if status, body := s.Do("PUT", "/openai/v1/responses/turn_x", ""); status != 405 || !strings.Contains(body, "invalid_request_error") {
+		t.Fatalf("PUT: %d %s", status, body)
 	}
 }
 
