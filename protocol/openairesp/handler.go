@@ -66,6 +66,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		routes = []route{{"POST", h.cancel}}
 	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "input_items":
 		routes = []route{{"GET", h.inputItems}}
+	case len(seg) == 1 && seg[0] == "conversations":
+		routes = []route{{"POST", h.createConversation}}
+	case len(seg) == 2 && seg[0] == "conversations" && seg[1] != "":
+		routes = []route{{"GET", h.getConversation}, {"POST", h.updateConversation}, {"DELETE", h.deleteConversation}}
+	case len(seg) == 3 && seg[0] == "conversations" && seg[1] != "" && seg[2] == "items":
+		routes = []route{{"GET", h.listItems}, {"POST", h.addItems}}
+	case len(seg) == 4 && seg[0] == "conversations" && seg[1] != "" && seg[2] == "items" && seg[3] != "":
+		routes = []route{{"GET", h.getItem}, {"DELETE", h.deleteItem}}
 	case len(seg) == 1 && seg[0] == "files":
 		routes = []route{{"POST", h.createFile}, {"GET", h.listFiles}}
 	case len(seg) == 2 && seg[0] == "files" && seg[1] != "":
@@ -288,7 +296,18 @@ func (h *handler) target(ctx context.Context, tenant, model string, prevID *stri
 		}
 		sid, req.PreviousTurnID = t.SessionID, &prev
 	case conv != "":
-		sid = conv
+		c, err := h.conversation(ctx, tenant, conv)
+		if err != nil {
+			if isNotFound(err) {
+				return nil, req, newError(http.StatusNotFound, "conversation", "conversation_not_found", "conversation %q not found", conv)
+			}
+			return nil, req, err
+		}
+		if c.pending != nil {
+			ses, err := h.startPending(ctx, tenant, model, c)
+			return ses, req, err
+		}
+		sid = c.ses.ID
 	default:
 		if model == "" {
 			return nil, req, invalid("model", "model is required: the name of a Forge agent")

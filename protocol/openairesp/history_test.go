@@ -10,11 +10,11 @@ import (
 )
 
 type resp struct {
-	ID                 string            `json:"id"`
-	Status             string            `json:"status"`
-	PreviousResponseID *string           `json:"previous_response_id"`
+	ID                 string              `json:"id"`
+	Status             string              `json:"status"`
+	PreviousResponseID *string             `json:"previous_response_id"`
 	Conversation       struct{ ID string } `json:"conversation"`
-	Output             []json.RawMessage `json:"output"`
+	Output             []json.RawMessage   `json:"output"`
 	Error              *struct {
 		Code  string  `json:"code"`
 		Param *string `json:"param"`
