@@ -226,13 +226,19 @@ func parseItem(i int, raw json.RawMessage) (entry, error) {
 	var head struct {
 		Type *string `json:"type"`
 		Role *string `json:"role"`
+		ID   *string `json:"id"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
 		return entry{}, invalid(param(""), "input[%d] is not an input item: %s", i, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	typ := "message"
-	if head.Type != nil {
+	switch {
+	case head.Type != nil:
 		typ = *head.Type
+	case head.Role == nil && head.ID != nil:
+		// An item of only an id is a reference (the Go SDK sends
+		// item_reference so, its type being optional).
+		typ = "item_reference"
 	}
 	if typ == "message" && head.Role != nil && *head.Role == "assistant" {
 		typ = "assistant"
