@@ -36,7 +36,10 @@ type Agent struct {
 	OutputRetries *int `json:"output_retries,omitempty"`
 	// IfBusy is the agent's default if_busy for turns that do not say
 	// (API.md, "Busy sessions"); "" means IfBusyReject.
-	IfBusy    string    `json:"if_busy,omitempty"`
+	IfBusy string `json:"if_busy,omitempty"`
+	// Locked refuses per-request settings (TurnOverrides): the agent's
+	// definition is all its turns run with.
+	Locked    bool      `json:"locked,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -53,6 +56,7 @@ const (
 type ModelParams struct {
 	MaxTokens       *int64   `json:"max_tokens,omitempty"`
 	Temperature     *float64 `json:"temperature,omitempty"`
+	TopP            *float64 `json:"top_p,omitempty"`
 	ReasoningEffort string   `json:"reasoning_effort,omitempty"`
 	// Script drives the scripted provider (see provider/scripted); other
 	// providers ignore it.
@@ -156,6 +160,9 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 	}
 	if p.Temperature != nil && (*p.Temperature < 0 || *p.Temperature > 2) {
 		return Errorf(ErrInvalid, "model_params.temperature must be between 0 and 2")
+	}
+	if p.TopP != nil && !(*p.TopP >= 0 && *p.TopP <= 1) {
+		return Errorf(ErrInvalid, "model_params.top_p must be between 0 and 1")
 	}
 	switch p.ReasoningEffort {
 	case "", "minimal", "low", "medium", "high":
@@ -373,6 +380,7 @@ func (a *Agent) Clone() *Agent {
 	c := *a
 	c.ModelParams.MaxTokens = clonePtr(a.ModelParams.MaxTokens)
 	c.ModelParams.Temperature = clonePtr(a.ModelParams.Temperature)
+	c.ModelParams.TopP = clonePtr(a.ModelParams.TopP)
 	c.ModelParams.Script = bytes.Clone(a.ModelParams.Script)
 	if a.Tools != nil {
 		c.Tools = make([]ToolSpec, len(a.Tools))

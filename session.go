@@ -91,9 +91,12 @@ type Turn struct {
 	IdempotencyKey string  `json:"-"`
 	// Trigger is, on a monologue turn, the ingested copy it answers; on
 	// a schedule's run, the schedule.
-	Trigger   *TurnTrigger `json:"trigger,omitempty"`
-	CreatedAt time.Time    `json:"created_at"`
-	EndedAt   *time.Time   `json:"ended_at"`
+	Trigger *TurnTrigger `json:"trigger,omitempty"`
+	// Overrides are the per-request settings the turn ran with (nil:
+	// none, the agent's alone).
+	Overrides *TurnOverrides `json:"overrides,omitempty"`
+	CreatedAt time.Time      `json:"created_at"`
+	EndedAt   *time.Time     `json:"ended_at"`
 }
 
 // Ended reports whether the turn has its terminal status (a queued turn

@@ -29,6 +29,10 @@ type TurnRequest struct {
 	// default), "enqueue" (it is stored queued and runs when the turns
 	// before it end) or "interrupt" (as Supersede).
 	IfBusy string `json:"if_busy,omitempty"`
+	// Overrides are the turn's per-request settings (instructions,
+	// temperature, top_p, max_output_tokens, client tools of the turn,
+	// output_schema); the turn records them. A locked agent refuses them.
+	Overrides *forge.TurnOverrides `json:"overrides,omitempty"`
 	// IdempotencyKey, when set, is sent as the Idempotency-Key header: a
 	// retry with the same key returns the first answer instead of starting a
 	// second turn.

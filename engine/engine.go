@@ -187,6 +187,10 @@ type TurnRequest struct {
 	// OutputSchema, when set, is this turn's structured output (it wins
 	// over the agent's).
 	OutputSchema *forge.OutputSchema
+	// Overrides are the request's per-turn settings (nil: none). A turn
+	// that only resolves calls and brings none runs with those of the
+	// turn it resolves (docs/decisions.md, "Per-request settings").
+	Overrides *forge.TurnOverrides
 	// ScheduleID marks a schedule's run (the scheduler sets it): the turn
 	// has its Input like any, and Trigger {type: schedule, schedule_id}.
 	// Unlike Trigger it does not make the turn a monologue's.

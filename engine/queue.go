@@ -25,6 +25,9 @@ type queuedRequest struct {
 	PreviousTurnID *string             `json:"previous_turn_id,omitempty"`
 	NewRoot        bool                `json:"new_root,omitempty"`
 	OutputSchema   *forge.OutputSchema `json:"output_schema,omitempty"`
+	// Overrides are the request's settings, its output schema among
+	// them (then OutputSchema is unset).
+	Overrides *forge.TurnOverrides `json:"overrides,omitempty"`
 	// ScheduleID: a schedule's run, queued behind a busy session's turn.
 	ScheduleID string `json:"schedule_id,omitempty"`
 }
@@ -83,6 +86,17 @@ func (e *Engine) enqueue(ctx context.Context, tenant string, sess *forge.Session
 	if err != nil {
 		return nil, err
 	}
+	overrides, err := requestOverrides(req)
+	if err == nil && overrides != nil {
+		err = overrides.Check(agent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	req.OutputSchema = nil
+	if overrides != nil {
+		req.OutputSchema = overrides.OutputSchema
+	}
 	if _, err := e.answerSpecFor(agent, req); err != nil {
 		return nil, err
 	}
@@ -98,7 +112,7 @@ func (e *Engine) enqueue(ctx context.Context, tenant string, sess *forge.Session
 	}
 	input := inputWithFiles(req.Input, atts)
 	raw, err := json.Marshal(queuedRequest{Input: input, PreviousTurnID: req.PreviousTurnID, NewRoot: req.NewRoot,
-		OutputSchema: req.OutputSchema, ScheduleID: req.ScheduleID})
+		Overrides: overrides, ScheduleID: req.ScheduleID})
 	if err != nil {
 		e.deleteFiles(ctx, tenant, made)
 		return nil, err
@@ -119,6 +133,7 @@ func (e *Engine) enqueue(ctx context.Context, tenant string, sess *forge.Session
 		Input:           input,
 		RequiredActions: []forge.RequiredAction{},
 		IdempotencyKey:  req.IdempotencyKey,
+		Overrides:       overrides,
 		CreatedAt:       e.clock.Now(),
 	}
 	if err := e.store.EnqueueTurn(ctx, turn, raw); err != nil {
@@ -213,7 +228,7 @@ func (e *Engine) startQueued(ctx context.Context, tenant, sessionID string) {
 			err = forge.Errorf(forge.ErrInvalid, "the queued request cannot be read: %v", err)
 		} else {
 			req := TurnRequest{Input: qr.Input, PreviousTurnID: qr.PreviousTurnID, NewRoot: qr.NewRoot,
-				OutputSchema: qr.OutputSchema, ScheduleID: qr.ScheduleID, IdempotencyKey: q.Turn.IdempotencyKey, promote: q.Turn}
+				OutputSchema: qr.OutputSchema, Overrides: qr.Overrides, ScheduleID: qr.ScheduleID, IdempotencyKey: q.Turn.IdempotencyKey, promote: q.Turn}
 			_, err = e.StartTurn(ctx, tenant, sessionID, req)
 		}
 		switch {
@@ -390,8 +405,8 @@ func (e *Engine) steerInto(ctx context.Context, x *execution, tenant string, ses
 	if len(req.Input) != 1 || req.Input[0].Type != forge.InputMessage {
 		return nil, forge.Errorf(forge.ErrInvalid, "if_busy steer takes one message (resolutions of open calls start a turn of their own)")
 	}
-	if len(req.Input[0].Files) > 0 || req.PreviousTurnID != nil || req.NewRoot || req.OutputSchema != nil {
-		return nil, forge.Errorf(forge.ErrInvalid, "if_busy steer joins the running turn: files, previous_turn_id, new_root and output_schema do not apply (use enqueue)")
+	if len(req.Input[0].Files) > 0 || req.PreviousTurnID != nil || req.NewRoot || req.OutputSchema != nil || !req.Overrides.Empty() {
+		return nil, forge.Errorf(forge.ErrInvalid, "if_busy steer joins the running turn: files, previous_turn_id, new_root, output_schema and overrides do not apply (use enqueue)")
 	}
 	if err := validateShape(req.Input); err != nil {
 		return nil, err

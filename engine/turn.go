@@ -153,6 +153,14 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if err != nil {
 		return nil, false, err
 	}
+	overrides, err := e.turnOverrides(agent, base, req, resolutions != nil)
+	if err != nil {
+		return nil, false, err
+	}
+	req.OutputSchema = nil
+	if overrides != nil {
+		req.OutputSchema = overrides.OutputSchema
+	}
 	answer, err := e.answerSpecFor(agent, req)
 	if err != nil {
 		return nil, false, err
@@ -218,6 +226,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		IdempotencyKey:  req.IdempotencyKey,
 		CreatedAt:       now,
 		Trigger:         req.Trigger,
+		Overrides:       overrides,
 	}
 	if req.ScheduleID != "" {
 		turn.Trigger = &forge.TurnTrigger{Type: forge.TriggerSchedule, ScheduleID: req.ScheduleID}
@@ -239,7 +248,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	}
 	x := e.newExecution(tenant, sess, turn, snap)
 	x.compactOnly = req.Compact
-	th := x.newThread(sess.MainThreadID, agent, 0, history)
+	// Only the main thread runs with the request's settings: subagents
+	// keep their own definitions.
+	th := x.newThread(sess.MainThreadID, agent.WithOverrides(overrides), 0, history)
 	th.memo = memo
 	th.resolutions = resolutions
 	th.answer = answer
@@ -559,4 +570,49 @@ func redactTokens(input []forge.Input) []forge.Input {
 		out[i] = in
 	}
 	return out
+}
+
+// turnOverrides returns the settings the turn runs with, checked: the
+// request's (its output_schema among them), or, for a turn that only
+// resolves calls and brings none, those of the turn it resolves, so that
+// the model that called a request's tool still has it. nil: none.
+func (e *Engine) turnOverrides(agent *forge.Agent, base *forge.Turn, req TurnRequest, resolving bool) (*forge.TurnOverrides, error) {
+	o, err := requestOverrides(req)
+	if err != nil {
+		return nil, err
+	}
+	if o == nil && resolving && base != nil && base.Overrides != nil {
+		if inherited := base.Overrides; inherited.Check(agent) == nil {
+			// (An agent locked or changed since runs with its own.)
+			return inherited, nil
+		}
+		return nil, nil
+	}
+	if o == nil {
+		return nil, nil
+	}
+	if err := o.Check(agent); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// requestOverrides merges the request's output_schema into its
+// overrides; nil when it sets nothing.
+func requestOverrides(req TurnRequest) (*forge.TurnOverrides, error) {
+	if req.OutputSchema == nil {
+		if req.Overrides.Empty() {
+			return nil, nil
+		}
+		return req.Overrides, nil
+	}
+	var o forge.TurnOverrides
+	if req.Overrides != nil {
+		if req.Overrides.OutputSchema != nil {
+			return nil, forge.Errorf(forge.ErrInvalid, "output_schema is given twice (on the request and in overrides): give it once")
+		}
+		o = *req.Overrides
+	}
+	o.OutputSchema = req.OutputSchema
+	return &o, nil
 }

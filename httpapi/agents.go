@@ -25,6 +25,8 @@ type agentBody struct {
 	OutputSchema   *forge.OutputSchema `json:"output_schema"`
 	OutputRetries  *int                `json:"output_retries"`
 	IfBusy         *string             `json:"if_busy"`
+	// Locked refuses per-request settings (a turn's overrides).
+	Locked *bool `json:"locked"`
 
 	// Read-only fields of the agent object, accepted so that a GET answer
 	// can be edited and PUT back. On PUT, id must be the agent's and a
@@ -38,6 +40,7 @@ type agentBody struct {
 type modelParamsBody struct {
 	MaxTokens       *int64          `json:"max_tokens"`
 	Temperature     *float64        `json:"temperature"`
+	TopP            *float64        `json:"top_p"`
 	ReasoningEffort *string         `json:"reasoning_effort"`
 	Script          json.RawMessage `json:"script"`
 }
@@ -65,7 +68,7 @@ func (b *agentBody) agent(tenant string) (*forge.Agent, error) {
 		a.Instructions = *b.Instructions
 	}
 	if p := b.ModelParams; p != nil {
-		a.ModelParams = forge.ModelParams{MaxTokens: p.MaxTokens, Temperature: p.Temperature}
+		a.ModelParams = forge.ModelParams{MaxTokens: p.MaxTokens, Temperature: p.Temperature, TopP: p.TopP}
 		if p.ReasoningEffort != nil {
 			if *p.ReasoningEffort == "" {
 				return nil, invalid("model_params.reasoning_effort must be one of minimal, low, medium, high (omit it for the model's default)")
@@ -87,6 +90,7 @@ func (b *agentBody) agent(tenant string) (*forge.Agent, error) {
 		a.Compaction = *b.Compaction
 	}
 	a.OutputSchema, a.OutputRetries = b.OutputSchema, b.OutputRetries
+	a.Locked = b.Locked != nil && *b.Locked
 	if b.IfBusy != nil {
 		if *b.IfBusy == "" {
 			return nil, invalid("if_busy must be reject, enqueue, interrupt or steer (omit it for reject)")

@@ -31,6 +31,9 @@ type turnBody struct {
 	// OutputSchema is this turn's structured output (the engine checks
 	// it: shape, bounds, a valid JSON Schema).
 	OutputSchema *forge.OutputSchema `json:"output_schema"`
+	// Overrides are the turn's per-request settings, as the turn
+	// records them (the engine checks them; a locked agent takes none).
+	Overrides *forge.TurnOverrides `json:"overrides"`
 }
 
 // inputBody is one input item; which fields apply depends on its type.
@@ -96,6 +99,7 @@ func (b *turnBody) request(sse bool) (engine.TurnRequest, turnMode, error) {
 	}
 	req.NewRoot = b.NewRoot != nil && *b.NewRoot
 	req.OutputSchema = b.OutputSchema
+	req.Overrides = b.Overrides
 	req.Supersede = b.Supersede != nil && *b.Supersede
 	if b.IfBusy != nil {
 		if *b.IfBusy == "" {

@@ -31,12 +31,12 @@ func (s *Store) EnqueueTurn(ctx context.Context, t *forge.Turn, request []byte) 
 	b := batch(t.Tenant)
 	b.Queue(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version, status, input,
 			output, required_actions, error, cancel_reason, cancel_message, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, trigger, lineage, depth, queued_request)
-		SELECT $1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, $12, $13, 0, 0, $14, $15, NULL, $16, $2, 0, $17
+			idempotency_key, created_at, ended_at, trigger, lineage, depth, queued_request, overrides)
+		SELECT $1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, $12, $13, 0, 0, $14, $15, NULL, $16, $2, 0, $17, $18
 		FROM sessions WHERE tenant = $1 AND id = $3 AND deleted_at IS NULL`,
 		t.Tenant, t.ID, t.SessionID, t.PreviousTurnID, t.AgentID, t.AgentVersion, v.input,
 		v.output, v.actions, v.errJSON, t.CancelReason, v.cancelMsg, v.usage,
-		nullStr(t.IdempotencyKey), t.CreatedAt, v.trigger, string(request)).Exec(func(ct pgconnTag) error {
+		nullStr(t.IdempotencyKey), t.CreatedAt, v.trigger, string(request), v.overrides).Exec(func(ct pgconnTag) error {
 		if ct.RowsAffected() == 0 {
 			return forge.Errorf(forge.ErrNotFound, "session %s not found", t.SessionID)
 		}

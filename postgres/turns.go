@@ -16,7 +16,7 @@ import (
 // turnVals are a turn's mutable fields encoded for SQL.
 type turnVals struct {
 	input, output, actions, errJSON, usage *string
-	trigger                                *string
+	trigger, overrides                     *string
 	cancelMsg                              []byte
 }
 
@@ -40,6 +40,9 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 	}
 	v.cancelMsg = optBytes(t.CancelMessage)
 	if v.trigger, err = encJSON(t.Trigger); err != nil {
+		return v, err
+	}
+	if v.overrides, err = encJSON(t.Overrides); err != nil {
 		return v, err
 	}
 	return v, nil
@@ -89,14 +92,14 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	// tip's lineage; a root or a fork begins its own.
 	b.Queue(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version, status, input,
 			output, required_actions, error, cancel_reason, cancel_message, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, trigger, first_seq, lineage, depth)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+			idempotency_key, created_at, ended_at, trigger, first_seq, overrides, lineage, depth)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
 			coalesce((SELECT p.lineage FROM turns p JOIN sessions s ON s.tenant = p.tenant AND s.id = p.session_id
 				WHERE p.tenant = $1 AND p.id = $4 AND p.session_id = $3 AND s.tip_turn_id = p.id), $2),
 			coalesce((SELECT p.depth + 1 FROM turns p WHERE p.tenant = $1 AND p.id = $4 AND p.session_id = $3), 0))`,
 		t.Tenant, t.ID, t.SessionID, t.PreviousTurnID, t.AgentID, t.AgentVersion, t.Status, v.input,
 		v.output, v.actions, v.errJSON, t.CancelReason, v.cancelMsg, v.usage, t.Iterations, t.LastSeq,
-		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt, v.trigger, firstSeqOf(evs, t.ID))
+		nullStr(t.IdempotencyKey), t.CreatedAt, t.EndedAt, v.trigger, firstSeqOf(evs, t.ID), v.overrides)
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
@@ -234,20 +237,20 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 
 const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
 	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.cancel_message, t.usage, t.iterations,
-	t.last_seq, t.idempotency_key, t.created_at, t.ended_at, t.trigger`
+	t.last_seq, t.idempotency_key, t.created_at, t.ended_at, t.trigger, t.overrides`
 
 func scanTurn(sc pgx.Row) (*forge.Turn, error) {
 	var (
 		t                               forge.Turn
 		input, output, actions, errJSON *string
-		usage, key, trig                *string
+		usage, key, trig, overrides     *string
 		cancelMsg                       *[]byte
 		created                         time.Time
 		ended                           *time.Time
 	)
 	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &t.PreviousTurnID, &t.AgentID, &t.AgentVersion, &t.Status,
 		&input, &output, &actions, &errJSON, &t.CancelReason, &cancelMsg, &usage, &t.Iterations,
-		&t.LastSeq, &key, &created, &ended, &trig); err != nil {
+		&t.LastSeq, &key, &created, &ended, &trig, &overrides); err != nil {
 		return nil, err
 	}
 	t.CancelMessage = fromOptBytes(cancelMsg)
@@ -259,7 +262,7 @@ func scanTurn(sc pgx.Row) (*forge.Turn, error) {
 	for _, f := range []struct {
 		s   *string
 		dst any
-	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}, {trig, &t.Trigger}} {
+	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}, {trig, &t.Trigger}, {overrides, &t.Overrides}} {
 		if err := decJSON(f.s, f.dst); err != nil {
 			return nil, fmt.Errorf("turn %s: %w", t.ID, err)
 		}

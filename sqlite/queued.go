@@ -34,11 +34,11 @@ func (s *Store) EnqueueTurn(ctx context.Context, t *forge.Turn, request []byte) 
 		}
 		_, err := x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, cancel_message, trigger, lineage, depth, queued_request)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL, ?, ?, 0, ?)`,
+			idempotency_key, created_at, ended_at, cancel_message, trigger, lineage, depth, queued_request, overrides)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL, ?, ?, 0, ?, ?)`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			forge.TurnQueued, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage,
-			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.trigger, t.ID, string(request))
+			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.trigger, t.ID, string(request), v.overrides)
 		if err != nil {
 			return turnInsertErr(err, t)
 		}

@@ -18,7 +18,7 @@ import (
 type turnVals struct {
 	output, actions, errJSON, usage, input any
 	cancel, ended, cancelMsg               any
-	trigger                                any
+	trigger, overrides                     any
 }
 
 func encodeTurn(t *forge.Turn) (turnVals, error) {
@@ -42,6 +42,9 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 	v.cancel = strPtr(t.CancelReason)
 	v.cancelMsg = strPtr(t.CancelMessage)
 	if v.trigger, err = encJSON(t.Trigger); err != nil {
+		return v, err
+	}
+	if v.overrides, err = encJSON(t.Overrides); err != nil {
 		return v, err
 	}
 	v.ended = nullTime(t.EndedAt)
@@ -95,14 +98,14 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		}
 		_, err := x.exec(`INSERT INTO turns (tenant, id, session_id, previous_turn_id, agent_id, agent_version,
 			status, input, output, required_actions, error, cancel_reason, usage, iterations, last_seq,
-			idempotency_key, created_at, ended_at, cancel_message, trigger, first_seq, lineage, depth)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
+			idempotency_key, created_at, ended_at, cancel_message, trigger, first_seq, overrides, lineage, depth)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
 				coalesce((SELECT p.lineage FROM turns p JOIN sessions s ON s.tenant = p.tenant AND s.id = p.session_id
 					WHERE p.tenant = ?1 AND p.id = ?4 AND p.session_id = ?3 AND s.tip_turn_id = p.id), ?2),
 				coalesce((SELECT p.depth + 1 FROM turns p WHERE p.tenant = ?1 AND p.id = ?4 AND p.session_id = ?3), 0))`,
 			t.Tenant, t.ID, t.SessionID, strPtr(t.PreviousTurnID), t.AgentID, t.AgentVersion,
 			t.Status, v.input, v.output, v.actions, v.errJSON, v.cancel, v.usage, t.Iterations, t.LastSeq,
-			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger, first)
+			nullStr(t.IdempotencyKey), unixNano(t.CreatedAt), v.ended, v.cancelMsg, v.trigger, first, v.overrides)
 		if err != nil {
 			if _, cerr := beginCheck(x, &t, false); cerr != nil {
 				return cerr
@@ -390,7 +393,7 @@ func fenceErr(x *tx, b *forge.Batch) error {
 
 const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,
 	t.input, t.output, t.required_actions, t.error, t.cancel_reason, t.usage, t.iterations, t.last_seq,
-	t.idempotency_key, t.created_at, t.ended_at, t.cancel_message, t.trigger`
+	t.idempotency_key, t.created_at, t.ended_at, t.cancel_message, t.trigger, t.overrides`
 
 var (
 	// turnColsBare is turnCols without the table alias (for RETURNING).
@@ -404,12 +407,13 @@ func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 		t                                     forge.Turn
 		prev, input, output, actions, errJSON sql.NullString
 		cancel, usage, key, cancelMsg, trig   sql.NullString
+		overrides                             sql.NullString
 		created                               int64
 		ended                                 sql.NullInt64
 	)
 	if err := sc.Scan(&t.Tenant, &t.ID, &t.SessionID, &prev, &t.AgentID, &t.AgentVersion, &t.Status,
 		&input, &output, &actions, &errJSON, &cancel, &usage, &t.Iterations, &t.LastSeq,
-		&key, &created, &ended, &cancelMsg, &trig); err != nil {
+		&key, &created, &ended, &cancelMsg, &trig, &overrides); err != nil {
 		return nil, err
 	}
 	t.PreviousTurnID = fromNullStr(prev)
@@ -421,7 +425,7 @@ func scanTurn(sc interface{ Scan(...any) error }) (*forge.Turn, error) {
 	for _, f := range []struct {
 		s   sql.NullString
 		dst any
-	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}, {trig, &t.Trigger}} {
+	}{{input, &t.Input}, {output, &t.Output}, {actions, &t.RequiredActions}, {errJSON, &t.Error}, {usage, &t.Usage}, {trig, &t.Trigger}, {overrides, &t.Overrides}} {
 		if err := decJSON(f.s, f.dst); err != nil {
 			return nil, fmt.Errorf("turn %s: %w", t.ID, err)
 		}

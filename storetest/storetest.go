@@ -75,6 +75,7 @@ func Run(t *testing.T, h Harness) {
 		{"Operations", operationTests},
 		{"Failures", failureTests},
 		{"Queued", queuedTests},
+		{"Overrides", overrideTests},
 	}
 	parallel := func(t *testing.T) {
 		if !h.Serial {

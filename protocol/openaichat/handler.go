@@ -99,7 +99,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 		return err
 	}
 	if name, ok := body.unsupported(); ok {
-		return invalid(name, "%s is not supported per request by Forge yet: the agent owns its model settings; change the agent (PUT /v1/agents/{name}) instead", name)
+		return invalid(name, "%s is not supported by Forge: a request may set system and developer messages, temperature, top_p, max_tokens (max_completion_tokens), response_format, tools and tool_choice auto or none; other settings are the agent's (PUT /v1/agents/{name})", name)
 	}
 	format, err := outputSchema(body.ResponseFormat)
 	if err != nil {
@@ -121,10 +121,12 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	if err != nil {
 		return notFound(err, "model", "model_not_found", "The model `%s` does not exist: models are Forge agents (GET /openai/v1/models)", model)
 	}
-	if err := checkTools(body.Tools, agent); err != nil {
+	msgs, instructions, err := parseMessages(body.Messages)
+	if err != nil {
 		return err
 	}
-	msgs, err := parseMessages(body.Messages)
+	// Checked before anything is stored (resolve may make a session).
+	overrides, err := body.overrides(agent, instructions, format)
 	if err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	if inputFiles != nil {
 		c.req.Input[0].Files = inputFiles
 	}
-	c.req.OutputSchema = format
+	c.req.Overrides = overrides
 	w.Header().Set(SessionHeader, c.ses.ID)
 	if stream {
 		return h.createStream(w, r, tenant, c, usage)
@@ -200,40 +202,6 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	h.remember(protocol.Detach(r), tenant, c, enc)
 	writeJSON(w, http.StatusOK, enc.completion())
-	return nil
-}
-
-// checkTools accepts function tools that name client tools the agent
-// declares (their outputs come back as tool messages); any other tool is
-// refused, since the engine has no per-turn tools yet.
-func checkTools(raw json.RawMessage, agent *forge.Agent) error {
-	v := compact(raw)
-	if v == "" || v == "null" || v == "[]" {
-		return nil
-	}
-	var tools []struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(raw, &tools); err != nil {
-		return invalid("tools", "tools must be an array of function tools")
-	}
-	client := map[string]bool{}
-	for _, t := range agent.Tools {
-		if t.Client {
-			client[t.Name] = true
-		}
-	}
-	for i, t := range tools {
-		if t.Type != "function" {
-			return invalid("tools", "tools[%d] has type %q: Forge takes function tools", i, t.Type)
-		}
-		if !client[t.Function.Name] {
-			return invalid("tools", "tools[%d] (%q) is not a client tool of agent %q: per-request tools are not supported yet; declare it on the agent with \"client\": true (its declaration there is what the model sees)", i, t.Function.Name, agent.Name)
-		}
-	}
 	return nil
 }
 

@@ -302,9 +302,10 @@ func TestClientToolRoundTrip(t *testing.T) {
 		if _, sid3 := complete(t, c, "tooly", history); sid3 != sid {
 			t.Fatalf("stream %v: after the answer, session %q", stream, sid3)
 		}
-		// A tool the agent does not declare as a client tool is refused.
+		// A request's tool whose parameters are not an object schema is
+		// refused.
 		_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "tooly", Messages: msgs{openai.UserMessage("x")},
-			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "other"})}})
+			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "other", Parameters: shared.FunctionParameters{"type": "string"}})}})
 		wantError(t, err, 400, "invalid_request", "tools")
 	}
 }
@@ -407,8 +408,9 @@ func TestRefusals(t *testing.T) {
 		{"messages not an array", `{"model":"bot","messages":"hi"}`, 400, "invalid_request", "messages", "array"},
 		{"unknown role", `{"model":"bot","messages":[{"role":"wizard","content":"hi"}]}`, 400, "invalid_request", "messages[0].role", "wizard"},
 		{"no role", `{"model":"bot","messages":[{"content":"hi"}]}`, 400, "invalid_request", "messages[0].role", "required"},
-		{"system message", `{"model":"bot","messages":[{"role":"system","content":"be terse"},` + user + `]}`, 400, "invalid_request", "messages[0].role", "instructions"},
-		{"developer message", `{"model":"bot","messages":[{"role":"developer","content":"x"},` + user + `]}`, 400, "invalid_request", "messages[0].role", "instructions"},
+		{"only a system message", `{"model":"bot","messages":[{"role":"system","content":"be terse"}]}`, 400, "invalid_request", "messages", "only system"},
+		{"system message with an image", `{"model":"bot","messages":[{"role":"system","content":[{"type":"image_url","image_url":{"url":"data:,"}}]},` + user + `]}`, 400, "invalid_request", "messages[0].content[0]", "image_url"},
+		{"huge instructions", `{"model":"bot","messages":[{"role":"system","content":"` + strings.Repeat("x", 300<<10) + `"},` + user + `]}`, 400, "invalid_request", "messages", "at most"},
 		{"blank user message", `{"model":"bot","messages":[{"role":"user","content":"  "}]}`, 400, "invalid_request", "messages[0].content", "blank"},
 		{"audio part", `{"model":"bot","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"","format":"wav"}}]}]}`, 400, "invalid_request", "messages[0].content[0]", "input_audio"},
 		{"assistant image part", `{"model":"bot","messages":[` + user + `,{"role":"assistant","content":[{"type":"image_url","image_url":{"url":"data:,"}}]},` + user + `]}`, 400, "invalid_request", "messages[1].content[0]", "image_url"},
@@ -419,13 +421,26 @@ func TestRefusals(t *testing.T) {
 		{"unseen history: a call id twice", `{"model":"bot","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"x"},{"role":"assistant","content":"b"},` + user + `]}`, 400, "invalid_request", "messages[1].tool_calls[1].id", "twice"},
 		{"tool without call", `{"model":"bot","messages":[{"role":"tool","tool_call_id":"call_1","content":"x"}]}`, 400, "invalid_request", "messages", "tool_calls"},
 		{"tool without id", `{"model":"bot","messages":[{"role":"tool","content":"x"}]}`, 400, "invalid_request", "messages[0].tool_call_id", "required"},
-		{"temperature", `{"model":"bot","messages":[` + user + `],"temperature":0.2}`, 400, "invalid_request", "temperature", "not supported"},
-		{"top_p", `{"model":"bot","messages":[` + user + `],"top_p":0.5}`, 400, "invalid_request", "top_p", "not supported"},
-		{"max_tokens", `{"model":"bot","messages":[` + user + `],"max_tokens":10}`, 400, "invalid_request", "max_tokens", "not supported"},
-		{"max_completion_tokens", `{"model":"bot","messages":[` + user + `],"max_completion_tokens":10}`, 400, "invalid_request", "max_completion_tokens", "not supported"},
+		{"temperature above 2", `{"model":"bot","messages":[` + user + `],"temperature":2.5}`, 400, "invalid_request", "temperature", "between 0 and 2"},
+		{"negative temperature", `{"model":"bot","messages":[` + user + `],"temperature":-0.1}`, 400, "invalid_request", "temperature", "between 0 and 2"},
+		{"temperature as text", `{"model":"bot","messages":[` + user + `],"temperature":"hot"}`, 400, "invalid_request", "temperature", "number"},
+		{"top_p above 1", `{"model":"bot","messages":[` + user + `],"top_p":1.5}`, 400, "invalid_request", "top_p", "between 0 and 1"},
+		{"max_tokens zero", `{"model":"bot","messages":[` + user + `],"max_tokens":0}`, 400, "invalid_request", "max_completion_tokens", "between 1 and"},
+		{"max_completion_tokens huge", `{"model":"bot","messages":[` + user + `],"max_completion_tokens":1000000000}`, 400, "invalid_request", "max_completion_tokens", "between 1 and"},
+		{"max_tokens fractional", `{"model":"bot","messages":[` + user + `],"max_tokens":1.5}`, 400, "invalid_request", "max_tokens", "integer"},
+		{"max token fields that differ", `{"model":"bot","messages":[` + user + `],"max_tokens":10,"max_completion_tokens":20}`, 400, "invalid_request", "max_tokens", "differ"},
+		{"tool_choice required", `{"model":"bot","messages":[` + user + `],"tool_choice":"required"}`, 400, "invalid_request", "tool_choice", "not supported"},
+		{"tool_choice naming a function", `{"model":"bot","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`, 400, "invalid_request", "tool_choice", "not supported"},
+		{"custom tool", `{"model":"bot","messages":[` + user + `],"tools":[{"type":"custom","custom":{"name":"f"}}]}`, 400, "invalid_request", "tools[0]", ""},
+		{"tool without a name", `{"model":"bot","messages":[` + user + `],"tools":[{"type":"function","function":{}}]}`, 400, "invalid_request", "tools[0].function.name", "name"},
+		{"tool with a bad name", `{"model":"bot","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"a b"}}]}`, 400, "invalid_request", "tools", "name"},
+		{"tools twice", `{"model":"bot","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]}`, 400, "invalid_request", "tools", "duplicate"},
+		{"tool parameters not an object", `{"model":"bot","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f","parameters":[1]}}]}`, 400, "invalid_request", "tools", "JSON Schema object"},
+		{"too many tools", `{"model":"bot","messages":[` + user + `],"tools":[` + strings.TrimSuffix(strings.Repeat(`{"type":"function","function":{"name":"f"}},`, 129), ",") + `]}`, 400, "invalid_request", "tools", "at most 128"},
+		{"logprobs", `{"model":"bot","messages":[` + user + `],"logprobs":true}`, 400, "invalid_request", "logprobs", "not supported"},
+		{"audio", `{"model":"bot","messages":[` + user + `],"audio":{"voice":"alloy","format":"wav"}}`, 400, "invalid_request", "audio", "not supported"},
 		{"response_format", `{"model":"bot","messages":[` + user + `],"response_format":{"type":"json_object"}}`, 400, "invalid_request", "response_format", "not supported"},
 		{"n", `{"model":"bot","messages":[` + user + `],"n":2}`, 400, "invalid_request", "n", "one turn"},
-		{"tools on an agent without client tools", `{"model":"bot","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "invalid_request", "tools", "client tool"},
 		{"stream_options without stream", `{"model":"bot","messages":[` + user + `],"stream_options":{"include_usage":true}}`, 400, "invalid_request", "stream_options", "stream"},
 		{"unknown field", `{"model":"bot","messages":[` + user + `],"frobnicate":1}`, 400, "invalid_request", "", "frobnicate"},
 		{"invalid UTF-8", "{\"model\":\"bot\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xff\xfeb\"}]}", 400, "invalid_request", "", "UTF-8"},

@@ -33,8 +33,9 @@ type createBody struct {
 	PromptCacheKey    json.RawMessage `json:"prompt_cache_key"`
 	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls"`
 
-	// Per-request model settings: the engine has no per-turn overrides
-	// yet, so they are refused unless absent, null or the default.
+	// Per-request model settings: temperature, top_p, the max tokens,
+	// tools and tool_choice are the turn's overrides (overrides.go); the
+	// others are refused unless absent, null or the default.
 	Temperature          json.RawMessage `json:"temperature"`
 	TopP                 json.RawMessage `json:"top_p"`
 	MaxTokens            json.RawMessage `json:"max_tokens"`
@@ -72,10 +73,6 @@ func (b *createBody) unsupported() (string, bool) {
 		raw  json.RawMessage
 		def  []string // values equal to what Forge does anyway
 	}{
-		{"temperature", b.Temperature, nil},
-		{"top_p", b.TopP, nil},
-		{"max_tokens", b.MaxTokens, nil},
-		{"max_completion_tokens", b.MaxCompletionTokens, nil},
 		{"stop", b.Stop, []string{`[]`}},
 		{"presence_penalty", b.PresencePenalty, []string{`0`}},
 		{"frequency_penalty", b.FrequencyPenalty, []string{`0`}},
@@ -93,7 +90,6 @@ func (b *createBody) unsupported() (string, bool) {
 		{"prompt_cache_retention", b.PromptCacheRetention, nil},
 		{"functions", b.Functions, []string{`[]`}},
 		{"function_call", b.FunctionCall, []string{`"auto"`}},
-		{"tool_choice", b.ToolChoice, []string{`"auto"`}},
 		{"parallel_tool_calls", b.ParallelToolCalls, []string{`true`}},
 	}
 	for _, f := range fields {
@@ -189,28 +185,41 @@ type message = history.Message
 type canonCal = history.Call
 
 // parseMessages reads messages: a non-empty array of user, assistant and
-// tool messages.
-func parseMessages(raw json.RawMessage) ([]message, error) {
+// tool messages, and system and developer messages, whose text, joined in
+// their order, is returned as the turn's instructions. They are not part
+// of the conversation Forge matches: a client that changes its system
+// prompt continues the same conversation.
+func parseMessages(raw json.RawMessage) ([]message, string, error) {
 	v := bytes.TrimSpace(raw)
 	if len(v) == 0 || string(v) == "null" {
-		return nil, invalid("messages", "messages is required: the conversation, as an array of messages")
+		return nil, "", invalid("messages", "messages is required: the conversation, as an array of messages")
 	}
 	var items []json.RawMessage
 	if v[0] != '[' || json.Unmarshal(v, &items) != nil {
-		return nil, invalid("messages", "messages must be an array of messages")
+		return nil, "", invalid("messages", "messages must be an array of messages")
 	}
 	if len(items) == 0 {
-		return nil, invalid("messages", "messages must hold at least one message")
+		return nil, "", invalid("messages", "messages must hold at least one message")
 	}
 	out := make([]message, 0, len(items))
+	var instructions []string
 	for i, item := range items {
 		m, err := parseMessage(i, item)
 		if err != nil {
-			return nil, err
+			return nil, "", err
+		}
+		if m.Role == "system" || m.Role == "developer" {
+			if strings.TrimSpace(m.Text) != "" {
+				instructions = append(instructions, m.Text)
+			}
+			continue
 		}
 		out = append(out, m)
 	}
-	return out, nil
+	if len(out) == 0 {
+		return nil, "", invalid("messages", "messages holds only system and developer messages: end the conversation with a user message")
+	}
+	return out, strings.Join(instructions, "\n\n"), nil
 }
 
 func parseMessage(i int, raw json.RawMessage) (message, error) {
@@ -225,7 +234,11 @@ func parseMessage(i int, raw json.RawMessage) (message, error) {
 	m := message{Role: *cm.Role}
 	switch m.Role {
 	case "system", "developer":
-		return message{}, invalid(param(".role"), "messages[%d] is a %s message: in Forge the agent owns its instructions, and per-request instructions are not supported yet; change the agent (PUT /v1/agents/{name}) instead", i, m.Role)
+		text, err := contentText(cm.Content, param(".content"), false)
+		if err != nil {
+			return message{}, err
+		}
+		m.Text = text
 	case "user":
 		text, atts, names, err := userContent(cm.Content, param(".content"))
 		if err != nil {
@@ -259,7 +272,7 @@ func parseMessage(i int, raw json.RawMessage) (message, error) {
 	case "function":
 		return message{}, invalid(param(".role"), "messages[%d] has the deprecated role \"function\": send tool messages (tool_call_id) instead", i)
 	default:
-		return message{}, invalid(param(".role"), "messages[%d] has role %q; Chat Completions roles are user, assistant and tool (system and developer are the agent's in Forge)", i, m.Role)
+		return message{}, invalid(param(".role"), "messages[%d] has role %q; Chat Completions roles are system, developer, user, assistant and tool", i, m.Role)
 	}
 	return m, nil
 }

@@ -203,9 +203,23 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if err != nil {
 		return err
 	}
+	overrides, err := body.requestOverrides(format)
+	if err != nil {
+		return err
+	}
 	model := ""
 	if body.Model != nil {
 		model = *body.Model
+	}
+	checked := false
+	if overrides != nil && body.PreviousResponseID == nil && model != "" {
+		// A new session (a new conversation's, an imported history's, a
+		// pending conversation's) may be made below: the settings are
+		// checked before.
+		if overrides, err = h.checkOverrides(r.Context(), tenant, model, overrides); err != nil {
+			return err
+		}
+		checked = true
 	}
 	var res *resolved
 	if len(prefix) > 0 {
@@ -222,8 +236,13 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	}
 	res.inputFiles = attachmentNames(atts)
 	ses, req := res.ses, res.req
+	if overrides != nil && !checked {
+		if overrides, err = h.checkOverrides(r.Context(), tenant, ses.Agent, overrides); err != nil {
+			return err
+		}
+	}
 	req.Input = input
-	req.OutputSchema = format
+	req.Overrides = overrides
 	stream := body.Stream != nil && *body.Stream
 	background := body.Background != nil && *body.Background
 	rec := record{Metadata: meta, Background: background, Format: format}

@@ -31,13 +31,15 @@ type createBody struct {
 	// Text is text.format: json_schema becomes the turn's output_schema.
 	Text json.RawMessage `json:"text"`
 
+	// Per-request settings (overrides.go): instructions, tools,
+	// tool_choice, temperature, top_p, max_output_tokens.
+	Instructions    json.RawMessage `json:"instructions"`
+	Tools           json.RawMessage `json:"tools"`
+	ToolChoice      json.RawMessage `json:"tool_choice"`
+	Temperature     json.RawMessage `json:"temperature"`
+	TopP            json.RawMessage `json:"top_p"`
+	MaxOutputTokens json.RawMessage `json:"max_output_tokens"`
 	// Agent-owned: refused unless absent, null or the default.
-	Instructions         json.RawMessage `json:"instructions"`
-	Tools                json.RawMessage `json:"tools"`
-	ToolChoice           json.RawMessage `json:"tool_choice"`
-	Temperature          json.RawMessage `json:"temperature"`
-	TopP                 json.RawMessage `json:"top_p"`
-	MaxOutputTokens      json.RawMessage `json:"max_output_tokens"`
 	MaxToolCalls         json.RawMessage `json:"max_tool_calls"`
 	ParallelToolCalls    json.RawMessage `json:"parallel_tool_calls"`
 	Reasoning            json.RawMessage `json:"reasoning"`
@@ -56,12 +58,6 @@ func (b *createBody) agentSettings() (string, bool) {
 		raw  json.RawMessage
 		def  []string // values equal to what the agent does anyway
 	}{
-		{"instructions", b.Instructions, []string{`""`}},
-		{"tools", b.Tools, []string{`[]`}},
-		{"tool_choice", b.ToolChoice, []string{`"auto"`}},
-		{"temperature", b.Temperature, nil},
-		{"top_p", b.TopP, nil},
-		{"max_output_tokens", b.MaxOutputTokens, nil},
 		{"max_tool_calls", b.MaxToolCalls, nil},
 		{"parallel_tool_calls", b.ParallelToolCalls, []string{`true`}},
 		{"reasoning", b.Reasoning, []string{`{}`}},

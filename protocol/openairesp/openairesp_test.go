@@ -253,7 +253,16 @@ func TestHostileRequests(t *testing.T) {
 		{`{"model":"bot","input":[{"type":"message","role":"assistant","content":42},{"role":"user","content":"b"}]}`, "input[0].content"},
 		{`{"model":"bot","input":[{"type":"computer_call"},{"role":"user","content":"b"}]}`, "input[0].type"},
 		{`{"model":"bot","input":[{"type":"mcp_approval_response","approval_request_id":"call_x"}]}`, "input[0].approve"},
-		{`{"model":"bot","input":"hi","tools":[{"type":"function","name":"f"}]}`, "tools"},
+		{`{"model":"bot","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type"},
+		{`{"model":"bot","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"string"}}]}`, "tools"},
+		{`{"model":"bot","input":"hi","tools":[{"type":"function","name":"f"},{"type":"function","name":"f"}]}`, "tools"},
+		{`{"model":"bot","input":"hi","tools":[{"type":"function"}]}`, "tools[0].name"},
+		{`{"model":"bot","input":"hi","temperature":5}`, "temperature"},
+		{`{"model":"bot","input":"hi","top_p":-1}`, "top_p"},
+		{`{"model":"bot","input":"hi","max_output_tokens":0}`, "max_output_tokens"},
+		{`{"model":"bot","input":"hi","instructions":42}`, "instructions"},
+		{`{"model":"bot","input":"hi","instructions":"` + strings.Repeat("x", 300<<10) + `"}`, "instructions"},
+		{`{"model":"bot","input":"hi","tool_choice":"required"}`, "tool_choice"},
 		{`{"model":"bot","input":"hi","previous_response_id":"turn_x","conversation":"ses_x"}`, "previous_response_id"},
 		{`{"model":"bot","input":"hi","metadata":{"k":` + `"` + strings.Repeat("v", 600) + `"}}`, "metadata"},
 		{`{"input":"hi"}`, "model"},
@@ -272,6 +281,9 @@ func TestHostileRequests(t *testing.T) {
 		if c.param != "" && (e.Error.Param == nil || *e.Error.Param != c.param) {
 			t.Fatalf("%.60q: param %v, want %q", c.body, e.Error.Param, c.param)
 		}
+	}
+	if ss, _, err := s.Store.ListSessions(context.Background(), forge.DefaultTenant, forge.SessionQuery{ListOptions: forge.ListOptions{Limit: 10}}); err != nil || len(ss) != 0 {
+		t.Fatalf("refused requests left %d sessions (%v)", len(ss), err)
 	}
 	// Agent-owned settings at their defaults are accepted (SDKs send them).
 	if status, body := s.Do("POST", "/openai/v1/responses", `{"model":"bot","input":"hi","tools":[],"tool_choice":"auto","instructions":null,"parallel_tool_calls":true,"text":{"format":{"type":"text"}},"store":false}`); status != 200 {

@@ -188,6 +188,14 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 		b = append(b, `,"temperature":`...)
 		b = appendFloat(b, f)
 	}
+	if mp.TopP != nil {
+		f := *mp.TopP
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, errors.New("top_p must be a finite number")
+		}
+		b = append(b, `,"top_p":`...)
+		b = appendFloat(b, f)
+	}
 	if mp.ReasoningEffort != "" {
 		b = append(b, `,"reasoning_effort":`...)
 		b = jsonenc.AppendString(b, mp.ReasoningEffort)

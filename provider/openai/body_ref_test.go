@@ -99,6 +99,9 @@ func sdkParams(model string, req *forge.ModelRequest) (sdk.ChatCompletionNewPara
 	if mp.Temperature != nil {
 		params.Temperature = sdk.Float(*mp.Temperature)
 	}
+	if mp.TopP != nil {
+		params.TopP = sdk.Float(*mp.TopP)
+	}
 	if mp.ReasoningEffort != "" {
 		params.ReasoningEffort = shared.ReasoningEffort(mp.ReasoningEffort)
 	}
@@ -243,7 +246,7 @@ func bodyCases() map[string]*forge.ModelRequest {
 			{Name: "string", InputSchema: json.RawMessage(`{"type":"string"}`)},
 		}},
 		"params": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{
-			MaxTokens: ptr[int64](1234), Temperature: ptr(0.7), ReasoningEffort: "low", Script: json.RawMessage(`[1]`)}},
+			MaxTokens: ptr[int64](1234), Temperature: ptr(0.7), TopP: ptr(0.9), ReasoningEffort: "low", Script: json.RawMessage(`[1]`)}},
 		"tiny temperature": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(1e-7)}},
 		"zero temperature": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(0.0), MaxTokens: ptr[int64](0)}},
 		"huge temperature": {Messages: []forge.ModelMessage{user(text("x"))}, Params: forge.ModelParams{Temperature: ptr(-3e21)}},

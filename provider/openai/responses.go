@@ -643,6 +643,9 @@ func buildResponsesParams(model string, req *forge.ModelRequest) (responses.Resp
 	if mp.Temperature != nil {
 		params.Temperature = sdk.Float(*mp.Temperature)
 	}
+	if mp.TopP != nil {
+		params.TopP = sdk.Float(*mp.TopP)
+	}
 	if mp.ReasoningEffort != "" {
 		params.Reasoning.Effort = shared.ReasoningEffort(mp.ReasoningEffort)
 		if reasoningOn(mp) {

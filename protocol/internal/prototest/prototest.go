@@ -39,6 +39,25 @@ func New(t testing.TB, protocols ...httpapi.Protocol) *Stack {
 // NewWithKeys is New with API keys (key -> tenant).
 func NewWithKeys(t testing.TB, keys map[string]string, protocols ...httpapi.Protocol) *Stack {
 	t.Helper()
+	return newStack(t, keys, nil, protocols)
+}
+
+// NewWithOpenAI is New with two providers beside the scripted one, both
+// at baseURL (a loopback fake of the OpenAI API, openaitest): "fake"
+// speaks Chat Completions, "fakeresp" the Responses API.
+func NewWithOpenAI(t testing.TB, baseURL string, protocols ...httpapi.Protocol) *Stack {
+	t.Helper()
+	cfg, err := provider.ParseConfig("", []byte("providers:\n"+
+		"  - {name: fake, kind: openai, base_url: \""+baseURL+"\", max_tokens_field: max_completion_tokens}\n"+
+		"  - {name: fakeresp, kind: openai-responses, base_url: \""+baseURL+"\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newStack(t, nil, cfg, protocols)
+}
+
+func newStack(t testing.TB, keys map[string]string, cfg *provider.Config, protocols []httpapi.Protocol) *Stack {
+	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("PROTOCOL_TEST_LOG") != "" {
@@ -49,7 +68,7 @@ func NewWithKeys(t testing.TB, keys map[string]string, protocols ...httpapi.Prot
 	}
 	// The scripted provider only: no variable of the environment names a
 	// real one.
-	models, err := provider.Build(nil, provider.Options{Getenv: func(string) string { return "" }, Logger: logger})
+	models, err := provider.Build(cfg, provider.Options{Getenv: func(string) string { return "" }, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ type Request struct {
 	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
 	MaxTokens           *int64          `json:"max_tokens"`
 	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
 	ReasoningEffort     string          `json:"reasoning_effort"`
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	ResponseFormat      *ResponseFormat `json:"response_format"`

@@ -60,6 +60,7 @@ type ResponsesRequest struct {
 	Stream             bool             `json:"stream"`
 	MaxOutputTokens    *int64           `json:"max_output_tokens"`
 	Temperature        *float64         `json:"temperature"`
+	TopP               *float64         `json:"top_p"`
 	Reasoning          *ReasoningConfig `json:"reasoning"`
 	ParallelToolCalls  *bool            `json:"parallel_tool_calls"`
 	PreviousResponseID string           `json:"previous_response_id"`
@@ -692,7 +693,16 @@ func (w *responseWriter) object(status string, output [][]byte, usage *Tokens, i
 	} else {
 		b = append(b, "[]"...)
 	}
-	b = append(b, `,"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":`...)
+	b = append(b, `,"top_logprobs":0,"top_p":`...)
+	topP := 1.0
+	if r.TopP != nil {
+		topP = *r.TopP
+	}
+	b = strconv.AppendFloat(b, topP, 'f', -1, 64)
+	if topP == float64(int64(topP)) {
+		b = append(b, ".0"...)
+	}
+	b = append(b, `,"truncation":"disabled","usage":`...)
 	if usage != nil {
 		t := *usage
 		b = append(b, `{"input_tokens":`...)
