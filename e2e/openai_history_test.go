@@ -64,7 +64,9 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
-func one(it ...responses.ResponseInputItemUnionParam) []responses.ResponseInputItemUnionParam { return it }
+func one(it ...responses.ResponseInputItemUnionParam) []responses.ResponseInputItemUnionParam {
+	return it
+}
 
 func (s *server) turnCount(t *testing.T, sid string) int {
 	t.Helper()
