@@ -37,7 +37,7 @@ func TestNodeClients(t *testing.T) {
 	s := start(t, t.TempDir()+"/forge.db", openaitest.New(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "openai.test.mjs", "aisdk.test.mjs", "chat.test.mjs", "a2a.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "openai.test.mjs", "aisdk.test.mjs", "chat.test.mjs", "a2a.test.mjs", "agents.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "FORGE_URL="+s.URL)
 	out, err := cmd.CombinedOutput()

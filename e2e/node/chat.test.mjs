@@ -71,10 +71,11 @@ test('errors are OpenAI errors', async () => {
     client.chat.completions.create({ model: 'no-such-agent', messages: [{ role: 'user', content: 'x' }] }),
     (err) => err.status === 404 && err.code === 'model_not_found',
   );
-  await agent({ name: 'js-chat-strict' });
+  // A locked agent refuses per-request settings.
+  await agent({ name: 'js-chat-strict', locked: true });
   await assert.rejects(
     client.chat.completions.create({ model: 'js-chat-strict', messages: [{ role: 'user', content: 'x' }], temperature: 0.3 }),
-    (err) => err.status === 400 && err.param === 'temperature',
+    (err) => err.status === 400 && /locked.*temperature/.test(err.message),
   );
 });
 

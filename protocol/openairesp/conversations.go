@@ -366,8 +366,13 @@ func (h *handler) addItems(w http.ResponseWriter, r *http.Request, tenant string
 }
 
 // findAnyAgent looks a whole conversation up under each of the tenant's
-// agents (a pending conversation names none).
+// agents (a pending conversation names none). Equal conversations of
+// several agents (a first "hi" has the same answer everywhere) go to the
+// newest turn (ids sort by time): the run whose items a client adds has
+// just ended.
 func (h *handler) findAnyAgent(ctx context.Context, tenant string, conv []history.Message) (history.Record, bool, error) {
+	var best history.Record
+	found := false
 	opts := forge.ListOptions{Limit: 100}
 	for range 10 {
 		agents, next, err := h.env.Store.ListAgents(ctx, tenant, opts)
@@ -375,8 +380,12 @@ func (h *handler) findAnyAgent(ctx context.Context, tenant string, conv []histor
 			return history.Record{}, false, err
 		}
 		for _, a := range agents {
-			if rec, ok, err := h.book().Find(ctx, tenant, a.Name, "", conv); err != nil || ok {
-				return rec, ok, err
+			rec, ok, err := h.book().Find(ctx, tenant, a.Name, "", conv)
+			if err != nil {
+				return history.Record{}, false, err
+			}
+			if ok && (!found || rec.TurnID > best.TurnID) {
+				best, found = rec, true
 			}
 		}
 		if next == "" {
@@ -384,7 +393,7 @@ func (h *handler) findAnyAgent(ctx context.Context, tenant string, conv []histor
 		}
 		opts.Cursor = next
 	}
-	return history.Record{}, false, nil
+	return best, found, nil
 }
 
 // holds reports whether msgs are the latest messages of ses's branch:
