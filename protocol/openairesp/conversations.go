@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -578,67 +577,30 @@ func messageItems(m history.Message, id string) []map[string]any {
 
 // listItems serves GET /conversations/{id}/items (order, after, limit).
 func (h *handler) listItems(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
-	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return invalid("limit", "limit must be between 1 and 100")
-		}
-		limit = n
-	}
-	order := q.Get("order")
-	if order == "" {
-		order = "desc"
-	}
-	if order != "asc" && order != "desc" {
-		return invalid("order", "order must be asc or desc")
-	}
-	c, err := h.conversation(r.Context(), tenant, args[0])
+	pg, err := readPage(r)
 	if err != nil {
 		return err
+	}
+	items, _, err := h.conversationItems(r, tenant, args[0])
+	if err != nil {
+		return err
+	}
+	return pg.write(w, items)
+}
+
+// conversationItems reads conversation id and its items.
+func (h *handler) conversationItems(r *http.Request, tenant, id string) ([]map[string]any, *conversation, error) {
+	c, err := h.conversation(r.Context(), tenant, id)
+	if err != nil {
+		return nil, nil, err
 	}
 	items, err := h.items(r.Context(), tenant, c)
-	if err != nil {
-		return err
-	}
-	if order == "desc" {
-		slices.Reverse(items)
-	}
-	if after := q.Get("after"); after != "" {
-		found := false
-		for i, it := range items {
-			if it["id"] == after {
-				items, found = items[i+1:], true
-				break
-			}
-		}
-		if !found {
-			return invalid("after", "after names no item of conversation %q", c.id)
-		}
-	}
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
-	}
-	page := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
-	if len(items) > 0 {
-		page["first_id"], page["last_id"] = items[0]["id"], items[len(items)-1]["id"]
-	}
-	if items == nil {
-		page["data"] = []any{}
-	}
-	writeJSON(w, http.StatusOK, page)
-	return nil
+	return items, c, err
 }
 
 // getItem serves GET /conversations/{id}/items/{item}.
 func (h *handler) getItem(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
-	c, err := h.conversation(r.Context(), tenant, args[0])
-	if err != nil {
-		return err
-	}
-	items, err := h.items(r.Context(), tenant, c)
+	items, c, err := h.conversationItems(r, tenant, args[0])
 	if err != nil {
 		return err
 	}

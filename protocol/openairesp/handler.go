@@ -555,21 +555,9 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request, tenant string, 
 // inputItems serves GET /responses/{id}/input_items: the turn's input as
 // Responses input items.
 func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
-	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return invalid("limit", "limit must be between 1 and 100")
-		}
-		limit = n
-	}
-	order := q.Get("order")
-	if order == "" {
-		order = "desc"
-	}
-	if order != "asc" && order != "desc" {
-		return invalid("order", "order must be asc or desc")
+	pg, err := readPage(r)
+	if err != nil {
+		return err
 	}
 	t, _, err := h.lookup(r.Context(), tenant, args[0])
 	if err != nil {
@@ -609,29 +597,7 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant stri
 				"approve": in.Approved != nil && *in.Approved, "reason": in.Reason})
 		}
 	}
-	if order == "desc" {
-		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-			items[i], items[j] = items[j], items[i]
-		}
-	}
-	if after := q.Get("after"); after != "" {
-		for i, it := range items {
-			if it["id"] == after {
-				items = items[i+1:]
-				break
-			}
-		}
-	}
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
-	}
-	page := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
-	if len(items) > 0 {
-		page["first_id"], page["last_id"] = items[0]["id"], items[len(items)-1]["id"]
-	}
-	writeJSON(w, http.StatusOK, page)
-	return nil
+	return pg.write(w, items)
 }
 
 type model struct {
