@@ -158,3 +158,30 @@ func TestResentHistoryHostile(t *testing.T) {
 		t.Fatalf("a refused request stored a session: %s", after)
 	}
 }
+
+// A streamed response records its conversation too, and streams the
+// reasoning summary events.
+func TestResentHistoryStreamed(t *testing.T) {
+	t.Parallel()
+	s := prototest.New(t, openairesp.Protocol{})
+	s.Agent(`{"name":"bot","model":"scripted/x","model_params":{"script":[{"reasoning":"hmm","text":"first"},{"text":"second"}]}}`)
+	status, body := s.Do("POST", "/openai/v1/responses", `{"model":"bot","input":"hi","stream":true}`)
+	evs := events(t, body)
+	if status != 200 || evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	first := evs[len(evs)-1].Response.ID
+	var summary []string
+	for _, ev := range evs {
+		if strings.HasPrefix(ev.Type, "response.reasoning_summary") {
+			summary = append(summary, ev.Type+":"+ev.Delta)
+		}
+	}
+	if strings.Join(summary, ",") != "response.reasoning_summary_part.added:,response.reasoning_summary_text.delta:hmm,response.reasoning_summary_text.done:,response.reasoning_summary_part.done:" {
+		t.Fatalf("summary events %v", summary)
+	}
+	r := ok(t, s, `{"model":"bot","input":[`+user("hi")+`,{"role":"assistant","content":"first"},`+user("more")+`]}`)
+	if r.PreviousResponseID == nil || *r.PreviousResponseID != first {
+		t.Fatalf("resent after a stream: %+v, want a chain from %s", r, first)
+	}
+}
