@@ -39,9 +39,12 @@ type Agent struct {
 	IfBusy string `json:"if_busy,omitempty"`
 	// Locked refuses per-request settings (TurnOverrides): the agent's
 	// definition is all its turns run with.
-	Locked    bool      `json:"locked,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Locked bool `json:"locked,omitempty"`
+	// Retention, when set, deletes the agent's idle sessions
+	// (API.md, "Retention and listing").
+	Retention *Retention `json:"retention,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // Defaults and bounds of agent fields (API.md).
@@ -261,6 +264,11 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 	if err := CheckIfBusy(a.IfBusy, "if_busy"); err != nil {
 		return err
 	}
+	if a.Retention != nil {
+		if err := CheckSessionTTL(time.Duration(a.Retention.SessionTTL), "retention.session_ttl"); err != nil {
+			return err
+		}
+	}
 	if r := a.OutputRetries; r != nil && (*r < 0 || *r > MaxOutputRetries) {
 		return Errorf(ErrInvalid, "output_retries must be between 0 and %d, got %d", MaxOutputRetries, *r)
 	}
@@ -402,6 +410,7 @@ func (a *Agent) Clone() *Agent {
 	c.Subagents = slices.Clone(a.Subagents)
 	c.OutputSchema = a.OutputSchema.Clone()
 	c.OutputRetries = clonePtr(a.OutputRetries)
+	c.Retention = clonePtr(a.Retention)
 	c.Compaction.Enabled = clonePtr(a.Compaction.Enabled)
 	c.Compaction.ContextWindow = clonePtr(a.Compaction.ContextWindow)
 	c.Compaction.Threshold = clonePtr(a.Compaction.Threshold)

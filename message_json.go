@@ -257,6 +257,14 @@ func (t *Turn) AppendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"trigger":`...)
 		b = append(b, tr...)
 	}
+	if t.Overrides != nil {
+		o, err := json.Marshal(t.Overrides)
+		if err != nil {
+			ok = false
+		}
+		b = append(b, `,"overrides":`...)
+		b = append(b, o...)
+	}
 	var tok bool
 	b = append(b, `,"created_at":`...)
 	if b, tok = jsonenc.AppendTime(b, t.CreatedAt); !tok {

@@ -93,6 +93,11 @@ func (o *TurnOverrides) Check(a *Agent) error {
 		if _, ok := a.Tool(t.Name); ok || slices.Contains(a.Subagents, t.Name) {
 			return Errorf(ErrInvalid, "overrides.tools[%d]: %q is a tool of agent %s already; give a request's tool another name", i, t.Name, a.Name)
 		}
+		for _, m := range a.MCPServers {
+			if strings.HasPrefix(t.Name, m.Name+"_") {
+				return Errorf(ErrInvalid, "overrides.tools[%d]: %q is named like the tools of MCP server %q of agent %s (%s_*); give a request's tool another name", i, t.Name, m.Name, a.Name, m.Name)
+			}
+		}
 		if len(t.Description) > MaxToolDescription || !utf8.ValidString(t.Description) {
 			return Errorf(ErrInvalid, "overrides.tools[%d] (%s): description must be valid UTF-8 of at most %d bytes", i, t.Name, MaxToolDescription)
 		}

@@ -211,6 +211,9 @@ type TurnStore interface {
 	// NextQueuedTurn returns the session's oldest queued turn (creation
 	// order); ErrNotFound when none is queued.
 	NextQueuedTurn(ctx context.Context, tenant, sessionID string) (*QueuedTurn, error)
+	// QueuedTurns lists up to limit of the session's queued turns in the
+	// order they will run (ErrNotFound for no live session).
+	QueuedTurns(ctx context.Context, tenant, sessionID string, limit int) ([]*Turn, error)
 	// EndQueuedTurn writes t's terminal status (cancelled or errored, with
 	// its reason or error and end time) on a queued turn, which then never
 	// runs, with events (its turn.created and turn.done) in the same

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -36,6 +37,9 @@ type chatOptions struct {
 	// echo repeats each input line on the output (when the input is not a
 	// terminal, which echoes it already).
 	echo bool
+	// attach are files uploaded at the start and attached to the first
+	// message.
+	attach []string
 }
 
 const defaultChatModel = "scripted/echo"
@@ -78,6 +82,7 @@ prompt, Ctrl-C, Ctrl-D or /quit exits. /new starts a new session.`,
 	f.StringVar(&o.agent, "agent", "", "agent to talk to (default: the server's only or first agent)")
 	f.StringVar(&o.model, "model", defaultChatModel, "model of the agent chat creates when it has none to use")
 	f.StringVar(&o.session, "session", "", "session to continue (default: a new session)")
+	f.StringArrayVar(&o.attach, "attach", nil, "a file to upload and attach to the first message (repeatable; /attach PATH does it for the next message)")
 	return cmd
 }
 
@@ -117,6 +122,8 @@ type chat struct {
 	calls map[string]bool
 	// bol is true when the output cursor is at the start of a line.
 	bol bool
+	// files are uploaded files waiting for the next message.
+	files []forge.InputFile
 }
 
 // runChat runs the chat loop: it reads lines from in, writes everything to
@@ -130,6 +137,11 @@ func runChat(ctx context.Context, c *client.Client, in io.Reader, out io.Writer,
 		return errors.New(describe(err, c))
 	}
 	ch.say("forge chat: agent %s (%s), session %s", ch.agent, ch.model, ch.session.ID)
+	for _, p := range o.attach {
+		if err := ch.attach(ctx, p); err != nil {
+			return errors.New(describe(err, c))
+		}
+	}
 	ch.say("Ctrl-C cancels a turn; Ctrl-D or /quit exits; /new starts a new session; /help lists commands.")
 	if err := ch.resume(ctx); err != nil {
 		if errors.Is(err, errQuit) {
@@ -163,7 +175,9 @@ func runChat(ctx context.Context, c *client.Client, in io.Reader, out io.Writer,
 		if strings.HasPrefix(text, "//") {
 			text = text[1:] // "//x" sends "/x"
 		}
-		if err := ch.converse(ctx, client.Message(text), true); err != nil {
+		input := client.Message(text)
+		input[0].Files, ch.files = ch.files, nil
+		if err := ch.converse(ctx, input, true); err != nil {
 			if errors.Is(err, errQuit) {
 				ch.newline()
 				return nil
@@ -317,10 +331,20 @@ func (ch *chat) command(ctx context.Context, text string) (bool, error) {
 			return false, err
 		}
 		ch.say("new session %s", ch.session.ID)
+	case "/attach":
+		_, p, _ := strings.Cut(text, " ")
+		if p = strings.TrimSpace(p); p == "" {
+			ch.say("usage: /attach PATH (the file goes with the next message)")
+			break
+		}
+		if err := ch.attach(ctx, p); err != nil {
+			return false, err
+		}
 	case "/session":
 		ch.say("session %s, agent %s (%s)", ch.session.ID, ch.agent, ch.model)
 	case "/help":
 		ch.say("/new      start a new session with the same agent")
+		ch.say("/attach P upload file P and attach it to the next message")
 		ch.say("/session  show the session id (continue it later with --session)")
 		ch.say("/quit     exit (also Ctrl-D, or Ctrl-C at the prompt)")
 		ch.say("//text    send a message that starts with /")
@@ -328,6 +352,22 @@ func (ch *chat) command(ctx context.Context, text string) (bool, error) {
 		ch.say("unknown command %s (try /help)", name)
 	}
 	return false, nil
+}
+
+// attach uploads the file at path and keeps it for the next message.
+func (ch *chat) attach(ctx context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	up, err := ch.c.UploadFile(ctx, filepath.Base(path), f, client.UploadOptions{})
+	if err != nil {
+		return fmt.Errorf("attaching %s: %w", path, err)
+	}
+	ch.files = append(ch.files, forge.InputFile{FileID: up.ID})
+	ch.say("attached %s (%s, %d bytes) to the next message", up.Filename, up.MimeType, up.Bytes)
+	return nil
 }
 
 // resume, for a continued session, follows its running turn or asks for

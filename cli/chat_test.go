@@ -724,6 +724,57 @@ func TestChatEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("attach", func(t *testing.T) {
+		dir := t.TempDir()
+		notes := filepath.Join(dir, "notes.md")
+		if err := os.WriteFile(notes, []byte("# Notes\nthe order shipped\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		in := strings.NewReader("/attach " + filepath.Join(dir, "missing.png") + "\n/attach " + notes + "\nread these\nand now?\n")
+		out, errc := e2eChat(t, c, in, make(chan os.Signal), chatOptions{model: "scripted/echo", attach: []string{notes}})
+		waitExit(t, errc, out)
+		got := out.String()
+		if n := count(got, "attached notes.md (text/markdown, 26 bytes) to the next message"); n != 2 {
+			t.Fatalf("attached %d times, want 2 (--attach and /attach):\n%s", n, got)
+		}
+		if !strings.Contains(got, "missing.png") || !strings.Contains(got, "no such file") {
+			t.Errorf("a missing file is not reported:\n%s", got)
+		}
+		sid := regexp.MustCompile(`session (ses_[0-9A-Z]+)`).FindStringSubmatch(got)
+		if sid == nil {
+			t.Fatalf("no session in output:\n%s", got)
+		}
+		turns, err := c.ListTurns(ctx, sid[1], client.ListOptions{})
+		if err != nil || len(turns.Data) != 2 {
+			t.Fatalf("turns %+v %v", turns, err)
+		}
+		// Both uploads go with the first message (the same bytes, one file
+		// each), none with the second.
+		first, second := turns.Data[0].Input[0], turns.Data[1].Input[0]
+		if len(first.Files) != 2 || first.Files[0].Filename != "notes.md" || len(second.Files) != 0 {
+			t.Fatalf("inputs %+v / %+v", first, second)
+		}
+		rc, typ, err := c.FileContent(ctx, first.Files[0].FileID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(b) != "# Notes\nthe order shipped\n" || !strings.HasPrefix(typ, "text/markdown") {
+			t.Fatalf("content %q type %q", b, typ)
+		}
+		list, err := c.ListFiles(ctx, client.ListOptions{})
+		if err != nil || len(list.Data) < 2 {
+			t.Fatalf("files %+v %v", list, err)
+		}
+		if err := c.DeleteFile(ctx, first.Files[0].FileID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetFile(ctx, first.Files[0].FileID); !client.IsNotFound(err) {
+			t.Fatalf("deleted file: %v", err)
+		}
+	})
+
 	t.Run("approval", func(t *testing.T) {
 		_, err := c.CreateAgent(ctx, &forge.Agent{
 			Name: "approver", Model: "scripted/approver",

@@ -94,8 +94,8 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newServeCommand(), newChatCommand(), newForumCommand(),
-		newSessionsCommand(), newShowCommand(), newKeysCommand(), newMigrateCommand())
+	root.AddCommand(newVersionCommand(), newServeCommand(), newPruneCommand(), newChatCommand(), newForumCommand(),
+		newSessionsCommand(), newShowCommand(), newWebhooksCommand(), newSchedulesCommand(), newKeysCommand(), newMigrateCommand())
 	return root
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/forge-runtime/forge"
 	"io"
 	"log/slog"
 	"net"
@@ -62,6 +63,9 @@ type serveOptions struct {
 	operatorKey string
 	// allowedOrigins are browser origins answered besides the server's.
 	allowedOrigins []string
+	// Retention: the default session TTL, how long deleted sessions'
+	// rows stay, the pause between sweeps.
+	sessionTTL, purgeAfter, retentionInterval time.Duration
 }
 
 // sandboxFlags are the --sandbox-* limits, as sandbox.Options takes them.
@@ -189,7 +193,12 @@ docs/distributed.md.`,
 	f.BoolVar(&allowPrivate, "allow-private-mcp-urls", false,
 		"let agents' MCP url servers reach loopback and private addresses (default: allowed while the server has no API key, refused once it has; forge.yaml mcp.allow_private_urls)")
 	f.BoolVar(&o.allowPrivateWebhooks, "allow-private-webhooks", false,
-		"let webhook endpoints be loopback, private and link-local addresses (refused by default, checked at creation and on every connection)")
+		"let webhook endpoints be loopback and private addresses (refused by default, checked at creation and on every connection); link-local ones, the cloud metadata endpoint among them, are always refused")
+	f.DurationVar(&o.sessionTTL, "session-ttl", 0,
+		"delete direct sessions idle for longer than this, with their turns, events and the files only they reference, unless their agent sets retention.session_ttl (0: keep them)")
+	f.DurationVar(&o.purgeAfter, "purge-after", 0,
+		"how long a deleted session's rows stay before the retention sweeper removes them (0: 10m; negative: at once)")
+	f.DurationVar(&o.retentionInterval, "retention-interval", 0, "pause between retention sweeps (0: 1m)")
 	f.BoolVar(&allowLinkLocal, "allow-link-local-mcp-urls", false,
 		"let agents' MCP url servers reach link-local addresses, cloud metadata endpoints (169.254.169.254) among them (forge.yaml mcp.allow_link_local_urls)")
 	sizeFlag(f, &o.sandbox.memory, "sandbox-memory", sandbox.DefaultMemoryLimit, "memory each process of a sandboxed command may use (RLIMIT_DATA; address space 8 times that; 0: no limit)")
@@ -316,6 +325,9 @@ func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
 	if err != nil {
 		return server.Config{}, err
 	}
+	if err := forge.CheckSessionTTL(o.sessionTTL, "--session-ttl"); err != nil {
+		return server.Config{}, err
+	}
 	cfg := server.Config{
 		DB: o.db, Redis: o.redis, Lease: o.lease, APIKeys: keys, OperatorKey: o.operatorKey, AllowedOrigins: o.allowedOrigins,
 		File: file, Logger: log, Version: version(), NoMetrics: !o.metrics,
@@ -323,6 +335,9 @@ func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
 		Sandbox:             o.sandbox.options(sandbox.Options{UnsafeUnsandboxedCommands: o.unsafeCommands}),
 		AllowPrivateMCPURLs: o.allowPrivateMCPURLs, AllowLinkLocalMCPURLs: o.allowLinkLocalMCPURLs,
 		AllowPrivateWebhooks: o.allowPrivateWebhooks,
+		SessionTTL:           o.sessionTTL,
+		PurgeAfter:           o.purgeAfter,
+		RetentionInterval:    o.retentionInterval,
 		SubagentDepth:        o.subagentDepth, MaxParallelTools: o.maxParallelTools,
 		TurnTimeout: o.turnTimeout, ShutdownGrace: o.shutdownGrace,
 		MaxTurnOutputBytes: o.maxTurnOutputBytes, MaxTurnOutputTokens: o.maxTurnOutputTokens,

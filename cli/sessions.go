@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -301,6 +302,7 @@ func (p *printer) turn(t *forge.Turn, msgs []forge.Message) {
 		facts = append(facts, t.EndedAt.Sub(t.CreatedAt).Round(time.Millisecond).String())
 	}
 	p.line(0, "turn %s  %s  (%s)", safe(t.ID, 80), when(t.CreatedAt), strings.Join(facts, ", "))
+	p.overrides(t.Overrides)
 	for _, in := range t.Input {
 		switch in.Type {
 		case forge.InputApproval:
@@ -341,6 +343,41 @@ func (p *printer) turn(t *forge.Turn, msgs []forge.Message) {
 			why += ": " + safe(*t.CancelMessage, maxLineRunes)
 		}
 		p.line(1, "%s", why)
+	}
+}
+
+// overrides prints the per-request settings a turn ran with: one line of
+// settings, then the instructions it added.
+func (p *printer) overrides(o *forge.TurnOverrides) {
+	if o.Empty() {
+		return
+	}
+	var set []string
+	num := func(name string, v *float64) {
+		if v != nil {
+			set = append(set, name+" "+strconv.FormatFloat(*v, 'g', -1, 64))
+		}
+	}
+	num("temperature", o.Temperature)
+	num("top_p", o.TopP)
+	if o.MaxOutputTokens != nil {
+		set = append(set, "max_output_tokens "+strconv.Itoa(*o.MaxOutputTokens))
+	}
+	if len(o.Tools) > 0 {
+		names := make([]string, len(o.Tools))
+		for i, t := range o.Tools {
+			names[i] = safe(t.Name, 80)
+		}
+		set = append(set, "client tools "+strings.Join(names, ", "))
+	}
+	if o.OutputSchema != nil {
+		set = append(set, "output_schema "+safe(o.OutputSchema.Name, 80))
+	}
+	if len(set) > 0 {
+		p.line(1, "overrides: %s", strings.Join(set, "; "))
+	}
+	if o.Instructions != "" {
+		p.block(1, "instructions: ", o.Instructions, maxThinkLines)
 	}
 }
 

@@ -422,3 +422,22 @@ func TestPrinterClips(t *testing.T) {
 		}
 	}
 }
+
+func TestPrinterShowsOverrides(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	p := &printer{w: &b}
+	temp, maxOut := 0.3, 77
+	p.turn(&forge.Turn{ID: "turn_1", Status: forge.TurnDone, Overrides: &forge.TurnOverrides{
+		Instructions: "Answer in French.\n\x1b[31mBe brief.", Temperature: &temp, MaxOutputTokens: &maxOut,
+		Tools: []forge.TurnTool{{Name: "get_weather"}, {Name: "ticket"}}, OutputSchema: &forge.OutputSchema{Name: "answer"},
+	}}, nil)
+	p.turn(&forge.Turn{ID: "turn_2", Status: forge.TurnDone}, nil)
+	out := b.String()
+	want := "  overrides: temperature 0.3; max_output_tokens 77; client tools get_weather, ticket; output_schema answer\n" +
+		"  instructions: Answer in French.\n" +
+		"                \\x1b[31mBe brief.\n"
+	if !strings.Contains(out, want) || strings.Count(out, "overrides:") != 1 {
+		t.Errorf("printed:\n%s\nwant it to hold:\n%s", out, want)
+	}
+}

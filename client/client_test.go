@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
@@ -239,5 +240,31 @@ func TestNewBaseURL(t *testing.T) {
 		if _, err := New(bad); err == nil {
 			t.Errorf("New(%q) accepted", bad)
 		}
+	}
+}
+
+// TestCreateAgentSendsEverySetField: the agent body carries the busy
+// default, retention, output schema and retries (they were once dropped,
+// so an agent made with the client kept the server's defaults).
+func TestCreateAgentSendsEverySetField(t *testing.T) {
+	t.Parallel()
+	srv, seen := jsonServer(t, map[string]route{
+		"POST /v1/agents": {201, `{"id":"ag_1","name":"a","version":1}`},
+	})
+	c := newTestClient(t, srv.URL+"/v1/")
+	retries := 2
+	_, err := c.CreateAgent(context.Background(), &forge.Agent{Name: "a", Model: "scripted/echo", IfBusy: forge.IfBusyEnqueue,
+		OutputRetries: &retries, Retention: &forge.Retention{SessionTTL: forge.TTL(time.Hour)},
+		OutputSchema: &forge.OutputSchema{Name: "o", Schema: json.RawMessage(`{"type":"object"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(seen()[0].Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := body["retention"].(map[string]any)
+	if body["if_busy"] != "enqueue" || body["output_retries"] != float64(2) || r["session_ttl"] != "1h0m0s" || body["output_schema"] == nil {
+		t.Fatalf("sent %v", body)
 	}
 }

@@ -40,13 +40,26 @@ func agentBody(a *forge.Agent) map[string]any {
 	if c := a.Compaction; c.Enabled != nil || c.ContextWindow != nil || c.Threshold != nil {
 		m["compaction"] = c
 	}
+	if a.OutputSchema != nil {
+		m["output_schema"] = a.OutputSchema
+	}
+	if a.OutputRetries != nil {
+		m["output_retries"] = *a.OutputRetries
+	}
+	if a.IfBusy != "" {
+		m["if_busy"] = a.IfBusy
+	}
+	if a.Retention != nil {
+		m["retention"] = a.Retention
+	}
 	return m
 }
 
 // CreateAgent creates an agent (POST /v1/agents). Only the fields a client
 // sets are sent: name, model, model_params, instructions, tools, approval,
-// mcp_servers, subagents, iteration_limit, compaction; zero values are left
-// out so the server's defaults apply.
+// mcp_servers, subagents, iteration_limit, compaction, output_schema,
+// output_retries, if_busy, retention; zero values are left out so the
+// server's defaults apply.
 func (c *Client) CreateAgent(ctx context.Context, a *forge.Agent) (*forge.Agent, error) {
 	var out forge.Agent
 	if _, err := c.do(ctx, http.MethodPost, "/v1/agents", nil, agentBody(a), nil, &out); err != nil {

@@ -194,3 +194,16 @@ func (c *Client) SessionEvents(ctx context.Context, sessionID string, after int6
 	s := &stream{c: c, sessionID: sessionID, last: after}
 	return s.run(ctx)
 }
+
+// QueuedTurns returns the session's queued turns in the order they will
+// run (GET /v1/sessions/{sid}/turns?status=queued), up to limit (0: the
+// server's default).
+func (c *Client) QueuedTurns(ctx context.Context, sessionID string, limit int) ([]forge.Turn, error) {
+	q := ListOptions{Limit: limit}.query(nil)
+	q.Set("status", "queued")
+	p, err := list[forge.Turn](ctx, c, turnsPath(sessionID), q)
+	if err != nil {
+		return nil, err
+	}
+	return p.Data, nil
+}

@@ -46,3 +46,39 @@ func TestNodeClients(t *testing.T) {
 		t.Fatalf("node tests failed: %v", err)
 	}
 }
+
+// TestNodeMCPClient runs e2e/node/mcp.test.mjs: the official MCP
+// TypeScript SDK's client against /mcp of a forge serve with two tenants'
+// keys (FORGE_KEY_A, FORGE_KEY_B), so that one tenant's sessions are
+// refused to the other.
+func TestNodeMCPClient(t *testing.T) {
+	dir, err := filepath.Abs("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := func(why string) {
+		if os.Getenv("FORGE_TEST_REQUIRE_SERVICES") == "1" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		missing("e2e/node/node_modules is not installed: run npm ci --prefix e2e/node")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not installed")
+	}
+	const keyA, keyB = "fk_node_mcp_tenant_a_000000000000", "fk_node_mcp_tenant_b_000000000000"
+	s := startEnv(t, t.TempDir()+"/forge.db", openaitest.New(t), []string{"FORGE_API_KEYS=" + keyA + "=acme," + keyB + "=globex"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "mcp.test.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FORGE_URL="+s.URL, "FORGE_KEY_A="+keyA, "FORGE_KEY_B="+keyB)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test:\n%s", out)
+	if err != nil {
+		t.Fatalf("node tests failed: %v", err)
+	}
+}

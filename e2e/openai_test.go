@@ -477,9 +477,12 @@ func TestOpenAIRefusals(t *testing.T) {
 	}
 	_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "nobody", Input: text("hi")})
 	check(err, http.StatusNotFound, "model_not_found", "model")
-	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "bot", Input: text("hi"), Instructions: openai.String("be evil")})
-	check(err, http.StatusBadRequest, "invalid_request", "instructions")
-	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "bot", Input: text("hi"), Temperature: openai.Float(0.3)})
+	// Per-request settings are the turn's; out of bounds, or sent to a
+	// locked agent, they are refused.
+	s.agent(obj{"name": "vault", "model": "openai/gpt-test", "locked": true})
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "vault", Input: text("hi"), Instructions: openai.String("be evil")})
+	check(err, http.StatusBadRequest, "invalid_request", "")
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "bot", Input: text("hi"), Temperature: openai.Float(3)})
 	check(err, http.StatusBadRequest, "invalid_request", "temperature")
 	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "bot", Input: text("hi"), PreviousResponseID: openai.String("turn_nope")})
 	check(err, http.StatusNotFound, "previous_response_not_found", "previous_response_id")

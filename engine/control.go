@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
@@ -100,21 +101,54 @@ func (e *Engine) DeleteSession(ctx context.Context, tenant, sessionID string) er
 		if err != nil {
 			return err
 		}
-		e.histories.drop(sessionID)
-		// The session's stdio MCP servers run in its sandbox: stop them
-		// before removing it.
-		if e.cfg.MCP != nil {
-			e.cfg.MCP.CloseSession(sessionID)
-		}
-		if e.cfg.Sandboxes != nil {
-			if err := e.cfg.Sandboxes.Remove(sessionID); err != nil {
-				e.log.Warn("removing sandbox", "session_id", sessionID, "err", err)
-			}
-		}
-		e.events.Forget(sessionID)
+		e.forgetSession(sessionID)
 		return nil
 	}
 	return forge.Errorf(forge.ErrTurnInProgress, "turns kept starting in session %s while it was being deleted; retry the request", sessionID)
+}
+
+// forgetSession drops what this process holds for a deleted session.
+func (e *Engine) forgetSession(sessionID string) {
+	e.histories.drop(sessionID)
+	// The session's stdio MCP servers run in its sandbox: stop them
+	// before removing it.
+	if e.cfg.MCP != nil {
+		e.cfg.MCP.CloseSession(sessionID)
+	}
+	if e.cfg.Sandboxes != nil {
+		if err := e.cfg.Sandboxes.Remove(sessionID); err != nil {
+			e.log.Warn("removing sandbox", "session_id", sessionID, "err", err)
+		}
+	}
+	e.events.Forget(sessionID)
+}
+
+// ExpireSession deletes a session whose retention ran out (the retention
+// sweeper), unless it is in use again: last updated at or after
+// idleBefore, or with a turn running or queued. Then it fails with
+// ErrConflict and the session stays whole; a turn starting here meanwhile
+// either began first or finds the session gone. It never cancels a turn.
+func (e *Engine) ExpireSession(ctx context.Context, tenant, sessionID string, idleBefore time.Time) error {
+	r, ok := e.store.(forge.RetentionStore)
+	if !ok {
+		return forge.Errorf(forge.ErrInvalid, "this store keeps sessions forever (no retention)")
+	}
+	e.mu.Lock()
+	busy := e.running[sessionID] != nil
+	e.mu.Unlock()
+	if busy {
+		return forge.Errorf(forge.ErrConflict, "session %s has a running turn; it is not expired", sessionID)
+	}
+	done, err := e.markDeleting(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := r.ExpireSession(ctx, tenant, sessionID, idleBefore); err != nil {
+		return err
+	}
+	e.forgetSession(sessionID)
+	return nil
 }
 
 // markDeleting marks the session as being deleted in this process (after

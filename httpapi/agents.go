@@ -25,6 +25,7 @@ type agentBody struct {
 	OutputSchema   *forge.OutputSchema `json:"output_schema"`
 	OutputRetries  *int                `json:"output_retries"`
 	IfBusy         *string             `json:"if_busy"`
+	Retention      *forge.Retention    `json:"retention"`
 	// Locked refuses per-request settings (a turn's overrides).
 	Locked *bool `json:"locked"`
 
@@ -89,7 +90,7 @@ func (b *agentBody) agent(tenant string) (*forge.Agent, error) {
 	if b.Compaction != nil {
 		a.Compaction = *b.Compaction
 	}
-	a.OutputSchema, a.OutputRetries = b.OutputSchema, b.OutputRetries
+	a.OutputSchema, a.OutputRetries, a.Retention = b.OutputSchema, b.OutputRetries, b.Retention
 	a.Locked = b.Locked != nil && *b.Locked
 	if b.IfBusy != nil {
 		if *b.IfBusy == "" {

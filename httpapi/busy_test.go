@@ -33,10 +33,29 @@ func TestQueuedTurnTenancy(t *testing.T) {
 		}
 	}
 
+	var second forge.Turn
+	s.call("POST", base+"/turns", map[string]any{"input": []any{map[string]any{"type": "message", "text": "three"}},
+		"background": true, "if_busy": "enqueue"}, 202, &second)
+	var queue struct {
+		Data       []forge.Turn `json:"data"`
+		NextCursor *string      `json:"next_cursor"`
+	}
+	s.call("GET", base+"/turns?status=queued", nil, 200, &queue)
+	if len(queue.Data) != 2 || queue.Data[0].ID != queued.ID || queue.Data[1].ID != second.ID || queue.NextCursor != nil {
+		t.Fatalf("the queue %+v", queue)
+	}
+	for _, q := range []string{"?status=running", "?status=", "?status=queued&cursor=x"} {
+		if a := s.do(req{method: "GET", path: base + "/turns" + q}); a.status != 400 || a.errCode() != "invalid_request" {
+			t.Fatalf("GET turns%s: %s", q, a)
+		}
+	}
+	s.call("POST", base+"/cancel", map[string]any{"turn_id": second.ID}, 200, nil)
+
 	s.key = "kb"
 	s.createAgent("b")
 	other := s.createSession("b")
 	for _, r := range []req{
+		{method: "GET", path: base + "/turns?status=queued"},
 		{method: "GET", path: base + "/turns/" + queued.ID},
 		{method: "POST", path: base + "/cancel", body: map[string]any{"turn_id": queued.ID}},
 		{method: "POST", path: "/v1/sessions/" + other.ID + "/cancel", body: map[string]any{"turn_id": queued.ID}},

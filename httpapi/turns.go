@@ -444,6 +444,20 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	switch st := r.URL.Query().Get("status"); {
+	case st == "queued" && opts.Cursor == "":
+		// The queue, in the order it runs (the inspector's queue panel).
+		turns, err := s.store.QueuedTurns(r.Context(), tenantOf(r), ses.ID, opts.Limit)
+		if err != nil {
+			return notFound(err, "session", ses.ID)
+		}
+		writeList(w, turns, "")
+		return nil
+	case st == "queued":
+		return invalid("status=queued lists one page: it takes no cursor")
+	case r.URL.Query().Has("status"):
+		return invalid("status must be queued (or absent for every turn), got %q", st)
+	}
 	turns, next, err := s.store.ListTurns(r.Context(), tenantOf(r), ses.ID, opts)
 	if err != nil {
 		return notFound(err, "session", ses.ID)

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forge-runtime/forge"
 )
@@ -81,6 +82,10 @@ func TestBadRequestsAreRefusedAndStoreNothing(t *testing.T) {
 		{"agent iteration_limit 0", post("/v1/agents", agentBody(map[string]any{"iteration_limit": 0})), 400, invalid, "iteration_limit"},
 		{"agent iteration_limit 1025", post("/v1/agents", agentBody(map[string]any{"iteration_limit": 1025})), 400, invalid, "iteration_limit"},
 		{"agent iteration_limit -1", post("/v1/agents", agentBody(map[string]any{"iteration_limit": -1})), 400, invalid, "iteration_limit"},
+		{"agent session_ttl under a second", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": "500ms"}})), 400, invalid, "retention.session_ttl"},
+		{"agent session_ttl over ten years", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": "100000h"}})), 400, invalid, "retention.session_ttl"},
+		{"agent session_ttl not a duration", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": "soon"}})), 400, invalid, "duration"},
+		{"agent session_ttl a number", post("/v1/agents", agentBody(map[string]any{"retention": map[string]any{"session_ttl": 3600}})), 400, invalid, "duration"},
 		{"agent iteration_limit 1.5", post("/v1/agents", agentBody(map[string]any{"iteration_limit": 1.5})), 400, invalid, "integer"},
 		{"agent iteration_limit huge", post("/v1/agents", `{"name":"new","model":"scripted/echo","iteration_limit":1e400}`), 400, invalid, "iteration_limit"},
 		{"agent max_tokens 0", post("/v1/agents", agentBody(map[string]any{"model_params": map[string]any{"max_tokens": 0}})), 400, invalid, "max_tokens"},
@@ -281,5 +286,28 @@ func TestUnknownSubagentIsInvalid(t *testing.T) {
 	s.do(req{method: "POST", path: "/v1/agents", body: `{"name":"researcher","model":"scripted/echo"}`})
 	if resp := s.do(req{method: "POST", path: "/v1/agents", body: `{"name":"lead","model":"scripted/echo","subagents":["researcher"]}`}); resp.status != 201 {
 		t.Fatalf("known subagent refused: %d %s", resp.status, resp.body)
+	}
+}
+
+// TestAgentRetentionRoundTrips: an agent's retention.session_ttl is kept
+// and shown as a duration; PUT without it removes it.
+func TestAgentRetentionRoundTrips(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	var a forge.Agent
+	s.call("POST", "/v1/agents", map[string]any{"name": "kept", "model": "scripted/echo",
+		"retention": map[string]any{"session_ttl": "720h"}}, 201, &a)
+	if a.Retention == nil || time.Duration(a.Retention.SessionTTL) != 720*time.Hour {
+		t.Fatalf("created with retention %+v", a.Retention)
+	}
+	var got map[string]any
+	s.call("GET", "/v1/agents/kept", nil, 200, &got)
+	if r, _ := got["retention"].(map[string]any); r["session_ttl"] != "720h0m0s" {
+		t.Fatalf("GET retention = %v", got["retention"])
+	}
+	var put forge.Agent
+	s.call("PUT", "/v1/agents/kept", map[string]any{"model": "scripted/echo"}, 200, &put)
+	if put.Retention != nil {
+		t.Fatalf("PUT without retention kept %+v", put.Retention)
 	}
 }

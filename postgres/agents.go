@@ -29,8 +29,8 @@ func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
 		return fmt.Errorf("postgres: encode agent: %w", err)
 	}
 	b := batch(c.Tenant)
-	b.Queue(`INSERT INTO agents (tenant, id, name, version, created_at) VALUES ($1, $2, $3, 1, $4)`,
-		c.Tenant, c.ID, c.Name, now)
+	b.Queue(`INSERT INTO agents (tenant, id, name, version, created_at, session_ttl) VALUES ($1, $2, $3, 1, $4, $5)`,
+		c.Tenant, c.ID, c.Name, now, storeutil.SessionTTL(&c))
 	b.Queue(`INSERT INTO agent_versions (tenant, agent_id, version, body, created_at) VALUES ($1, $2, 1, $3, $4)`,
 		c.Tenant, c.ID, string(body), now)
 	if err := s.write(ctx, b); err != nil {
@@ -61,14 +61,14 @@ func (s *Store) UpdateAgent(ctx context.Context, a *forge.Agent) error {
 	var created time.Time
 	b := batch(c.Tenant)
 	b.Queue(`WITH a AS (
-			UPDATE agents SET version = version + 1
+			UPDATE agents SET version = version + 1, session_ttl = $5
 			WHERE tenant = $1 AND name = $2 AND deleted_at IS NULL
 			RETURNING id, version, created_at
 		), v AS (
 			INSERT INTO agent_versions (tenant, agent_id, version, body, created_at)
 			SELECT $1, a.id, a.version, $3, $4 FROM a
 		)
-		SELECT id, version, created_at FROM a`, c.Tenant, c.Name, string(body), now).
+		SELECT id, version, created_at FROM a`, c.Tenant, c.Name, string(body), now, storeutil.SessionTTL(&c)).
 		QueryRow(func(r pgx.Row) error {
 			return notFound(r.Scan(&c.ID, &c.Version, &created), "agent %q not found", c.Name)
 		})

@@ -162,3 +162,27 @@ func (s *Store) QueuedSessions(ctx context.Context) ([]forge.TurnRef, error) {
 	})
 	return out, err
 }
+
+// QueuedTurns lists the session's queued turns in the order they run.
+func (s *Store) QueuedTurns(ctx context.Context, tenant, sessionID string, limit int) ([]*forge.Turn, error) {
+	var out []*forge.Turn
+	b := batch(tenant)
+	liveSession(b, tenant, sessionID)
+	b.Queue(`SELECT `+turnCols+` FROM turns t
+		WHERE t.tenant = $1 AND t.session_id = $2 AND t.status = 'queued' ORDER BY t.created_at, t.id LIMIT $3`,
+		tenant, sessionID, max(limit, 1)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			t, err := scanTurn(rows)
+			if err != nil {
+				return err
+			}
+			t.Tenant = tenant
+			out = append(out, t)
+		}
+		return rows.Err()
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

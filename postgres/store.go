@@ -303,6 +303,7 @@ const (
 	codeNotFound       = "FG002"
 	codeConflict       = "FG003"
 	codeTurnInProgress = "FG004"
+	codeInvalid        = "FG005"
 )
 
 // dbErr maps database errors to forge's sentinels where callers branch on
@@ -324,6 +325,8 @@ func dbErr(err error) error {
 		return forge.Errorf(forge.ErrConflict, "%s", pe.Message)
 	case codeTurnInProgress:
 		return forge.Errorf(forge.ErrTurnInProgress, "%s", pe.Message)
+	case codeInvalid:
+		return forge.Errorf(forge.ErrInvalid, "%s", pe.Message)
 	case "23505": // unique_violation
 		return uniqueErr(pe)
 	case "22021", "22P05": // character_not_in_repertoire, untranslatable_character

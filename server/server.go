@@ -40,6 +40,7 @@ import (
 	"github.com/forge-runtime/forge/protocol/openairesp"
 	"github.com/forge-runtime/forge/provider"
 	redisbus "github.com/forge-runtime/forge/redis"
+	"github.com/forge-runtime/forge/retention"
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/scheduler"
 	"github.com/forge-runtime/forge/schemas"
@@ -133,6 +134,14 @@ type Config struct {
 	// ScheduleInterval is how often the scheduler polls for due
 	// schedules (0: scheduler.DefaultInterval, 1 s).
 	ScheduleInterval time.Duration
+	// SessionTTL is the tenant-wide default retention of direct sessions
+	// whose agent sets none (--session-ttl; 0: kept). PurgeAfter is how
+	// long a deleted session's rows stay before the sweeper purges them
+	// (0: retention.DefaultPurgeAfter; negative: at once); RetentionInterval the pause
+	// between sweeps (0: retention.DefaultInterval).
+	SessionTTL        time.Duration
+	PurgeAfter        time.Duration
+	RetentionInterval time.Duration
 }
 
 // ScriptedQuota is the per-tenant quota of scripted models' turns.
@@ -161,6 +170,7 @@ type Server struct {
 	forums    *forum.Service
 	webhooks  *webhook.Dispatcher
 	schedules *scheduler.Scheduler
+	sweeper   *retention.Sweeper
 	api       *httpapi.Server
 	handler   http.Handler
 
@@ -302,6 +312,14 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Interval: cfg.ScheduleInterval,
 		Runner:   &scheduler.EngineRunner{Store: s.store, Engine: s.eng, Clock: cfg.Clock, IDs: cfg.IDs}})
 	s.schedules.Start()
+	// Every replica runs one; the store's lock lets one sweep at a time.
+	purgeAfter := cfg.PurgeAfter
+	if purgeAfter == 0 {
+		purgeAfter = retention.DefaultPurgeAfter
+	}
+	s.sweeper = retention.New(retention.Config{Store: s.store, Expirer: s.eng, Clock: cfg.Clock, Logger: log,
+		DefaultTTL: cfg.SessionTTL, PurgeAfter: purgeAfter, Interval: cfg.RetentionInterval})
+	s.sweeper.Start()
 	protocols := cfg.Protocols
 	if protocols == nil {
 		// Chat Completions first: its prefix lies inside the Responses
@@ -448,6 +466,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	if err := s.schedules.Close(gctx); err != nil {
 		s.log.Error("scheduler close", "err", err)
 	}
+	if err := s.sweeper.Close(gctx); err != nil {
+		s.log.Error("retention sweeper close", "err", err)
+	}
 	if err := s.forums.Close(gctx); err != nil {
 		s.log.Error("forums close", "err", err)
 	}
@@ -481,6 +502,9 @@ func (s *Server) closeParts(ctx context.Context) error {
 		// New failed after these were built: they run nothing yet.
 		if s.schedules != nil {
 			errs = append(errs, s.schedules.Close(ctx))
+		}
+		if s.sweeper != nil {
+			errs = append(errs, s.sweeper.Close(ctx))
 		}
 		if s.forums != nil {
 			errs = append(errs, s.forums.Close(ctx))

@@ -19,6 +19,7 @@ type Store interface {
 	forge.KeyStore
 	forge.FileStore
 	forge.WebhookStore
+	forge.RetentionStore
 }
 
 // DefaultDB is the database a Config without one opens.

@@ -25,8 +25,8 @@ func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
 		return fmt.Errorf("sqlite: encode agent: %w", err)
 	}
 	err = s.write(ctx, func(t *tx) error {
-		if _, err := t.exec(`INSERT INTO agents (tenant, id, name, version, created_at) VALUES (?, ?, ?, 1, ?)`,
-			c.Tenant, c.ID, c.Name, unixNano(now)); err != nil {
+		if _, err := t.exec(`INSERT INTO agents (tenant, id, name, version, created_at, session_ttl) VALUES (?, ?, ?, 1, ?, ?)`,
+			c.Tenant, c.ID, c.Name, unixNano(now), storeutil.SessionTTL(&c)); err != nil {
 			if _, ok := isUnique(err); ok {
 				return forge.Errorf(forge.ErrConflict, "agent %q already exists", c.Name)
 			}
@@ -68,7 +68,8 @@ func (s *Store) UpdateAgent(ctx context.Context, a *forge.Agent) error {
 			c.Tenant, c.ID, c.Version, string(body), unixNano(now)); err != nil {
 			return dbErr(err)
 		}
-		_, err = t.exec(`UPDATE agents SET version = ? WHERE tenant = ? AND id = ?`, c.Version, c.Tenant, c.ID)
+		_, err = t.exec(`UPDATE agents SET version = ?, session_ttl = ? WHERE tenant = ? AND id = ?`,
+			c.Version, storeutil.SessionTTL(&c), c.Tenant, c.ID)
 		t.after(func() { s.rc.dropAgent(c.Tenant, c.Name) })
 		return dbErr(err)
 	})

@@ -160,23 +160,27 @@ func (s *Store) FileContent(ctx context.Context, tenant, id string) (io.ReadClos
 
 // DeleteFile deletes a file, and its blob when no other file has it.
 func (s *Store) DeleteFile(ctx context.Context, tenant, id string) error {
-	return s.write(ctx, func(x *tx) error {
-		var sum string
-		err := x.queryRow(`DELETE FROM files WHERE tenant = ? AND id = ? RETURNING sha256`, tenant, id).Scan(&sum)
-		if err != nil {
-			return notFound(err, "file %s not found", id)
-		}
-		var others int
-		if err := x.queryRow(`SELECT count(*) FROM files WHERE tenant = ? AND sha256 = ?`, tenant, sum).Scan(&others); err != nil {
-			return dbErr(err)
-		}
-		if others > 0 {
-			return nil
-		}
-		if _, err := x.exec(`DELETE FROM file_blobs WHERE tenant = ? AND sha256 = ?`, tenant, sum); err != nil {
-			return dbErr(err)
-		}
-		_, err = x.exec(`DELETE FROM file_chunks WHERE tenant = ? AND sha256 = ?`, tenant, sum)
+	return s.write(ctx, func(x *tx) error { return deleteFile(x, tenant, id) })
+}
+
+// deleteFile deletes a file in x, and its bytes when no other file of the
+// tenant has them.
+func deleteFile(x *tx, tenant, id string) error {
+	var sum string
+	err := x.queryRow(`DELETE FROM files WHERE tenant = ? AND id = ? RETURNING sha256`, tenant, id).Scan(&sum)
+	if err != nil {
+		return notFound(err, "file %s not found", id)
+	}
+	var others int
+	if err := x.queryRow(`SELECT count(*) FROM files WHERE tenant = ? AND sha256 = ?`, tenant, sum).Scan(&others); err != nil {
 		return dbErr(err)
-	})
+	}
+	if others > 0 {
+		return nil
+	}
+	if _, err := x.exec(`DELETE FROM file_blobs WHERE tenant = ? AND sha256 = ?`, tenant, sum); err != nil {
+		return dbErr(err)
+	}
+	_, err = x.exec(`DELETE FROM file_chunks WHERE tenant = ? AND sha256 = ?`, tenant, sum)
+	return dbErr(err)
 }

@@ -198,3 +198,30 @@ func promoteQueued(x *tx, t *forge.Turn) error {
 	}
 	return nil
 }
+
+// QueuedTurns lists the session's queued turns in the order they run.
+func (s *Store) QueuedTurns(ctx context.Context, tenant, sessionID string, limit int) ([]*forge.Turn, error) {
+	var out []*forge.Turn
+	err := s.read(ctx, func(x *tx) error {
+		if err := liveSession(x, tenant, sessionID); err != nil {
+			return err
+		}
+		rows, err := x.query(`SELECT `+turnCols+` FROM turns t
+			WHERE t.tenant = ? AND t.session_id = ? AND t.status = 'queued' ORDER BY t.created_at, t.id LIMIT ?`,
+			tenant, sessionID, max(limit, 1))
+		if err != nil {
+			return dbErr(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t, err := scanTurn(rows)
+			if err != nil {
+				return dbErr(err)
+			}
+			t.Tenant = tenant
+			out = append(out, t)
+		}
+		return dbErr(rows.Err())
+	})
+	return out, err
+}

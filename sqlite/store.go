@@ -128,7 +128,10 @@ func (s *Store) open(ctx context.Context) error {
 		// its commits (a later pragma wins).
 		writerDSN += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", s.writerAutocheckpoint)
 	}
-	wdb, err := sql.Open("sqlite", writerDSN+"&_pragma=journal_mode(WAL)&_pragma=cache_size(-16000)"+
+	// auto_vacuum before journal_mode: a database new to this call is
+	// made one whose freed pages the retention sweeper returns to the file
+	// system (ReclaimSpace); on an existing one it changes nothing.
+	wdb, err := sql.Open("sqlite", writerDSN+"&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=cache_size(-16000)"+
 		"&_pragma=temp_store(memory)"+fmt.Sprintf("&_pragma=journal_size_limit(%d)", walSizeLimit)+"&_txlock=immediate")
 	if err != nil {
 		return fmt.Errorf("sqlite: open: %w", err)

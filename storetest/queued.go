@@ -75,6 +75,15 @@ var queuedTests = []test{
 		eq(f, string(next.Request), `{"text":"second"}`, "its request")
 		eq(f, next.Turn.Input[0].Text, "second", "its input")
 		eq(f, fmt.Sprint(f.queuedSessions()), "[]", "no session to start while a turn runs")
+		queued, err := f.s.QueuedTurns(f.ctx, tenantA, ses.ID, 10)
+		f.ok(err, "QueuedTurns")
+		eq(f, fmt.Sprint(idsOf(queued, func(t *forge.Turn) string { return t.ID + ":" + t.Status })),
+			fmt.Sprint([]string{q1.ID + ":queued", q2.ID + ":queued"}), "queued turns, in the order they run")
+		one, err := f.s.QueuedTurns(f.ctx, tenantA, ses.ID, 1)
+		f.ok(err, "QueuedTurns limit 1")
+		eq(f, len(one), 1, "QueuedTurns limit")
+		_, err = f.s.QueuedTurns(f.ctx, tenantB, ses.ID, 10)
+		f.is(err, forge.ErrNotFound, "another tenant's queue")
 
 		f.is(f.s.BeginTurn(f.ctx, f.promotion(q2, &t1.ID)), forge.ErrConflict, "promoting past an older queued turn")
 		f.is(f.s.BeginTurn(f.ctx, f.promotion(q1, &t1.ID)), forge.ErrTurnInProgress, "promoting while a turn runs")

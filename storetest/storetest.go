@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"Failures", failureTests},
 		{"Queued", queuedTests},
 		{"Overrides", overrideTests},
+		{"Retention", retentionTests},
 	}
 	parallel := func(t *testing.T) {
 		if !h.Serial {

@@ -9,6 +9,8 @@
 //	/ui/                  sessions and forums, newest first
 //	/ui/sessions/{sid}    one session's turn timeline, live
 //	/ui/forums/{fid}      one forum room, live
+//	/ui/webhooks[/{id}]   webhooks; one webhook's recent deliveries
+//	/ui/schedules[/{id}]  schedules (pause, resume); one schedule's runs
 //	/ui/assets/{file}     the scripts and the style sheet
 //
 // The scripts are plain ES modules: there is no build step. Every answer
@@ -103,6 +105,10 @@ func page(rest string) string {
 	switch {
 	case rest == "":
 		return "index.html"
+	case rest == "webhooks":
+		return "webhooks.html"
+	case rest == "schedules":
+		return "schedules.html"
 	case strings.HasPrefix(rest, "assets/"):
 		name := strings.TrimPrefix(rest, "assets/")
 		if name == "" || strings.Contains(name, "/") || strings.HasSuffix(name, ".html") {
@@ -119,6 +125,10 @@ func page(rest string) string {
 		return "session.html"
 	case "forums":
 		return "forum.html"
+	case "webhooks":
+		return "webhooks.html"
+	case "schedules":
+		return "schedules.html"
 	}
 	return ""
 }

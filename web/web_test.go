@@ -42,6 +42,10 @@ func TestPagesAndAssets(t *testing.T) {
 		{"/ui/", "text/html", `src="/ui/assets/index.js"`},
 		{"/ui/sessions/ses_01ABC", "text/html", `src="/ui/assets/session.js"`},
 		{"/ui/forums/ses_01ABC", "text/html", `src="/ui/assets/forum.js"`},
+		{"/ui/webhooks", "text/html", `src="/ui/assets/webhooks.js"`},
+		{"/ui/webhooks/wh_01ABC", "text/html", `src="/ui/assets/webhooks.js"`},
+		{"/ui/schedules", "text/html", `src="/ui/assets/schedules.js"`},
+		{"/ui/schedules/sch_01ABC", "text/html", `src="/ui/assets/schedules.js"`},
 		{"/ui/assets/forge.js", "text/javascript", "export class EventStream"},
 		{"/ui/assets/session.js", "text/javascript", "import"},
 		{"/ui/assets/history.js", "text/javascript", "export class History"},
@@ -66,6 +70,7 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 	h := New()
 	for _, p := range []string{
 		"/ui/nope", "/ui/sessions/", "/ui/sessions", "/ui/sessions/a/b", "/ui/forums/", "/ui/assets/",
+		"/ui/webhooks/", "/ui/webhooks/a/b", "/ui/schedules/", "/ui/schedules/a/deliveries",
 		"/ui/assets/missing.js", "/ui/assets/index.html", "/ui/assets/../web.go", "/ui/index.html", "/other",
 	} {
 		resp := get(t, h, "GET", p)

@@ -265,7 +265,9 @@ func TestCheckURL(t *testing.T) {
 		{"http://192.168.1.1/hook", false, "private"},
 		{"http://100.64.0.1/hook", false, "private"},
 		{"http://169.254.169.254/latest/meta-data", false, "link-local"},
-		{"http://169.254.169.254/latest/meta-data", true, ""},
+		{"http://169.254.169.254/latest/meta-data", true, "link-local"}, // never, even with the flag
+		{"http://[fe80::1]/hook", true, "link-local"},
+		{"http://10.1.2.3/hook", true, ""},
 		{"http://[::ffff:127.0.0.1]/hook", false, "loopback"},
 		{"http://0.0.0.0/hook", false, "unspecified"},
 		{"http://localhost:9/hook", false, "loopback"},

@@ -21,10 +21,17 @@ import (
 
 var sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
 
-// refusedKind says why addr may not be reached without
-// --allow-private-webhooks ("" when it may).
-func refusedKind(a netip.Addr) string {
+// refusedKind says why addr may not be reached ("" when it may). With
+// --allow-private-webhooks only link-local addresses are: the cloud
+// metadata endpoint (169.254.169.254) is one, and no webhook needs it.
+func refusedKind(a netip.Addr, allowPrivate bool) string {
 	a = a.Unmap()
+	if allowPrivate {
+		if a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() {
+			return "link-local"
+		}
+		return ""
+	}
 	switch {
 	case a.IsLoopback():
 		return "loopback"
@@ -44,6 +51,10 @@ func refusedKind(a netip.Addr) string {
 var ErrAddressRefused = errors.New("webhook address refused")
 
 func refusal(addr, kind string) error {
+	if kind == "link-local" {
+		return fmt.Errorf("%w: %s is a link-local address (cloud metadata endpoints among them), which webhooks never reach",
+			ErrAddressRefused, addr)
+	}
 	return fmt.Errorf("%w: %s is a %s address, and webhooks may reach only public addresses unless the operator passes --allow-private-webhooks",
 		ErrAddressRefused, addr, kind)
 }
@@ -51,14 +62,11 @@ func refusal(addr, kind string) error {
 // control refuses, at dial time, a connection to a refused address.
 func control(allowPrivate bool) func(network, address string, _ syscall.RawConn) error {
 	return func(_, address string, _ syscall.RawConn) error {
-		if allowPrivate {
-			return nil
-		}
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return fmt.Errorf("%w: %s is not an address", ErrAddressRefused, address)
 		}
-		if kind := refusedKind(ap.Addr()); kind != "" {
+		if kind := refusedKind(ap.Addr(), allowPrivate); kind != "" {
 			return refusal(address, kind)
 		}
 		return nil
@@ -97,13 +105,19 @@ func (c URLChecker) CheckURL(ctx context.Context, raw string) error {
 		return forge.Errorf(forge.ErrInvalid, "url has no host")
 	}
 	if c.AllowPrivate {
+		// Names are checked where they are dialled.
+		if a, err := netip.ParseAddr(host); err == nil {
+			if kind := refusedKind(a, true); kind != "" {
+				return forge.Errorf(forge.ErrInvalid, "url: %v", refusal(host, kind))
+			}
+		}
 		return nil
 	}
 	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return forge.Errorf(forge.ErrInvalid, "url: %v", refusal(host, "loopback"))
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		if kind := refusedKind(a); kind != "" {
+		if kind := refusedKind(a, false); kind != "" {
 			return forge.Errorf(forge.ErrInvalid, "url: %v", refusal(host, kind))
 		}
 		return nil
@@ -117,7 +131,7 @@ func (c URLChecker) CheckURL(ctx context.Context, raw string) error {
 		return forge.Errorf(forge.ErrInvalid, "url: host %s does not resolve: %v", host, err)
 	}
 	for _, a := range addrs {
-		if kind := refusedKind(a); kind != "" {
+		if kind := refusedKind(a, false); kind != "" {
 			return forge.Errorf(forge.ErrInvalid, "url: %s resolves to %v", host, refusal(a.String(), kind))
 		}
 	}

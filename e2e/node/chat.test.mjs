@@ -71,11 +71,14 @@ test('errors are OpenAI errors', async () => {
     client.chat.completions.create({ model: 'no-such-agent', messages: [{ role: 'user', content: 'x' }] }),
     (err) => err.status === 404 && err.code === 'model_not_found',
   );
-  // A locked agent refuses per-request settings.
   await agent({ name: 'js-chat-strict', locked: true });
   await assert.rejects(
     client.chat.completions.create({ model: 'js-chat-strict', messages: [{ role: 'user', content: 'x' }], temperature: 0.3 }),
-    (err) => err.status === 400 && /locked.*temperature/.test(err.message),
+    (err) => err.status === 400 && err.type === 'invalid_request_error' && /agent js-chat-strict is locked/.test(err.message),
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model: 'js-chat-strict', messages: [{ role: 'user', content: 'x' }], logprobs: true }),
+    (err) => err.status === 400 && err.param === 'logprobs',
   );
 });
 

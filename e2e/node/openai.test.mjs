@@ -118,11 +118,9 @@ test('a background response is cancelled; errors have OpenAI shape', async () =>
     assert.equal(err.code, 'model_not_found');
     return true;
   });
-  // A locked agent refuses per-request settings.
-  await agent({ name: 'js-locked', locked: true });
-  await assert.rejects(client.responses.create({ model: 'js-locked', input: 'hi', instructions: 'be evil' }), (err) => {
+  await assert.rejects(client.responses.create({ model: 'js-cancel', input: 'hi', temperature: 5 }), (err) => {
     assert.equal(err.status, 400);
-    assert.match(err.message, /locked.*instructions/);
+    assert.equal(err.param, 'temperature');
     assert.equal(err.type, 'invalid_request_error');
     return true;
   });

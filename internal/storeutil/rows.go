@@ -155,3 +155,13 @@ func Boundary(requestID, summaryID string, data []byte) (*forge.CompactionBounda
 	}
 	return &forge.CompactionBoundary{RequestID: requestID, SummaryID: summaryID, TailStartID: cd.TailStartID}, nil
 }
+
+// SessionTTL is the agent's session TTL as stored beside its definition
+// (nanoseconds), or nil when the agent has none.
+func SessionTTL(a *forge.Agent) *int64 {
+	if a.Retention == nil || a.Retention.SessionTTL == 0 {
+		return nil
+	}
+	n := int64(a.Retention.SessionTTL)
+	return &n
+}

@@ -29,15 +29,27 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// The protocols a client may speak: the latest (2026-07-28, served
+// statelessly) and 2025-11-25 (the TypeScript SDK's: a client that
+// initializes, served in a session).
+var protocols = []string{"", "2025-11-25"}
+
 func connect(t *testing.T, s *prototest.Stack, key string) *mcp.ClientSession {
+	return connectVersion(t, s, key, "", nil)
+}
+
+func connectVersion(t *testing.T, s *prototest.Stack, key, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}}}, nil)
+		HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
+	}
+	if got := cs.ID() != ""; got != (version != "") {
+		t.Fatalf("protocol %q: a session id %q", version, cs.ID())
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
@@ -62,14 +74,22 @@ func tools(t *testing.T, cs *mcp.ClientSession) []string {
 // and output as structured content, a second call continues the session;
 // another tenant sees none of it, and a wrong key is refused.
 func TestAgentsAsMCPTools(t *testing.T) {
-	t.Parallel()
+	for _, version := range protocols {
+		t.Run("protocol "+version, func(t *testing.T) {
+			t.Parallel()
+			testAgentsAsMCPTools(t, version)
+		})
+	}
+}
+
+func testAgentsAsMCPTools(t *testing.T, version string) {
 	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme", "kb": "globex"}, mcpserver.Protocol{})
 	for _, body := range []string{`{"name":"echo","model":"scripted/echo"}`, `{"name":"other","model":"scripted/echo"}`} {
 		if status, b := s.Do("POST", "/v1/agents", body, "Authorization", "Bearer ka"); status != 201 {
 			t.Fatalf("agent: %d %s", status, b)
 		}
 	}
-	cs := connect(t, s, "ka")
+	cs := connectVersion(t, s, "ka", version, nil)
 	if got := strings.Join(tools(t, cs), " "); got != "ask_echo ask_other" {
 		t.Fatalf("tools %q", got)
 	}
@@ -109,7 +129,7 @@ func TestAgentsAsMCPTools(t *testing.T) {
 	if err == nil && !res.IsError {
 		t.Errorf("another agent's session: %+v", res)
 	}
-	csb := connect(t, s, "kb")
+	csb := connectVersion(t, s, "kb", version, nil)
 	if got := tools(t, csb); len(got) != 0 {
 		t.Fatalf("another tenant lists %v", got)
 	}
@@ -122,8 +142,23 @@ func TestAgentsAsMCPTools(t *testing.T) {
 	if status, b := s.Do("DELETE", "/v1/agents/other", "", "Authorization", "Bearer ka"); status != 204 && status != 200 {
 		t.Fatalf("delete: %d %s", status, b)
 	}
-	if got := strings.Join(tools(t, cs), " "); got != "ask_echo" {
-		t.Fatalf("tools after a delete %q", got)
+	if status, b := s.Do("POST", "/v1/agents", `{"name":"new","model":"scripted/echo"}`, "Authorization", "Bearer ka"); status != 201 {
+		t.Fatalf("agent: %d %s", status, b)
+	}
+	if got := strings.Join(tools(t, cs), " "); got != "ask_echo ask_new" {
+		t.Fatalf("tools after a delete and a create %q", got)
+	}
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_new", Arguments: map[string]any{"message": "hi"}}); err != nil || res.IsError {
+		t.Fatalf("the new agent: %v %+v", err, res)
+	}
+
+	// A session is its tenant's: another key does not find it.
+	if version != "" {
+		status, body := s.Do("POST", "/mcp", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, "Authorization", "Bearer kb",
+			"Mcp-Session-Id", cs.ID(), "Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", version)
+		if status != 404 || strings.Contains(body, "ask_echo") {
+			t.Fatalf("another tenant's session: %d %s", status, body)
+		}
 	}
 
 	status, body = s.Do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Authorization", "Bearer zz")
@@ -247,13 +282,21 @@ func TestAskStreamsProgress(t *testing.T) {
 // SDK sends notifications/cancelled) ends the turn cancelled, with and
 // without a progress token.
 func TestCancelledCallCancelsTheTurn(t *testing.T) {
-	t.Parallel()
+	for _, version := range protocols {
+		t.Run("protocol "+version, func(t *testing.T) {
+			t.Parallel()
+			testCancelledCallCancelsTheTurn(t, version)
+		})
+	}
+}
+
+func testCancelledCallCancelsTheTurn(t *testing.T, version string) {
 	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme"}, mcpserver.Protocol{})
 	agent := `{"name":"slow","model":"scripted/slow","model_params":{"script":[{"text":"thinking","chunk":2,"delay_ms":5},{"hang":true}]}}`
 	if status, b := s.Do("POST", "/v1/agents", agent, "Authorization", "Bearer ka"); status != 201 {
 		t.Fatalf("agent: %d %s", status, b)
 	}
-	cs := connect(t, s, "ka")
+	cs := connectVersion(t, s, "ka", version, nil)
 	for _, progress := range []bool{false, true} {
 		// The first call makes the session; the second (which hangs) is
 		// cancelled.
@@ -291,6 +334,68 @@ func TestCancelledCallCancelsTheTurn(t *testing.T) {
 				t.Fatalf("progress %v: the turn was not cancelled: %s", progress, running())
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestPausedTurnAnswersPending: a turn that waits for an approval answers
+// (not an error) with its text saying what waits and how to resolve it,
+// and the pending actions, arguments included, in the structured content
+// (which the SDK checks against the tool's output schema).
+func TestPausedTurnAnswersPending(t *testing.T) {
+	t.Parallel()
+	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme"}, mcpserver.Protocol{})
+	agent := `{"name":"asker","model":"scripted/a","tools":["echo"],"approval":{"echo":"ask"},"model_params":{"script":[` +
+		`{"tool_calls":[{"name":"echo","arguments":{"text":"x"}}]},{"text":"approved, done"}]}}`
+	if status, b := s.Do("POST", "/v1/agents", agent, "Authorization", "Bearer ka"); status != 201 {
+		t.Fatalf("agent: %d %s", status, b)
+	}
+	for _, version := range protocols {
+		cs := connectVersion(t, s, "ka", version, nil)
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask_asker", Arguments: map[string]any{"message": "echo x"}})
+		if err != nil || res.IsError {
+			t.Fatalf("protocol %q: %v %+v", version, err, res)
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var out mcpserver.Answer
+		if err := json.Unmarshal(raw, &out); err != nil || len(out.Pending) != 1 {
+			t.Fatalf("protocol %q: structured %s (%v)", version, raw, err)
+		}
+		a := out.Pending[0]
+		text := res.Content[0].(*mcp.TextContent).Text
+		if a.Type != "approval" || a.Tool != "echo" || string(a.Arguments) != `{"text":"x"}` ||
+			!strings.Contains(text, a.CallID) || !strings.Contains(text, "POST /v1/sessions/"+out.SessionID+"/turns") {
+			t.Fatalf("protocol %q: pending %+v, text %q", version, a, text)
+		}
+	}
+}
+
+// TestSessionsAreBounded: a tenant holds at most MaxSessions MCP sessions
+// open on a replica (429 beyond); closing one makes room; another tenant
+// has its own count; stateless clients are not counted.
+func TestSessionsAreBounded(t *testing.T) {
+	t.Parallel()
+	s := prototest.NewWithKeys(t, map[string]string{"ka": "acme", "kb": "globex"}, mcpserver.Protocol{MaxSessions: 2})
+	a1 := connectVersion(t, s, "ka", "2025-11-25", nil)
+	connectVersion(t, s, "ka", "2025-11-25", nil)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	status, body := s.Do("POST", "/mcp", init, "Authorization", "Bearer ka", "Accept", "application/json, text/event-stream")
+	if status != 429 || !strings.Contains(body, "2 open MCP sessions") {
+		t.Fatalf("a third session: %d %s", status, body)
+	}
+	connectVersion(t, s, "kb", "2025-11-25", nil)
+	connect(t, s, "ka") // stateless
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The server forgets the session once its connection has wound down.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		status, body = s.Do("POST", "/mcp", init, "Authorization", "Bearer ka", "Accept", "application/json, text/event-stream")
+		if status == 200 {
+			break
+		}
+		if status != 429 || time.Now().After(deadline) {
+			t.Fatalf("after a close: %d %s", status, body)
 		}
 	}
 }

@@ -141,6 +141,9 @@ func TestResponsesSettingsReachTheModel(t *testing.T) {
 	if up.MaxOutputTokens == nil || *up.MaxOutputTokens != 88 || up.Instructions != agentInstructions+"\n\nAnswer in French." {
 		t.Fatalf("upstream request: %s", up.Body)
 	}
+	if got.Instructions.OfString != "Answer in French." || got.Temperature != 0.4 || got.TopP != 0.7 || got.MaxOutputTokens != 88 {
+		t.Fatalf("the response does not echo its settings: %s", got.RawJSON())
+	}
 	tr := getTurn(t, s, got.Conversation.ID, got.ID)
 	if o := tr.Overrides; o == nil || o.Instructions != "Answer in French." || *o.Temperature != 0.4 || *o.TopP != 0.7 || *o.MaxOutputTokens != 88 {
 		t.Fatalf("turn overrides %+v", tr.Overrides)
@@ -356,5 +359,46 @@ func TestNativeOverridesHostileAndQueued(t *testing.T) {
 	sameFloat(t, "queued temperature", up.Temperature, 0.9)
 	if up.Messages[0].Role != "system" || up.Messages[0].Content != "Queued rules." || len(up.Tools) != 2 {
 		t.Fatalf("queued upstream request: %s", up.Body)
+	}
+}
+
+// TestResolutionInheritsOverrides: a turn that only answers the calls of a
+// request's tool, and brings no settings, runs with those of the turn it
+// resolves: the model still sees the tool and the instructions.
+func TestResolutionInheritsOverrides(t *testing.T) {
+	t.Parallel()
+	fake, s, _ := startUpstream(t)
+	fake.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "up_1", Name: "ticket", Args: `{}`}), openaitest.Text("Filed."))
+	status, body := s.Do("POST", "/v1/sessions", `{"agent":"chat"}`)
+	var ses forge.Session
+	if status != http.StatusCreated || json.Unmarshal([]byte(body), &ses) != nil {
+		t.Fatalf("session: %d %s", status, body)
+	}
+	status, body = s.Do("POST", "/v1/sessions/"+ses.ID+"/turns", `{"input":[{"type":"message","text":"file it"}],
+		"overrides":{"instructions":"Use tickets.","tools":[{"name":"ticket","input_schema":{"type":"object"}}]}}`)
+	var first forge.Turn
+	if status != 200 || json.Unmarshal([]byte(body), &first) != nil || len(first.RequiredActions) != 1 || first.RequiredActions[0].Type != forge.ActionClientTool {
+		t.Fatalf("first turn: %d %s", status, body)
+	}
+	status, body = s.Do("POST", "/v1/sessions/"+ses.ID+"/turns", `{"input":[{"type":"tool_result","call_id":"`+first.RequiredActions[0].CallID+`","output":"T-1"}]}`)
+	var second forge.Turn
+	if status != 200 || json.Unmarshal([]byte(body), &second) != nil || second.Output == nil || second.Output.Text != "Filed." {
+		t.Fatalf("second turn: %d %s", status, body)
+	}
+	if o := second.Overrides; o == nil || o.Instructions != "Use tickets." || len(o.Tools) != 1 {
+		t.Fatalf("the resolution's overrides %+v", second.Overrides)
+	}
+	up := fake.Requests()[1]
+	if len(up.Tools) != 1 || up.Tools[0].Function.Name != "ticket" || up.Messages[0].Content != agentInstructions+"\n\nUse tickets." {
+		t.Fatalf("the resolution's model call: %s", up.Body)
+	}
+	// The next message brings nothing: the agent's settings alone.
+	status, body = s.Do("POST", "/v1/sessions/"+ses.ID+"/turns", `{"input":[{"type":"message","text":"thanks"}]}`)
+	var third forge.Turn
+	if status != 200 || json.Unmarshal([]byte(body), &third) != nil || third.Overrides != nil {
+		t.Fatalf("third turn: %d %s", status, body)
+	}
+	if up := fake.Requests()[2]; len(up.Tools) != 0 || up.Messages[0].Content != agentInstructions {
+		t.Fatalf("the third model call: %s", up.Body)
 	}
 }

@@ -150,6 +150,7 @@ func base(t *forge.Turn, ses *forge.Session, rec record) Response {
 	if r.Metadata == nil {
 		r.Metadata = map[string]string{}
 	}
+	echoOverrides(&r, t.Overrides)
 	r.Text.Format.Type = "text"
 	if f := rec.Format; f != nil {
 		strict := f.Strict

@@ -167,3 +167,26 @@ func functionTools(raw json.RawMessage) ([]forge.TurnTool, error) {
 	}
 	return out, nil
 }
+
+// echoOverrides shows a turn's settings on its response, as OpenAI echoes
+// the request's.
+func echoOverrides(r *Response, o *forge.TurnOverrides) {
+	if o == nil {
+		return
+	}
+	if o.Instructions != "" {
+		r.Instructions = &o.Instructions
+	}
+	r.Temperature, r.TopP = o.Temperature, o.TopP
+	if o.MaxOutputTokens != nil {
+		n := int64(*o.MaxOutputTokens)
+		r.MaxOutputTokens = &n
+	}
+	for _, t := range o.Tools {
+		params := t.InputSchema
+		if params == nil {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		r.Tools = append(r.Tools, map[string]any{"type": "function", "name": t.Name, "description": t.Description, "parameters": params, "strict": false})
+	}
+}

@@ -142,9 +142,55 @@ function renderSummary() {
 function renderComposer() {
   const running = index.running();
   $('cancel').hidden = !running;
-  $('send').disabled = !!running;
+  // While a turn runs, a message waits in the session's queue (if_busy:
+  // enqueue) and runs when the turns before it end.
+  $('send').textContent = running ? 'Queue' : 'Send';
   const n = running && index.number(running.id);
-  $('composer-note').textContent = running ? (n ? 'Turn ' + n : 'A turn') + ' is running.' : '';
+  $('composer-note').textContent = running ? (n ? 'Turn ' + n : 'A turn') + ' is running: a message sent now is queued.' : '';
+}
+
+// ---- the queue: turns waiting to run, in order, each cancellable
+
+let queueLoading = false;
+let queueAgain = false;
+
+async function loadQueue() {
+  if (queueLoading) {
+    queueAgain = true;
+    return;
+  }
+  queueLoading = true;
+  try {
+    do {
+      queueAgain = false;
+      const page = await api(turnsURL + '?status=queued&limit=100');
+      renderQueue(page.data || []);
+    } while (queueAgain);
+  } catch (err) {
+    banner('Loading the queue failed: ' + err.message);
+  } finally {
+    queueLoading = false;
+  }
+}
+
+function renderQueue(turns) {
+  $('queue').hidden = turns.length === 0;
+  $('queue-count').textContent = turns.length ? '(' + turns.length + ')' : '';
+  clear($('queue-list')).append(...turns.map((t) => {
+    const first = (t.input || []).find((i) => i.type === 'message');
+    const text = first ? first.text : (t.input || []).map((i) => i.type).join(', ');
+    const cancel = h('button', {type: 'button', class: 'small cancel-queued', text: 'Cancel', onclick: async () => {
+      cancel.disabled = true;
+      try {
+        await api(sessionURL + '/cancel', {method: 'POST', body: {turn_id: t.id, reason: 'cancelled from the inspector'}});
+      } catch (err) {
+        banner('Cancel failed: ' + err.message);
+      }
+      loadQueue();
+    }});
+    return h('li', {dataset: {turn: t.id}}, h('span', {class: 'queued-text', text: text || '—'}), ' ',
+      h('span', {class: 'muted', text: fmtTime(t.created_at)}), ' ', cancel);
+  }));
 }
 
 async function postTurn(body) {
@@ -423,7 +469,12 @@ async function main() {
     index, eventsURL, onLayout: pageResized, keep: inUse,
     timeline: {mainThread: ses.main_thread_id, controls: turnControls},
   });
-  sendForm($('composer'), (text) => postTurn({input: [{type: 'message', text}]}));
+  sendForm($('composer'), async (text) => {
+    const body = {input: [{type: 'message', text}]};
+    if (index.running()) body.if_busy = 'enqueue';
+    const t = await postTurn(body);
+    if (t && t.status === 'queued') loadQueue();
+  });
   $('cancel').addEventListener('click', (e) => cancelRunning(e.target));
   $('jump').addEventListener('click', jumpToLatest);
 
@@ -492,9 +543,18 @@ async function main() {
   document.body.dataset.state = 'live';
   for (const seq of open.values()) after = Math.min(after, seq - 1);
   hist.forgetAfter(after);
+  loadQueue();
+  // Other clients may queue turns too (no event says so): look again now
+  // and then while a turn runs.
+  setInterval(() => { if (index.running() || !$('queue').hidden) loadQueue(); }, 5000);
   new EventStream(eventsURL, {
     after,
-    onEvent: (ev) => { hist.apply(ev.data); refresh(); },
+    onEvent: (ev) => {
+      hist.apply(ev.data);
+      refresh();
+      // A queued turn leaves the queue when it starts or is cancelled.
+      if (ev.data && (ev.data.type === 'turn.created' || ev.data.type === 'turn.done') && !$('queue').hidden) loadQueue();
+    },
     onState: liveIndicator($('live')),
   }).start();
 

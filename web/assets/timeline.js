@@ -466,6 +466,8 @@ export class TurnView {
       append(this.meta, h('span', {class: 'fork-of', text: 'new root'}), ' ');
     }
     append(this.meta, h('time', {datetime: this.data.created_at || '', text: fmtTime(this.data.created_at)}));
+    const o = this.data.overrides;
+    if (o) append(this.meta, ' ', overridesBadge(o));
   }
 
   // renumber takes the turn's number and its relations from the index
@@ -724,6 +726,21 @@ class PartView {
 }
 
 // outputBlock shows a tool's output; long outputs start collapsed.
+// overridesBadge names the per-request settings a turn ran with; the
+// instructions it added are its title.
+function overridesBadge(o) {
+  const set = [];
+  if (o.instructions) set.push('instructions');
+  if (o.temperature !== undefined) set.push('temperature ' + o.temperature);
+  if (o.top_p !== undefined) set.push('top_p ' + o.top_p);
+  if (o.max_output_tokens !== undefined) set.push('max ' + o.max_output_tokens + ' tokens');
+  if (o.tools && o.tools.length) set.push(o.tools.length === 1 ? 'tool ' + o.tools[0].name : o.tools.length + ' tools');
+  if (o.output_schema) set.push('output ' + o.output_schema.name);
+  const title = (o.instructions ? 'Instructions added: ' + o.instructions : '') +
+    (o.tools && o.tools.length ? (o.instructions ? '\n' : '') + 'Client tools: ' + o.tools.map((t) => t.name).join(', ') : '');
+  return h('span', {class: 'overrides', title: title || 'per-request settings', text: 'overrides: ' + set.join(' · ')});
+}
+
 function outputBlock(label, text) {
   const lines = text.split('\n').length;
   const det = h('details', {}, h('summary', {text: label + (lines > 1 ? ' (' + lines + ' lines)' : '')}), h('pre', {text}));
