@@ -69,7 +69,8 @@ func TestResentHistory(t *testing.T) {
 		t.Fatalf("resent with ids: %+v, want a chain from %s in %s", r2, r1.ID, sid)
 	}
 	// The same by content (ids dropped): forks from r1, as an edit does.
-	r3 := ok(t, s, `{"model":"bot","input":[`+user("hi")+`,{"role":"assistant","content":"echo: hi"},`+user("other")+`]}`)
+	// (Fields clients echo back on earlier items are not read.)
+	r3 := ok(t, s, `{"model":"bot","input":[{"role":"user","content":"hi","echoed":true},{"role":"assistant","content":"echo: hi","phase":"final"},`+user("other")+`]}`)
 	if r3.Conversation.ID != sid || *r3.PreviousResponseID != r1.ID {
 		t.Fatalf("resent by content: %+v", r3)
 	}

@@ -197,102 +197,104 @@ func parseInputFiles(raw json.RawMessage) (prefix []entry, input []forge.Input, 
 		}
 		entries = append(entries, e)
 	}
-	return splitInput(entries)
+	prefix, input, atts, err = splitInput(entries)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for i := len(prefix); i < len(entries); i++ {
+		if err := strictItem(&entries[i], items[i]); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return prefix, input, atts, nil
 }
 
 // maxInputItems bounds an input array (resent history included): the
 // body limit bounds it too; this keeps a request's work reasonable.
 const maxInputItems = 10000
 
-// historyItem is an item a client resends from a response's output (an
-// assistant message, reasoning, a call), read leniently: clients echo
-// back fields Forge does not read, none of which is part of the
-// conversation's identity.
-type historyItem struct {
-	ID        string          `json:"id"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Arguments *string         `json:"arguments"`
+// anyItem is an input item read leniently, with the fields of every type
+// Forge reads: clients echo back fields of earlier items Forge does not
+// read, none of which is part of the conversation's identity. The new
+// input at the end is checked strictly too (strictItem).
+type anyItem struct {
+	Type              *string         `json:"type"`
+	Role              *string         `json:"role"`
+	ID                *string         `json:"id"`
+	Content           json.RawMessage `json:"content"`
+	CallID            *string         `json:"call_id"`
+	Name              *string         `json:"name"`
+	Arguments         *string         `json:"arguments"`
+	Output            json.RawMessage `json:"output"`
+	ApprovalRequestID *string         `json:"approval_request_id"`
+	Approve           *bool           `json:"approve"`
+	Reason            *string         `json:"reason"`
 }
 
-func parseItem(i int, raw json.RawMessage) (entry, error) {
-	param := func(f string) string { return "input[" + itoa(i) + "]" + f }
-	var head struct {
-		Type *string `json:"type"`
-		Role *string `json:"role"`
-		ID   *string `json:"id"`
+func deref(s *string) string {
+	if s == nil {
+		return ""
 	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return entry{}, invalid(param(""), "input[%d] is not an input item: %s", i, strings.TrimPrefix(err.Error(), "json: "))
-	}
-	typ := "message"
-	switch {
-	case head.Type != nil:
-		typ = *head.Type
-	case head.Role == nil && head.ID != nil:
-		// An item of only an id is a reference (the Go SDK sends
-		// item_reference so, its type being optional).
-		typ = "item_reference"
-	}
-	if typ == "message" && head.Role != nil && *head.Role == "assistant" {
-		typ = "assistant"
-	}
-	switch typ {
-	case "assistant", "reasoning", "function_call", "mcp_call", "mcp_approval_request", "mcp_list_tools", "item_reference":
-		var h historyItem
-		if err := json.Unmarshal(raw, &h); err != nil {
-			return entry{}, invalid(param(""), "input[%d] (%s) is not an item Forge reads: %s", i, typ, strings.TrimPrefix(err.Error(), "json: "))
-		}
-		e := entry{index: i, kind: typ, id: h.ID}
-		switch typ {
-		case "assistant":
-			text, err := assistantText(h.Content, param(".content"))
-			if err != nil {
-				return entry{}, err
-			}
-			e.text = text
-		case "function_call":
-			if h.CallID == "" || h.Name == "" {
-				return entry{}, invalid(param(""), "input[%d] (function_call) needs call_id and name", i)
-			}
-			e.call = history.Call{ID: h.CallID, Name: h.Name}
-			if h.Arguments != nil {
-				e.call.Arguments = *h.Arguments
-			}
-		case "mcp_approval_request":
-			if h.ID == "" {
-				return entry{}, invalid(param(".id"), "input[%d] (mcp_approval_request) needs its id", i)
-			}
-			e.call = history.Call{ID: h.ID, Name: "mcp_approval:" + h.Name}
-			if h.Arguments != nil {
-				e.call.Arguments = *h.Arguments
-			}
-		case "item_reference":
-			if h.ID == "" {
-				return entry{}, invalid(param(".id"), "input[%d] (item_reference) needs the id of the item it refers to", i)
-			}
-		}
-		return e, nil
-	}
+	return *s
+}
+
+// strictItem refuses fields a new input item (a user message,
+// function_call_output or mcp_approval_response) has that Forge would
+// ignore.
+func strictItem(e *entry, raw json.RawMessage) error {
 	var it inputItem
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&it); err != nil {
-		return entry{}, invalid(param(""), "input[%d] is not an input item Forge takes (a message, function_call_output, mcp_approval_response or an item of an earlier response): %s",
-			i, strings.TrimPrefix(err.Error(), "json: "))
+		return invalid("input["+itoa(e.index)+"]", "input[%d] is not an input item Forge takes (a message, function_call_output, mcp_approval_response or an item of an earlier response): %s",
+			e.index, strings.TrimPrefix(err.Error(), "json: "))
 	}
-	e := entry{index: i, kind: typ}
-	if len(it.ID) > 0 {
-		_ = json.Unmarshal(it.ID, &e.id)
+	return nil
+}
+
+func parseItem(i int, raw json.RawMessage) (entry, error) {
+	param := func(f string) string { return "input[" + itoa(i) + "]" + f }
+	var it anyItem
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return entry{}, invalid(param(""), "input[%d] is not an input item Forge reads: %s", i, strings.TrimPrefix(err.Error(), "json: "))
 	}
+	typ := "message"
+	switch {
+	case it.Type != nil:
+		typ = *it.Type
+	case it.Role == nil && it.ID != nil:
+		// An item of only an id is a reference (the Go SDK sends
+		// item_reference so, its type being optional).
+		typ = "item_reference"
+	}
+	if typ == "message" && it.Role != nil && *it.Role == "assistant" {
+		typ = "assistant"
+	}
+	e := entry{index: i, kind: typ, id: deref(it.ID)}
 	switch typ {
-	case "message":
-		role := ""
-		if it.Role != nil {
-			role = *it.Role
+	case "assistant":
+		text, err := assistantText(it.Content, param(".content"))
+		if err != nil {
+			return entry{}, err
 		}
+		e.text = text
+	case "function_call":
+		if deref(it.CallID) == "" || deref(it.Name) == "" {
+			return entry{}, invalid(param(""), "input[%d] (function_call) needs call_id and name", i)
+		}
+		e.call = history.Call{ID: *it.CallID, Name: *it.Name, Arguments: deref(it.Arguments)}
+	case "mcp_approval_request":
+		if e.id == "" {
+			return entry{}, invalid(param(".id"), "input[%d] (mcp_approval_request) needs its id", i)
+		}
+		e.call = history.Call{ID: e.id, Name: "mcp_approval:" + deref(it.Name), Arguments: deref(it.Arguments)}
+	case "item_reference":
+		if e.id == "" {
+			return entry{}, invalid(param(".id"), "input[%d] (item_reference) needs the id of the item it refers to", i)
+		}
+	case "reasoning", "mcp_call", "mcp_list_tools":
+	case "message":
+		role := deref(it.Role)
 		if role != "user" {
 			return entry{}, invalid(param(".role"), "input[%d] has role %q: the agent owns its instructions, so input takes user messages and the items of earlier responses", i, role)
 		}
@@ -301,9 +303,8 @@ func parseItem(i int, raw json.RawMessage) (entry, error) {
 			return entry{}, err
 		}
 		e.kind, e.in, e.atts = "user", forge.Input{Type: forge.InputMessage, Text: text}, atts
-		return e, nil
 	case "function_call_output":
-		if it.CallID == nil || *it.CallID == "" {
+		if deref(it.CallID) == "" {
 			return entry{}, invalid(param(".call_id"), "input[%d].call_id is required", i)
 		}
 		out, err := callOutput(it.Output, param(".output"))
@@ -311,21 +312,18 @@ func parseItem(i int, raw json.RawMessage) (entry, error) {
 			return entry{}, err
 		}
 		e.in = forge.Input{Type: forge.InputToolResult, CallID: *it.CallID, Output: &out}
-		return e, nil
 	case "mcp_approval_response":
-		if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
+		if deref(it.ApprovalRequestID) == "" {
 			return entry{}, invalid(param(".approval_request_id"), "input[%d].approval_request_id is required: the id of the mcp_approval_request", i)
 		}
 		if it.Approve == nil {
 			return entry{}, invalid(param(".approve"), "input[%d].approve is required: true or false", i)
 		}
-		e.in = forge.Input{Type: forge.InputApproval, CallID: *it.ApprovalRequestID, Approved: it.Approve}
-		if it.Reason != nil {
-			e.in.Reason = *it.Reason
-		}
-		return e, nil
+		e.in = forge.Input{Type: forge.InputApproval, CallID: *it.ApprovalRequestID, Approved: it.Approve, Reason: deref(it.Reason)}
+	default:
+		return entry{}, invalid(param(".type"), "input[%d] has type %q; Forge takes messages, function_call_output, mcp_approval_response, item_reference and the items of earlier responses", i, typ)
 	}
-	return entry{}, invalid(param(".type"), "input[%d] has type %q; Forge takes messages, function_call_output, mcp_approval_response, item_reference and the items of earlier responses", i, typ)
+	return e, nil
 }
 
 // assistantText joins an assistant message's output_text (or refusal)

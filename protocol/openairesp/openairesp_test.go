@@ -252,6 +252,8 @@ func TestHostileRequests(t *testing.T) {
 		{`{"model":"bot","input":[{"role":"system","content":"a"},{"role":"user","content":"b"}]}`, "input[0].role"},
 		{`{"model":"bot","input":[{"type":"message","role":"assistant","content":42},{"role":"user","content":"b"}]}`, "input[0].content"},
 		{`{"model":"bot","input":[{"type":"computer_call"},{"role":"user","content":"b"}]}`, "input[0].type"},
+		{`{"model":"bot","input":[{"role":"user","content":"b","nope":1}]}`, "input[0]"},
+		{`{"model":"bot","input":[{"role":"user","content":"a"},{"type":"function_call_output","call_id":"c","output":"o","nope":1}]}`, "input[1]"},
 		{`{"model":"bot","input":[{"type":"mcp_approval_response","approval_request_id":"call_x"}]}`, "input[0].approve"},
 		{`{"model":"bot","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type"},
 		{`{"model":"bot","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"string"}}]}`, "tools"},
