@@ -5,6 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, MemorySession, OpenAIConversationsSession, OpenAIProvider, Runner, setTracingDisabled, tool } from '@openai/agents';
 import { ChatOpenAI } from '@langchain/openai';
+import { generateText } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
 import { AIMessage, HumanMessage } from '@langchain/core/messages';
 import { z } from 'zod';
 import { agent, base, forge } from './helpers.mjs';
@@ -103,4 +105,26 @@ test('LangChain ChatOpenAI (Chat Completions) multi-turn', async () => {
   const sessions = await forge('GET', '/v1/sessions?agent=js-langchain');
   assert.equal(sessions.data.length, 1, 'one session for the conversation');
   assert.deepEqual(await userTexts(sessions.data[0].id), ['one', 'two']);
+});
+
+test('AI SDK generateText multi-turn over Responses (item_reference to Forge ids)', async () => {
+  await agent({ name: 'js-aisdk-multi', model_params: { script: [{ reasoning: 'thinking', text: 'first' }, { text: 'second' }] } });
+  const requests = [];
+  const provider = createOpenAI({
+    baseURL: `${base}/openai/v1`, apiKey: 'unused',
+    fetch: async (url, init) => { requests.push(JSON.parse(init.body)); return fetch(url, init); },
+  });
+  const model = provider.responses('js-aisdk-multi');
+  const messages = [{ role: 'user', content: 'one' }];
+  const first = await generateText({ model, messages });
+  assert.equal(first.text, 'first');
+  assert.equal(first.reasoningText, 'thinking', 'reasoning shown from its summary');
+  messages.push(...first.response.messages, { role: 'user', content: 'two' });
+  const second = await generateText({ model, messages });
+  assert.equal(second.text, 'second');
+  assert.ok(requests[1].input.some((it) => it.type === 'item_reference'), JSON.stringify(requests[1].input));
+  const r = await forge('GET', `/openai/v1/responses/${second.response.id}`);
+  assert.equal(r.previous_response_id, first.response.id);
+  const turns = await forge('GET', `/v1/sessions/${r.conversation.id}/turns`);
+  assert.equal(turns.data.length, 2, 'nothing ran twice');
 });
