@@ -12,8 +12,9 @@ import (
 )
 
 // TestNodeClients runs the Node tests in e2e/node (the official openai JS
-// client, the AI SDK's DefaultChatTransport and the A2A JS SDK's client,
-// pinned in its package-lock.json) against a real forge serve. Install them with
+// client, the AI SDK's DefaultChatTransport and generateText, the A2A JS
+// SDK's client, the OpenAI Agents SDK and LangChain's ChatOpenAI in their
+// default multi-turn, pinned in its package-lock.json) against a real forge serve. Install them with
 // `npm ci --prefix e2e/node`; without them the test is skipped, unless
 // FORGE_TEST_REQUIRE_SERVICES=1 makes that a failure.
 func TestNodeClients(t *testing.T) {
@@ -37,7 +38,7 @@ func TestNodeClients(t *testing.T) {
 	s := start(t, t.TempDir()+"/forge.db", openaitest.New(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "openai.test.mjs", "aisdk.test.mjs", "chat.test.mjs", "a2a.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "openai.test.mjs", "aisdk.test.mjs", "chat.test.mjs", "a2a.test.mjs", "agents.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "FORGE_URL="+s.URL)
 	out, err := cmd.CombinedOutput()

@@ -20,6 +20,7 @@ import (
 	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
+	"github.com/forge-runtime/forge/protocol/internal/history"
 	"github.com/forge-runtime/forge/protocol/internal/openaierr"
 )
 
@@ -56,6 +57,11 @@ type handler struct {
 	env protocol.Env
 }
 
+// book keeps the conversations completions ended.
+func (h *handler) book() history.Book {
+	return history.Book{Env: h.env, Scope: recordScope, Seed: "forge chat"}
+}
+
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.TrimSuffix(r.URL.Path, "/") != Prefix+"completions" {
 		writeErrorBody(w, http.StatusNotFound, "", "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
@@ -73,15 +79,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.fail(w, r, err)
 	}
-}
-
-// record is what a conversation key points to: the turn that ended it.
-type record struct {
-	SessionID string `json:"session_id"`
-	TurnID    string `json:"turn_id"`
-	// Whole: the conversation is the whole branch up to the turn (it was
-	// not continued from a pinned session's tip by a partial one).
-	Whole bool `json:"whole"`
 }
 
 // completion is a request resolved: where its turn runs and with what.
@@ -141,12 +138,12 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	// The new message's images and files are checked (and inline ones
 	// spooled) before anything is stored.
 	var inputFiles []forge.InputFile
-	if last := msgs[len(msgs)-1]; len(last.atts) > 0 {
+	if last := msgs[len(msgs)-1]; len(last.Atts) > 0 {
 		if h.env.Files == nil {
 			return invalid("messages", "this server keeps no files: a message cannot carry images or files")
 		}
 		var closeFiles func()
-		inputFiles, closeFiles, err = files.Resolve(last.atts, tenant, h.env.MaxFileBytes, "messages["+strconv.Itoa(len(msgs)-1)+"].content")
+		inputFiles, closeFiles, err = files.Resolve(last.Atts, tenant, h.env.MaxFileBytes, "messages["+strconv.Itoa(len(msgs)-1)+"].content")
 		defer closeFiles()
 		if err != nil {
 			return err
@@ -237,13 +234,7 @@ func (h *handler) resolve(r *http.Request, tenant, model string, msgs []message)
 			c.whole = ses.TipTurnID == nil
 			return c, nil
 		}
-		tk, sk := conversationKeys(model, ses.ID, prefix)
-		rec, ok, err := h.lookup(ctx, tenant, sk)
-		if err == nil && !ok {
-			// Most conversations are recorded under the tenant's key only.
-			rec, ok, err = h.lookup(ctx, tenant, tk)
-			ok = ok && rec.SessionID == ses.ID
-		}
+		rec, ok, err := h.book().Find(ctx, tenant, model, ses.ID, prefix)
 		if err != nil {
 			return nil, err
 		}
@@ -255,8 +246,7 @@ func (h *handler) resolve(r *http.Request, tenant, model string, msgs []message)
 		return c, nil
 	}
 	if len(prefix) > 0 {
-		key, _ := conversationKeys(model, "", prefix)
-		rec, ok, err := h.lookup(ctx, tenant, key)
+		rec, ok, err := h.book().Find(ctx, tenant, model, "", prefix)
 		if err != nil {
 			return nil, err
 		}
@@ -280,7 +270,7 @@ func (h *handler) resolve(r *http.Request, tenant, model string, msgs []message)
 		ID: h.env.IDs.New(forge.PrefixSession), Tenant: tenant, Kind: forge.KindDirect, Agent: model,
 		MainThreadID: h.env.IDs.New(forge.PrefixThread), Metadata: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now,
 	}
-	imported, err := importMessages(h.env, ses, prefix)
+	imported, err := history.Import(h.env, ses, prefix, "messages", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -298,132 +288,12 @@ func (h *handler) resolve(r *http.Request, tenant, model string, msgs []message)
 	return c, nil
 }
 
-// maxImported bounds the messages one request imports (the body limit
-// bounds them too; this keeps one transaction's rows reasonable).
-const maxImported = 5000
-
-// importMessages turns a conversation Forge has not seen into the messages
-// of ses it imports: user and assistant messages with their text, an
-// assistant's tool calls as tool parts completed with the outputs of the
-// tool messages that answer them.
-func importMessages(env protocol.Env, ses *forge.Session, prefix []message) ([]*forge.Message, error) {
-	if len(prefix) > maxImported {
-		return nil, invalid("messages", "the conversation holds %d earlier messages Forge has not seen; at most %d are imported at once", len(prefix), maxImported)
-	}
-	now := env.Clock.Now()
-	var out []*forge.Message
-	open := map[string]*forge.Part{} // the calls of the last assistant message not answered yet
-	unanswered := func(i int) error {
-		for id := range open {
-			return invalid("messages", "messages[%d]: tool call %q of the assistant message before it has no tool message answering it", i, id)
-		}
-		return nil
-	}
-	add := func(role, finish string) *forge.Message {
-		m := &forge.Message{ID: env.IDs.New(forge.PrefixMessage), Tenant: ses.Tenant, SessionID: ses.ID, ThreadID: ses.MainThreadID,
-			Role: role, Finish: finish, Metadata: json.RawMessage(`{"imported":true}`), CreatedAt: now}
-		out = append(out, m)
-		return m
-	}
-	part := func(m *forge.Message, p forge.Part) *forge.Part {
-		p.ID, p.MessageID, p.SessionID, p.CreatedAt, p.UpdatedAt = env.IDs.New(forge.PrefixPart), m.ID, ses.ID, now, now
-		m.Parts = append(m.Parts, &p)
-		return &p
-	}
-	for i, m := range prefix {
-		switch m.Role {
-		case "user":
-			if err := unanswered(i); err != nil {
-				return nil, err
-			}
-			if len(m.atts) > 0 {
-				return nil, newError(http.StatusBadRequest, "messages["+strconv.Itoa(i)+"].content", "history_not_found",
-					"Forge has not seen this conversation, and importing earlier messages with images or files is not supported yet: send them as the last message, or upload them and continue a conversation Forge answered")
-			}
-			part(add(forge.RoleUser, ""), forge.Part{Type: forge.PartText, Text: m.Text, State: forge.StateCompleted})
-		case "assistant":
-			if err := unanswered(i); err != nil {
-				return nil, err
-			}
-			finish := forge.FinishStop
-			if len(m.ToolCalls) > 0 {
-				finish = forge.FinishToolCalls
-			}
-			msg := add(forge.RoleAssistant, finish)
-			if m.Text != "" {
-				part(msg, forge.Part{Type: forge.PartText, Text: m.Text, State: forge.StateCompleted})
-			}
-			for j, call := range m.ToolCalls {
-				if open[call.ID] != nil {
-					return nil, invalid("messages["+strconv.Itoa(i)+"].tool_calls["+strconv.Itoa(j)+"].id", "messages[%d] holds tool call id %q twice", i, call.ID)
-				}
-				args := json.RawMessage(call.Arguments)
-				if !json.Valid(args) {
-					args, _ = json.Marshal(call.Arguments) // kept as the text the model wrote
-				}
-				open[call.ID] = part(msg, forge.Part{Type: forge.PartTool, CallID: call.ID, Tool: call.Name, Arguments: args, State: forge.StatePending})
-			}
-		case "tool":
-			p := open[m.ToolCallID]
-			if p == nil {
-				return nil, invalid("messages["+strconv.Itoa(i)+"].tool_call_id", "messages[%d] answers tool call %q, which the assistant message before it did not make (or another tool message answered)", i, m.ToolCallID)
-			}
-			output := m.Text
-			p.State, p.Output = forge.StateCompleted, &output
-			delete(open, m.ToolCallID)
-		}
-	}
-	if err := unanswered(len(prefix)); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// lookup reads the record of a conversation key.
-func (h *handler) lookup(ctx context.Context, tenant, key string) (record, bool, error) {
-	var rec record
-	r, err := h.env.Store.GetIdempotency(ctx, tenant, recordScope, key)
-	if errors.Is(err, forge.ErrNotFound) {
-		return rec, false, nil
-	}
-	if err != nil {
-		return rec, false, err
-	}
-	if json.Unmarshal(r.Body, &rec) != nil || rec.TurnID == "" {
-		return rec, false, nil
-	}
-	return rec, true, nil
-}
-
 // remember records the conversation a completion ended (the request's
 // messages and the answer), so that a request resending it continues
-// from this turn. The first record of a key stays: an equal conversation
-// reached twice continues where it was first reached. A conversation
-// that is the whole branch goes under the tenant's key, and under the
-// session's key too only when the tenant's names another session; a
-// partial one (a pinned session continued from its tip) only under the
-// session's, since it would give an unpinned client history it never
-// sent.
+// from this turn (history.Book.Remember).
 func (h *handler) remember(ctx context.Context, tenant string, c *completion, enc *encoder) {
 	conv := append(append([]message(nil), c.conversation...), enc.message())
-	body, _ := json.Marshal(record{SessionID: c.ses.ID, TurnID: enc.turn.ID, Whole: c.whole})
-	tk, sk := conversationKeys(c.ses.Agent, c.ses.ID, conv)
-	put := func(key string) *forge.IdempotencyRecord {
-		got, err := h.env.Store.PutIdempotency(ctx, tenant, &forge.IdempotencyRecord{
-			Key: key, Scope: recordScope, Status: http.StatusOK, Body: body, CreatedAt: h.env.Clock.Now(),
-		})
-		if err != nil {
-			h.env.Log.Warn("recording a chat conversation failed", "session_id", c.ses.ID, "turn_id", enc.turn.ID, "err", err)
-		}
-		return got
-	}
-	if c.whole {
-		var stored record
-		if got := put(tk); got != nil && json.Unmarshal(got.Body, &stored) == nil && stored.SessionID == c.ses.ID {
-			return
-		}
-	}
-	put(sk)
+	h.book().Remember(ctx, tenant, c.ses, enc.turn.ID, c.whole, conv)
 }
 
 // startError words the engine's refusals of a new turn for this API.

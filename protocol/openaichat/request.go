@@ -10,6 +10,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/internal/files"
+	"github.com/forge-runtime/forge/protocol/internal/history"
 )
 
 // createBody is the body of POST /chat/completions. Fields Forge honours
@@ -177,25 +178,11 @@ type toolCall struct {
 	} `json:"function"`
 }
 
-// message is a request message as Forge compares conversations: role,
-// text, the assistant's tool calls, the call a tool message answers.
-type message struct {
-	Role       string     `json:"role"`
-	Text       string     `json:"text"`
-	ToolCalls  []canonCal `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	// Files names a user message's images and files in its identity: a
-	// file id, or a hash of the inline content as sent.
-	Files []string `json:"files,omitempty"`
-	// atts are those attachments as sent, for the message Forge runs.
-	atts []files.Attachment
-}
+// message is a request message as Forge compares conversations
+// (history.Message).
+type message = history.Message
 
-type canonCal struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
+type canonCal = history.Call
 
 // parseMessages reads messages: a non-empty array of user, assistant and
 // tool messages, and system and developer messages, whose text, joined in
@@ -257,7 +244,7 @@ func parseMessage(i int, raw json.RawMessage) (message, error) {
 		if err != nil {
 			return message{}, err
 		}
-		m.Text, m.atts, m.Files = text, atts, names
+		m.Text, m.Atts, m.Files = text, atts, names
 	case "assistant":
 		text, err := contentText(cm.Content, param(".content"), false)
 		if err != nil {
@@ -427,21 +414,4 @@ func split(msgs []message) (prefix []message, input []forge.Input, err error) {
 		input = append(input, forge.Input{Type: forge.InputToolResult, CallID: m.ToolCallID, Output: &out})
 	}
 	return msgs[:start], input, nil
-}
-
-// conversationKeys return the keys recording a conversation for agent:
-// one for the tenant, one for the session holding it (for requests that
-// pin a session). A key is a chained SHA-256 of the messages in their
-// canonical JSON, so it names the whole conversation exactly.
-func conversationKeys(agent, sessionID string, msgs []message) (tenantKey, sessionKey string) {
-	sum := sha256.Sum256([]byte("forge chat\x00" + agent))
-	for _, m := range msgs {
-		b, _ := json.Marshal(m)
-		h := sha256.New()
-		h.Write(sum[:])
-		h.Write(b)
-		h.Sum(sum[:0])
-	}
-	hexSum := hex.EncodeToString(sum[:])
-	return "a:" + hexSum, "s:" + sessionID + ":" + hexSum
 }

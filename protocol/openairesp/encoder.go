@@ -2,7 +2,6 @@ package openairesp
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/protocol"
@@ -144,20 +143,22 @@ func (e *encoder) add(key, typ string, item any) *outItem {
 
 func (e *encoder) partStarted(p *forge.Part) {
 	if p.Type == forge.PartReasoning {
-		item := &reasoningItem{Type: itemReasoning, ID: p.ID, Status: "in_progress", Summary: []any{}, Content: []*reasoningText{}}
+		id := itemID("rs", e.resp.ID, p.ID)
+		item := &reasoningItem{Type: itemReasoning, ID: id, Status: "in_progress", Summary: []*reasoningText{}, Content: []*reasoningText{}}
 		it := e.add(p.ID, itemReasoning, item)
 		content := &reasoningText{Type: "reasoning_text"}
 		item.Content = append(item.Content, content)
-		e.emit(streamEvent{Type: "response.content_part.added", ItemID: p.ID, OutputIndex: intp(it.index), ContentIndex: zero(),
+		e.emit(streamEvent{Type: "response.content_part.added", ItemID: id, OutputIndex: intp(it.index), ContentIndex: zero(),
 			Part: reasoningText{Type: "reasoning_text"}})
 		it.base = e.seq
 		return
 	}
-	item := &messageItem{Type: itemMessage, ID: p.ID, Status: "in_progress", Role: "assistant", Content: []*outputText{}}
+	id := itemID("msg", e.resp.ID, p.ID)
+	item := &messageItem{Type: itemMessage, ID: id, Status: "in_progress", Role: "assistant", Content: []*outputText{}}
 	it := e.add(p.ID, itemMessage, item)
 	content := &outputText{Type: "output_text", Annotations: []any{}, Logprobs: []any{}}
 	item.Content = append(item.Content, content)
-	e.emit(streamEvent{Type: "response.content_part.added", ItemID: p.ID, OutputIndex: intp(it.index), ContentIndex: zero(),
+	e.emit(streamEvent{Type: "response.content_part.added", ItemID: id, OutputIndex: intp(it.index), ContentIndex: zero(),
 		Part: outputText{Type: "output_text", Annotations: []any{}, Logprobs: []any{}}})
 	it.base = e.seq
 }
@@ -212,6 +213,18 @@ func (e *encoder) partDone(p *forge.Part) {
 		c.Text = p.Text
 		e.emit(streamEvent{Type: "response.reasoning_text.done", ItemID: item.ID, OutputIndex: intp(it.index), ContentIndex: zero(), Text: strp(p.Text)})
 		e.emit(streamEvent{Type: "response.content_part.done", ItemID: item.ID, OutputIndex: intp(it.index), ContentIndex: zero(), Part: c})
+		// The text again as the summary, for clients that show only
+		// summaries (the AI SDK): in one delta when the part ends, so the
+		// numbering of the part's live deltas stays as it is.
+		if p.Text != "" {
+			sum := &reasoningText{Type: "summary_text", Text: p.Text}
+			e.emit(streamEvent{Type: "response.reasoning_summary_part.added", ItemID: item.ID, OutputIndex: intp(it.index), SummaryIndex: zero(),
+				Part: reasoningText{Type: "summary_text"}})
+			e.emit(streamEvent{Type: "response.reasoning_summary_text.delta", ItemID: item.ID, OutputIndex: intp(it.index), SummaryIndex: zero(), Delta: strp(p.Text)})
+			e.emit(streamEvent{Type: "response.reasoning_summary_text.done", ItemID: item.ID, OutputIndex: intp(it.index), SummaryIndex: zero(), Text: strp(p.Text)})
+			e.emit(streamEvent{Type: "response.reasoning_summary_part.done", ItemID: item.ID, OutputIndex: intp(it.index), SummaryIndex: zero(), Part: sum})
+			item.Summary = []*reasoningText{sum}
+		}
 		item.Status = partStatus(p)
 		e.emit(streamEvent{Type: "response.output_item.done", OutputIndex: intp(it.index), Item: item})
 	}
@@ -219,16 +232,17 @@ func (e *encoder) partDone(p *forge.Part) {
 
 func (e *encoder) toolStarted(s protocol.Step) {
 	p := s.Part
-	item := &mcpCallItem{Type: itemMCPCall, ID: p.ID, ServerLabel: serverLabel, Name: p.Tool, Status: "in_progress"}
+	id := itemID("mcp", e.resp.ID, p.ID)
+	item := &mcpCallItem{Type: itemMCPCall, ID: id, ServerLabel: serverLabel, Name: p.Tool, Status: "in_progress"}
 	if s.Resolution == forge.InputApproval {
 		item.ApprovalRequestID = strp(p.CallID)
 	}
 	it := e.add(p.CallID, itemMCPCall, item)
 	args := arguments(p.Arguments)
 	item.Arguments = args
-	e.emit(streamEvent{Type: "response.mcp_call_arguments.delta", ItemID: p.ID, OutputIndex: intp(it.index), Delta: strp(args)})
-	e.emit(streamEvent{Type: "response.mcp_call_arguments.done", ItemID: p.ID, OutputIndex: intp(it.index), Arguments: strp(args)})
-	e.emit(streamEvent{Type: "response.mcp_call.in_progress", ItemID: p.ID, OutputIndex: intp(it.index)})
+	e.emit(streamEvent{Type: "response.mcp_call_arguments.delta", ItemID: id, OutputIndex: intp(it.index), Delta: strp(args)})
+	e.emit(streamEvent{Type: "response.mcp_call_arguments.done", ItemID: id, OutputIndex: intp(it.index), Arguments: strp(args)})
+	e.emit(streamEvent{Type: "response.mcp_call.in_progress", ItemID: id, OutputIndex: intp(it.index)})
 }
 
 func (e *encoder) toolDone(p *forge.Part) {
@@ -265,10 +279,11 @@ func (e *encoder) actionRequired(s protocol.Step) {
 		it := e.add(a.CallID, itemApprovalRequest, item)
 		e.emit(streamEvent{Type: "response.output_item.done", OutputIndex: intp(it.index), Item: item})
 	case forge.ActionClientTool:
-		id := s.Part.ID
-		if id == a.CallID || id == "" {
-			id = "fc_" + strings.TrimPrefix(a.CallID, forge.PrefixCall)
+		part := s.Part.ID
+		if part == a.CallID || part == "" {
+			part = a.CallID
 		}
+		id := itemID("fc", e.resp.ID, part)
 		item := &functionCallItem{Type: itemFunctionCall, ID: id, CallID: a.CallID, Name: a.Tool, Status: "in_progress"}
 		it := e.add(a.CallID, itemFunctionCall, item)
 		item.Arguments = args

@@ -61,11 +61,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(seg) == 1 && seg[0] == "responses":
 		routes = []route{{"POST", h.create}}
 	case len(seg) == 2 && seg[0] == "responses" && seg[1] != "":
-		routes = []route{{"GET", h.get}}
+		routes = []route{{"GET", h.get}, {"DELETE", h.deleteResponse}}
 	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "cancel":
 		routes = []route{{"POST", h.cancel}}
 	case len(seg) == 3 && seg[0] == "responses" && seg[2] == "input_items":
 		routes = []route{{"GET", h.inputItems}}
+	case len(seg) == 1 && seg[0] == "conversations":
+		routes = []route{{"POST", h.createConversation}}
+	case len(seg) == 2 && seg[0] == "conversations" && seg[1] != "":
+		routes = []route{{"GET", h.getConversation}, {"POST", h.updateConversation}, {"DELETE", h.deleteConversation}}
+	case len(seg) == 3 && seg[0] == "conversations" && seg[1] != "" && seg[2] == "items":
+		routes = []route{{"GET", h.listItems}, {"POST", h.addItems}}
+	case len(seg) == 4 && seg[0] == "conversations" && seg[1] != "" && seg[2] == "items" && seg[3] != "":
+		routes = []route{{"GET", h.getItem}, {"DELETE", h.deleteItem}}
 	case len(seg) == 1 && seg[0] == "files":
 		routes = []route{{"POST", h.createFile}, {"GET", h.listFiles}}
 	case len(seg) == 2 && seg[0] == "files" && seg[1] != "":
@@ -160,7 +168,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if name, ok := body.agentSettings(); ok {
 		return invalid(name, "%s is set by the agent in Forge and cannot be sent per request: change the agent (PUT /v1/agents/{name}) instead", name)
 	}
-	input, atts, err := parseInputFiles(body.Input)
+	prefix, input, atts, err := parseInputFiles(body.Input)
 	if err != nil {
 		return err
 	}
@@ -200,19 +208,35 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	if err != nil {
 		return err
 	}
+	model := ""
+	if body.Model != nil {
+		model = *body.Model
+	}
 	checked := false
-	if overrides != nil && body.PreviousResponseID == nil && conv == "" && body.Model != nil && *body.Model != "" {
-		// A new conversation's session is made by target: the settings
-		// are checked before.
-		if overrides, err = h.checkOverrides(r.Context(), tenant, *body.Model, overrides); err != nil {
+	if overrides != nil && body.PreviousResponseID == nil && model != "" {
+		// A new session (a new conversation's, an imported history's, a
+		// pending conversation's) may be made below: the settings are
+		// checked before.
+		if overrides, err = h.checkOverrides(r.Context(), tenant, model, overrides); err != nil {
 			return err
 		}
 		checked = true
 	}
-	ses, req, err := h.target(r.Context(), tenant, &body, conv, meta)
+	var res *resolved
+	if len(prefix) > 0 {
+		res, err = h.continueHistory(r.Context(), tenant, model, body.PreviousResponseID, conv, prefix, input, meta)
+	} else {
+		res = &resolved{input: input, record: body.PreviousResponseID == nil}
+		res.ses, res.req, err = h.target(r.Context(), tenant, model, body.PreviousResponseID, conv, meta)
+		// A new session, or a conversation with no turn yet: the request
+		// is the whole conversation.
+		res.whole = err == nil && res.ses.TipTurnID == nil
+	}
 	if err != nil {
 		return err
 	}
+	res.inputFiles = attachmentNames(atts)
+	ses, req := res.ses, res.req
 	if overrides != nil && !checked {
 		if overrides, err = h.checkOverrides(r.Context(), tenant, ses.Agent, overrides); err != nil {
 			return err
@@ -224,7 +248,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 	background := body.Background != nil && *body.Background
 	rec := record{Metadata: meta, Background: background, Format: format}
 	if stream {
-		return h.createStream(w, r, tenant, ses, req, rec)
+		return h.createStream(w, r, tenant, res, req, rec)
 	}
 	if background {
 		turn, err := h.env.Runtime.StartTurn(protocol.Detach(r), tenant, ses.ID, req)
@@ -266,6 +290,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 		return r.Context().Err()
 	}
 	_ = rc.SetWriteDeadline(time.Now().Add(sse.WriteWait))
+	h.remember(protocol.Detach(r), tenant, res, turn.ID, &enc.resp)
 	writeJSON(w, http.StatusOK, &enc.resp)
 	return nil
 }
@@ -273,29 +298,36 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, tenant string, 
 // target resolves the session a new response goes to and how its turn
 // chains: from previous_response_id (chain or fork), from a
 // conversation's tip, or in a new session of the agent model names.
-func (h *handler) target(ctx context.Context, tenant string, body *createBody, conv string, meta map[string]string) (*forge.Session, engine.TurnRequest, error) {
+func (h *handler) target(ctx context.Context, tenant, model string, prevID *string, conv string, meta map[string]string) (*forge.Session, engine.TurnRequest, error) {
 	var req engine.TurnRequest
-	model := ""
-	if body.Model != nil {
-		model = *body.Model
-	}
-	if body.PreviousResponseID != nil && conv != "" {
+	if prevID != nil && conv != "" {
 		return nil, req, invalid("previous_response_id", "previous_response_id and conversation exclude each other: a response already belongs to its conversation")
 	}
 	var sid string
 	switch {
-	case body.PreviousResponseID != nil:
-		prev := *body.PreviousResponseID
+	case prevID != nil:
+		prev := *prevID
 		if prev == "" {
 			return nil, req, invalid("previous_response_id", "previous_response_id must be a response id")
 		}
-		t, err := h.env.Store.GetTurnByID(ctx, tenant, prev)
+		t, err := h.turn(ctx, tenant, prev)
 		if err != nil {
 			return nil, req, notFound(err, "previous_response_id", "previous_response_not_found", "previous response %q not found", prev)
 		}
 		sid, req.PreviousTurnID = t.SessionID, &prev
 	case conv != "":
-		sid = conv
+		c, err := h.conversation(ctx, tenant, conv)
+		if err != nil {
+			if isNotFound(err) {
+				return nil, req, newError(http.StatusNotFound, "conversation", "conversation_not_found", "conversation %q not found", conv)
+			}
+			return nil, req, err
+		}
+		if c.pending != nil {
+			ses, err := h.startPending(ctx, tenant, model, c)
+			return ses, req, err
+		}
+		sid = c.ses.ID
 	default:
 		if model == "" {
 			return nil, req, invalid("model", "model is required: the name of a Forge agent")
@@ -341,7 +373,8 @@ func startError(err error) error {
 }
 
 // createStream starts the turn subscribed, and streams it.
-func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant string, ses *forge.Session, req engine.TurnRequest, rec record) error {
+func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant string, res *resolved, req engine.TurnRequest, rec record) error {
+	ses := res.ses
 	release, err := h.env.Open(tenant, ses.ID)
 	if err != nil {
 		return err
@@ -354,13 +387,16 @@ func (h *handler) createStream(w http.ResponseWriter, r *http.Request, tenant st
 		return startError(err)
 	}
 	h.saveRecord(protocol.Detach(r), tenant, turn.ID, rec)
-	h.stream(ctx, cancel, w, ses, turn, rec, events, -1)
+	h.stream(ctx, cancel, w, ses, turn, rec, events, -1, func(resp *Response) {
+		h.remember(protocol.Detach(r), tenant, res, turn.ID, resp)
+	})
 	return nil
 }
 
 // stream writes a turn's events (read with ctx, which cancel ends) as a
-// Responses stream, skipping events numbered at or below after.
-func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, ses *forge.Session, turn *forge.Turn, rec record, events iter.Seq2[forge.Event, error], after int64) {
+// Responses stream, skipping events numbered at or below after; done,
+// when not nil, gets the response once the turn ended.
+func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, ses *forge.Session, turn *forge.Turn, rec record, events iter.Seq2[forge.Event, error], after int64, done func(*Response)) {
 	w.Header().Set("Forge-Turn-Id", turn.ID)
 	sw := sse.NewWriter(w, sse.WriteWait)
 	proj := protocol.NewProjector(ses.MainThreadID)
@@ -382,6 +418,9 @@ func (h *handler) stream(ctx context.Context, cancel context.CancelFunc, w http.
 			data, _ := json.Marshal(streamEvent{Type: "error", SequenceNumber: enc.seq + 1, Code: code, Message: msg})
 			sw.Event(0, "error", data)
 			return true
+		}
+		if proj.Done() && done != nil {
+			done(&enc.resp)
 		}
 		return proj.Done()
 	}, nil)
@@ -411,7 +450,7 @@ func (h *handler) build(ctx context.Context, tenant string, ses *forge.Session, 
 
 // lookup finds a response's turn and session.
 func (h *handler) lookup(ctx context.Context, tenant, id string) (*forge.Turn, *forge.Session, error) {
-	t, err := h.env.Store.GetTurnByID(ctx, tenant, id)
+	t, err := h.turn(ctx, tenant, id)
 	if err != nil {
 		return nil, nil, notFound(err, "", "not_found", "Response with id '%s' not found.", id)
 	}
@@ -477,7 +516,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, tenant string, arg
 		defer release()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		h.stream(ctx, cancel, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after)
+		h.stream(ctx, cancel, w, ses, t, rec, protocol.TurnEvents(ctx, h.env.Runtime, tenant, ses.ID, t.ID), after, nil)
 		return nil
 	}
 	resp, err := h.build(r.Context(), tenant, ses, t, rec)
@@ -517,21 +556,9 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request, tenant string, 
 // inputItems serves GET /responses/{id}/input_items: the turn's input as
 // Responses input items.
 func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
-	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return invalid("limit", "limit must be between 1 and 100")
-		}
-		limit = n
-	}
-	order := q.Get("order")
-	if order == "" {
-		order = "desc"
-	}
-	if order != "asc" && order != "desc" {
-		return invalid("order", "order must be asc or desc")
+	pg, err := readPage(r)
+	if err != nil {
+		return err
 	}
 	t, _, err := h.lookup(r.Context(), tenant, args[0])
 	if err != nil {
@@ -551,11 +578,12 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant stri
 	type item = map[string]any
 	items := make([]item, 0, len(t.Input))
 	for i, in := range t.Input {
-		id := t.ID + "_in" + strconv.Itoa(i)
+		id := itemID("fco", t.ID, "in"+strconv.Itoa(i))
 		switch in.Type {
 		case forge.InputMessage:
+			id = itemID("msg", t.ID, "in"+strconv.Itoa(i))
 			if userMsg != "" {
-				id = userMsg
+				id = itemID("msg", t.ID, userMsg)
 			}
 			items = append(items, item{"type": "message", "id": id, "role": "user", "status": "completed",
 				"content": []item{{"type": "input_text", "text": in.Text}}})
@@ -566,33 +594,11 @@ func (h *handler) inputItems(w http.ResponseWriter, r *http.Request, tenant stri
 			}
 			items = append(items, item{"type": "function_call_output", "id": id, "call_id": in.CallID, "output": out, "status": "completed"})
 		case forge.InputApproval:
-			items = append(items, item{"type": "mcp_approval_response", "id": id, "approval_request_id": in.CallID,
+			items = append(items, item{"type": "mcp_approval_response", "id": itemID("mcpa", t.ID, "in"+strconv.Itoa(i)), "approval_request_id": in.CallID,
 				"approve": in.Approved != nil && *in.Approved, "reason": in.Reason})
 		}
 	}
-	if order == "desc" {
-		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-			items[i], items[j] = items[j], items[i]
-		}
-	}
-	if after := q.Get("after"); after != "" {
-		for i, it := range items {
-			if it["id"] == after {
-				items = items[i+1:]
-				break
-			}
-		}
-	}
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
-	}
-	page := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
-	if len(items) > 0 {
-		page["first_id"], page["last_id"] = items[0]["id"], items[len(items)-1]["id"]
-	}
-	writeJSON(w, http.StatusOK, page)
-	return nil
+	return pg.write(w, items)
 }
 
 type model struct {
@@ -644,6 +650,50 @@ func responseStatus(status string) string {
 		return "completed"
 	case forge.TurnErrored:
 		return "failed"
+	case forge.TurnRunning:
+		return "in_progress"
 	}
 	return status
+}
+
+// deletedScope is the idempotency-record scope marking deleted responses
+// (key: the turn id).
+const deletedScope = "openai:response-deleted"
+
+// turn reads a response's turn: ErrNotFound for one deleted through this
+// API (docs/decisions.md, "Deleting a response").
+func (h *handler) turn(ctx context.Context, tenant, id string) (*forge.Turn, error) {
+	t, err := h.env.Store.GetTurnByID(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.env.Store.GetIdempotency(ctx, tenant, deletedScope, t.ID); err == nil {
+		return nil, forge.Errorf(forge.ErrNotFound, "response %s was deleted", id)
+	} else if !errors.Is(err, forge.ErrNotFound) {
+		return nil, err
+	}
+	return t, nil
+}
+
+// deleteResponse serves DELETE /responses/{id}. Forge's log is
+// append-only: the response is no longer retrievable by its id (GET,
+// input_items, cancel, previous_response_id, item_reference answer 404),
+// while its turn stays in its conversation's history, which the turns
+// after it were built on (deleting the conversation removes that).
+func (h *handler) deleteResponse(w http.ResponseWriter, r *http.Request, tenant string, args []string) error {
+	t, _, err := h.lookup(r.Context(), tenant, args[0])
+	if err != nil {
+		return err
+	}
+	if !t.Ended() {
+		return newError(http.StatusConflict, "", "response_in_progress",
+			"Cannot delete a response that is %s: cancel it first (POST /openai/v1/responses/%s/cancel).", responseStatus(t.Status), t.ID)
+	}
+	if _, err := h.env.Store.PutIdempotency(r.Context(), tenant, &forge.IdempotencyRecord{
+		Key: t.ID, Scope: deletedScope, Status: http.StatusOK, Body: []byte(`{}`), CreatedAt: h.env.Clock.Now(),
+	}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": t.ID, "object": "response", "deleted": true})
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/internal/files"
+	"github.com/forge-runtime/forge/protocol/internal/history"
 )
 
 // createBody is the body of POST /responses. Fields Forge honours are
@@ -156,118 +157,207 @@ type inputItem struct {
 	Caller    json.RawMessage `json:"caller"`
 }
 
-// parseInput turns input into Forge turn input: one user message, or
-// resolutions of open calls.
-func parseInput(raw json.RawMessage) ([]forge.Input, error) {
-	in, _, err := parseInputFiles(raw)
-	return in, err
-}
-
-// parseInputFiles is parseInput, also returning the message's attachments
-// (input_image and input_file parts), not yet checked.
-func parseInputFiles(raw json.RawMessage) ([]forge.Input, []files.Attachment, error) {
-	var atts []files.Attachment
-	in, err := parseInputInto(raw, &atts)
-	return in, atts, err
-}
-
-func parseInputInto(raw json.RawMessage, atts *[]files.Attachment) ([]forge.Input, error) {
+// parseInputFiles reads input: the new input at its end (one user
+// message, or resolutions of open calls), the items before it that
+// repeat the conversation (history.go), and the new message's
+// attachments (input_image and input_file parts), not yet checked.
+func parseInputFiles(raw json.RawMessage) (prefix []entry, input []forge.Input, atts []files.Attachment, err error) {
 	v := bytes.TrimSpace(raw)
 	if len(v) == 0 || string(v) == "null" {
-		return nil, invalid("input", "input is required: a string, or an array of input items")
+		return nil, nil, nil, invalid("input", "input is required: a string, or an array of input items")
 	}
 	if v[0] == '"' {
 		var text string
 		if err := json.Unmarshal(v, &text); err != nil {
-			return nil, invalid("input", "input is not a valid string")
+			return nil, nil, nil, invalid("input", "input is not a valid string")
 		}
 		if strings.TrimSpace(text) == "" {
-			return nil, invalid("input", "input must not be blank")
+			return nil, nil, nil, invalid("input", "input must not be blank")
 		}
-		return []forge.Input{{Type: forge.InputMessage, Text: text}}, nil
+		return nil, []forge.Input{{Type: forge.InputMessage, Text: text}}, nil, nil
 	}
 	if v[0] != '[' {
-		return nil, invalid("input", "input must be a string or an array of input items")
+		return nil, nil, nil, invalid("input", "input must be a string or an array of input items")
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(v, &items); err != nil {
-		return nil, invalid("input", "input must be an array of input items")
+		return nil, nil, nil, invalid("input", "input must be an array of input items")
 	}
 	if len(items) == 0 {
-		return nil, invalid("input", "input must hold at least one item")
+		return nil, nil, nil, invalid("input", "input must hold at least one item")
 	}
-	var out []forge.Input
-	messages := 0
+	if len(items) > maxInputItems {
+		return nil, nil, nil, invalid("input", "input holds %d items; at most %d", len(items), maxInputItems)
+	}
+	entries := make([]entry, 0, len(items))
 	for i, raw := range items {
-		in, err := parseItem(i, raw, atts)
+		e, err := parseItem(i, raw)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		if in.Type == forge.InputMessage {
-			messages++
+		entries = append(entries, e)
+	}
+	prefix, input, atts, err = splitInput(entries)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for i := len(prefix); i < len(entries); i++ {
+		if err := strictItem(&entries[i], items[i]); err != nil {
+			return nil, nil, nil, err
 		}
-		out = append(out, in)
 	}
-	switch {
-	case messages > 1:
-		return nil, invalid("input", "input holds %d messages; Forge keeps the conversation: send only the new user message", messages)
-	case messages == 1 && len(out) > 1:
-		return nil, invalid("input", "input mixes a message with function_call_output or mcp_approval_response items: answer the open calls first, then send the message")
-	}
-	return out, nil
+	return prefix, input, atts, nil
 }
 
-func parseItem(i int, raw json.RawMessage, atts *[]files.Attachment) (forge.Input, error) {
-	param := func(f string) string { return "input[" + itoa(i) + "]" + f }
+// maxInputItems bounds an input array (resent history included): the
+// body limit bounds it too; this keeps a request's work reasonable.
+const maxInputItems = 10000
+
+// anyItem is an input item read leniently, with the fields of every type
+// Forge reads: clients echo back fields of earlier items Forge does not
+// read, none of which is part of the conversation's identity. The new
+// input at the end is checked strictly too (strictItem).
+type anyItem struct {
+	Type              *string         `json:"type"`
+	Role              *string         `json:"role"`
+	ID                *string         `json:"id"`
+	Content           json.RawMessage `json:"content"`
+	CallID            *string         `json:"call_id"`
+	Name              *string         `json:"name"`
+	Arguments         *string         `json:"arguments"`
+	Output            json.RawMessage `json:"output"`
+	ApprovalRequestID *string         `json:"approval_request_id"`
+	Approve           *bool           `json:"approve"`
+	Reason            *string         `json:"reason"`
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// strictItem refuses fields a new input item (a user message,
+// function_call_output or mcp_approval_response) has that Forge would
+// ignore.
+func strictItem(e *entry, raw json.RawMessage) error {
 	var it inputItem
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&it); err != nil {
-		return forge.Input{}, invalid(param(""), "input[%d] is not an input item Forge takes (a user message, function_call_output or mcp_approval_response): %s",
-			i, strings.TrimPrefix(err.Error(), "json: "))
+		return invalid("input["+itoa(e.index)+"]", "input[%d] is not an input item Forge takes (a message, function_call_output, mcp_approval_response or an item of an earlier response): %s",
+			e.index, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+func parseItem(i int, raw json.RawMessage) (entry, error) {
+	param := func(f string) string { return "input[" + itoa(i) + "]" + f }
+	var it anyItem
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return entry{}, invalid(param(""), "input[%d] is not an input item Forge reads: %s", i, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	typ := "message"
-	if it.Type != nil {
+	switch {
+	case it.Type != nil:
 		typ = *it.Type
+	case it.Role == nil && it.ID != nil:
+		// An item of only an id is a reference (the Go SDK sends
+		// item_reference so, its type being optional).
+		typ = "item_reference"
 	}
+	if typ == "message" && it.Role != nil && *it.Role == "assistant" {
+		typ = "assistant"
+	}
+	e := entry{index: i, kind: typ, id: deref(it.ID)}
 	switch typ {
-	case "message":
-		role := ""
-		if it.Role != nil {
-			role = *it.Role
-		}
-		if role != "user" {
-			return forge.Input{}, invalid(param(".role"), "input[%d] has role %q: Forge keeps the conversation and the agent owns its instructions, so input takes only the new user message", i, role)
-		}
-		text, files, err := contentParts(it.Content, param(".content"))
+	case "assistant":
+		text, err := assistantText(it.Content, param(".content"))
 		if err != nil {
-			return forge.Input{}, err
+			return entry{}, err
 		}
-		*atts = append(*atts, files...)
-		return forge.Input{Type: forge.InputMessage, Text: text}, nil
+		e.text = text
+	case "function_call":
+		if deref(it.CallID) == "" || deref(it.Name) == "" {
+			return entry{}, invalid(param(""), "input[%d] (function_call) needs call_id and name", i)
+		}
+		e.call = history.Call{ID: *it.CallID, Name: *it.Name, Arguments: deref(it.Arguments)}
+	case "mcp_approval_request":
+		if e.id == "" {
+			return entry{}, invalid(param(".id"), "input[%d] (mcp_approval_request) needs its id", i)
+		}
+		e.call = history.Call{ID: e.id, Name: "mcp_approval:" + deref(it.Name), Arguments: deref(it.Arguments)}
+	case "item_reference":
+		if e.id == "" {
+			return entry{}, invalid(param(".id"), "input[%d] (item_reference) needs the id of the item it refers to", i)
+		}
+	case "reasoning", "mcp_call", "mcp_list_tools":
+	case "message":
+		role := deref(it.Role)
+		if role != "user" {
+			return entry{}, invalid(param(".role"), "input[%d] has role %q: the agent owns its instructions, so input takes user messages and the items of earlier responses", i, role)
+		}
+		text, atts, err := contentParts(it.Content, param(".content"))
+		if err != nil {
+			return entry{}, err
+		}
+		e.kind, e.in, e.atts = "user", forge.Input{Type: forge.InputMessage, Text: text}, atts
 	case "function_call_output":
-		if it.CallID == nil || *it.CallID == "" {
-			return forge.Input{}, invalid(param(".call_id"), "input[%d].call_id is required", i)
+		if deref(it.CallID) == "" {
+			return entry{}, invalid(param(".call_id"), "input[%d].call_id is required", i)
 		}
 		out, err := callOutput(it.Output, param(".output"))
 		if err != nil {
-			return forge.Input{}, err
+			return entry{}, err
 		}
-		return forge.Input{Type: forge.InputToolResult, CallID: *it.CallID, Output: &out}, nil
+		e.in = forge.Input{Type: forge.InputToolResult, CallID: *it.CallID, Output: &out}
 	case "mcp_approval_response":
-		if it.ApprovalRequestID == nil || *it.ApprovalRequestID == "" {
-			return forge.Input{}, invalid(param(".approval_request_id"), "input[%d].approval_request_id is required: the id of the mcp_approval_request", i)
+		if deref(it.ApprovalRequestID) == "" {
+			return entry{}, invalid(param(".approval_request_id"), "input[%d].approval_request_id is required: the id of the mcp_approval_request", i)
 		}
 		if it.Approve == nil {
-			return forge.Input{}, invalid(param(".approve"), "input[%d].approve is required: true or false", i)
+			return entry{}, invalid(param(".approve"), "input[%d].approve is required: true or false", i)
 		}
-		in := forge.Input{Type: forge.InputApproval, CallID: *it.ApprovalRequestID, Approved: it.Approve}
-		if it.Reason != nil {
-			in.Reason = *it.Reason
-		}
-		return in, nil
+		e.in = forge.Input{Type: forge.InputApproval, CallID: *it.ApprovalRequestID, Approved: it.Approve, Reason: deref(it.Reason)}
+	default:
+		return entry{}, invalid(param(".type"), "input[%d] has type %q; Forge takes messages, function_call_output, mcp_approval_response, item_reference and the items of earlier responses", i, typ)
 	}
-	return forge.Input{}, invalid(param(".type"), "input[%d] has type %q; Forge takes a user message, function_call_output or mcp_approval_response", i, typ)
+	return e, nil
+}
+
+// assistantText joins an assistant message's output_text (or refusal)
+// parts.
+func assistantText(raw json.RawMessage, param string) (string, error) {
+	v := bytes.TrimSpace(raw)
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", invalid(param, "content is not a valid string")
+		}
+		return s, nil
+	}
+	if len(v) == 0 || string(v) == "null" {
+		return "", nil
+	}
+	var parts []struct {
+		Type    string `json:"type"`
+		Text    string `json:"text"`
+		Refusal string `json:"refusal"`
+	}
+	if err := json.Unmarshal(v, &parts); err != nil {
+		return "", invalid(param, "an assistant message's content must be a string or an array of output_text parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		switch p.Type {
+		case "output_text", "input_text", "text":
+			b.WriteString(p.Text)
+		case "refusal":
+			b.WriteString(p.Refusal)
+		}
+	}
+	return b.String(), nil
 }
 
 // contentParts joins a message's text content (a string, or input_text

@@ -245,9 +245,15 @@ func TestHostileRequests(t *testing.T) {
 		{`{"model":"bot","input":"   "}`, "input"},
 		{`{"model":"bot","input":[]}`, "input"},
 		{`{"model":"bot","input":42}`, "input"},
-		{`{"model":"bot","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`, "input"},
 		{`{"model":"bot","input":[{"role":"user","content":"a"},{"type":"function_call_output","call_id":"call_x","output":"o"}]}`, "input"},
-		{`{"model":"bot","input":[{"type":"item_reference","id":"x"}]}`, "input[0].type"},
+		{`{"model":"bot","input":[{"type":"item_reference","id":"x"}]}`, "input"},
+		{`{"model":"bot","input":[{"type":"item_reference"},{"role":"user","content":"b"}]}`, "input[0].id"},
+		{`{"model":"bot","input":[{"type":"function_call","call_id":"c"},{"role":"user","content":"b"}]}`, "input[0]"},
+		{`{"model":"bot","input":[{"role":"system","content":"a"},{"role":"user","content":"b"}]}`, "input[0].role"},
+		{`{"model":"bot","input":[{"type":"message","role":"assistant","content":42},{"role":"user","content":"b"}]}`, "input[0].content"},
+		{`{"model":"bot","input":[{"type":"computer_call"},{"role":"user","content":"b"}]}`, "input[0].type"},
+		{`{"model":"bot","input":[{"role":"user","content":"b","nope":1}]}`, "input[0]"},
+		{`{"model":"bot","input":[{"role":"user","content":"a"},{"type":"function_call_output","call_id":"c","output":"o","nope":1}]}`, "input[1]"},
 		{`{"model":"bot","input":[{"type":"mcp_approval_response","approval_request_id":"call_x"}]}`, "input[0].approve"},
 		{`{"model":"bot","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type"},
 		{`{"model":"bot","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"string"}}]}`, "tools"},
@@ -288,8 +294,11 @@ func TestHostileRequests(t *testing.T) {
 	if status, body := s.Do("GET", "/openai/v1/responses/turn_x?starting_after=-1", ""); status != 400 {
 		t.Fatalf("negative starting_after: %d %s", status, body)
 	}
-	if status, body := s.Do("DELETE", "/openai/v1/responses/turn_x", ""); status != 405 || !strings.Contains(body, "invalid_request_error") {
-		t.Fatalf("DELETE: %d %s", status, body)
+	if status, body := s.Do("DELETE", "/openai/v1/responses/turn_x", ""); status != 404 || !strings.Contains(body, "invalid_request_error") {
+		t.Fatalf("DELETE of no response: %d %s", status, body)
+	}
+	if status, body := s.Do("PUT", "/openai/v1/responses/turn_x", ""); status != 405 || !strings.Contains(body, "invalid_request_error") {
+		t.Fatalf("PUT: %d %s", status, body)
 	}
 }
 

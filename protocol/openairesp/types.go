@@ -96,12 +96,13 @@ type outputText struct {
 	Logprobs    []any  `json:"logprobs"`
 }
 
-// reasoningItem is a reasoning part, as reasoning_text content.
+// reasoningItem is a reasoning part, as reasoning_text content and again
+// as its summary_text summary.
 type reasoningItem struct {
 	Type    string           `json:"type"`
 	ID      string           `json:"id"`
 	Status  string           `json:"status"`
-	Summary []any            `json:"summary"`
+	Summary []*reasoningText `json:"summary"`
 	Content []*reasoningText `json:"content"`
 }
 
@@ -152,6 +153,7 @@ type streamEvent struct {
 	OutputIndex    *int      `json:"output_index,omitempty"`
 	ItemID         string    `json:"item_id,omitempty"`
 	ContentIndex   *int      `json:"content_index,omitempty"`
+	SummaryIndex   *int      `json:"summary_index,omitempty"`
 	Item           any       `json:"item,omitempty"`
 	Part           any       `json:"part,omitempty"`
 	Delta          *string   `json:"delta,omitempty"`
