@@ -42,9 +42,11 @@ var assets embed.FS
 // ContentSecurityPolicy is sent with every answer of the handler. The
 // pages load only their own scripts and styles and talk only to their own
 // origin; model output is inserted as text, never as markup, and this
-// policy is the second line of defence if that ever fails.
+// policy is the second line of defence if that ever fails. Attachments
+// are fetched with the API key and shown from blob: URLs (an <img> cannot
+// send the key), hence img-src blob:.
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; " +
-	"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	"connect-src 'self'; img-src 'self' data: blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // file is one embedded asset, ready to serve.
 type file struct {

@@ -242,6 +242,30 @@ export async function api(path, {method = 'GET', body, signal} = {}) {
   }
 }
 
+// fetchBlob reads bytes of the API (a file's content) with the key, as
+// api does; a missing file is an APIError with status 404.
+export async function fetchBlob(path, {signal} = {}) {
+  let refused = false;
+  for (;;) {
+    const resp = await fetch(path, {headers: authHeaders({Accept: '*/*'}), signal, cache: 'no-store', credentials: 'omit'});
+    if (resp.status === 401) {
+      await askKey(refused || !!currentKey());
+      refused = true;
+      continue;
+    }
+    if (!resp.ok) throw new APIError(resp.status, 'http_' + resp.status, resp.statusText || 'request failed');
+    return resp.blob();
+  }
+}
+
+// fmtBytes writes a size for people.
+export function fmtBytes(n) {
+  if (!(n >= 0)) return '';
+  if (n < 1024) return n + ' B';
+  if (n < 1024 * 1024) return (n / 1024).toFixed(1) + ' KiB';
+  return (n / 1024 / 1024).toFixed(1) + ' MiB';
+}
+
 // pages yields the items of a list endpoint page by page (each page an
 // array), following next_cursor. sizes: the limit of the first page, then
 // of every later one (a small first page paints sooner).

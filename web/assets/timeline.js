@@ -15,7 +15,7 @@
 // comes from the TurnIndex they share, which knows every turn, not only
 // the ones on screen.
 
-import {h, append, clear, fmtUsage, fmtCost, fmtTime, idCode, shortID, statusPill, pretty, addUsage} from './forge.js';
+import {h, append, clear, fmtUsage, fmtCost, fmtTime, idCode, shortID, statusPill, pretty, addUsage, fetchBlob, fmtBytes} from './forge.js';
 import {diffLines} from './diff.js';
 
 // Tools whose arguments describe a file change, shown as a diff.
@@ -533,6 +533,11 @@ export class TurnView {
       this.end.className = 'turn-end done';
       append(this.end, 'Done' + (d.iterations ? ' in ' + d.iterations + (d.iterations === 1 ? ' step' : ' steps') : ''),
         d.ended_at ? ' · ' + fmtTime(d.ended_at) : '');
+      if (d.output && d.output.json !== undefined && d.output.json !== null) {
+        // Structured output: the answer parsed against the schema.
+        this.end.append(h('details', {class: 'structured-output', open: true},
+          h('summary', {text: 'Structured output'}), h('pre', {class: 'json', text: pretty(d.output.json)})));
+      }
     } else {
       this.end.className = 'turn-end paused';
       append(this.end, 'Paused for ' + d.required_actions.map((a) => a.type.replace('_', ' ')).join(', ') +
@@ -676,8 +681,49 @@ class PartView {
         clear(this.el).append(h('div', {class: 'notice', text: 'Compaction requested (' + (d.reason || (d.auto ? 'automatic' : 'manual')) + ')'}));
         break;
       }
+      case 'file':
+        this.renderFile(p.data || {});
+        break;
       default:
         clear(this.el).append(h('div', {class: 'muted', text: p.type + ' part'}), h('pre', {text: pretty(p.data || p.text || '')}));
+    }
+  }
+
+  // renderFile shows an attachment: an image as a thumbnail, any file as a
+  // link that downloads it. The bytes are fetched with the API key and
+  // shown from a blob: URL; a deleted file says so.
+  renderFile(d) {
+    if (this.fileID === d.file_id) return; // drawn already
+    this.fileID = d.file_id;
+    const url = '/v1/files/' + encodeURIComponent(d.file_id || '') + '/content';
+    const name = d.filename || d.file_id || 'file';
+    const note = h('span', {class: 'muted', text: ' ' + [d.mime_type, fmtBytes(d.bytes)].filter(Boolean).join(', ')});
+    const link = h('a', {href: '#', class: 'file-link', text: name});
+    let blobURL = null;
+    const load = async () => {
+      if (!blobURL) blobURL = URL.createObjectURL(await fetchBlob(url));
+      return blobURL;
+    };
+    const gone = (err) => {
+      note.textContent = err && err.status === 404 ? ' (the file was deleted)' : ' (could not be read: ' + (err && err.message) + ')';
+      this.el.classList.add('file-gone');
+    };
+    link.addEventListener('click', async (e) => {
+      e.preventDefault();
+      try {
+        const a = h('a', {href: await load(), download: name});
+        document.body.append(a);
+        a.click();
+        a.remove();
+      } catch (err) {
+        gone(err);
+      }
+    });
+    clear(this.el).append(h('div', {class: 'file-head'}, h('span', {class: 'file-icon', text: '📎 '}), link, note));
+    if (/^image\/(png|jpeg|gif|webp)$/.test(d.mime_type || '')) {
+      const img = h('img', {class: 'thumb', alt: name});
+      this.el.append(img);
+      load().then((u) => { img.src = u; }, (err) => { img.remove(); gone(err); });
     }
   }
 
