@@ -137,3 +137,16 @@ test('reconnect mid-turn replays it, stop ends it with abort', async () => {
   const again = await fetch(`${base}/aisdk/v1/agents/ui-resume/chat/chat-resume/stop`, { method: 'POST' });
   assert.deepEqual(await again.json(), { stopped: false });
 });
+
+test('a file part (sendMessage with files) reaches the model and comes back on reload', async () => {
+  await agent({ name: 'ui-files', model: 'scripted/echo' });
+  const file = { type: 'file', mediaType: 'text/plain', filename: 'notes.txt', url: 'data:text/plain;base64,' + Buffer.from('the order shipped\n').toString('base64') };
+  const msg = await send(transport('ui-files'), 'chat-files', [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'read this' }, file] }]);
+  assert.match(textOf(msg), /File: notes\.txt/);
+  assert.match(textOf(msg), /the order shipped/);
+  const restored = await forge('GET', '/aisdk/v1/agents/ui-files/chat/chat-files/messages');
+  const back = restored[0].parts.find((p) => p.type === 'file');
+  assert.equal(back.filename, 'notes.txt');
+  assert.equal(back.mediaType, 'text/plain');
+  assert.match(back.url, /^\/v1\/files\/file_/);
+});

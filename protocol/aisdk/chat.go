@@ -11,6 +11,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/internal/files"
 )
 
 // chatBody is what useChat's DefaultChatTransport posts. Other fields (an
@@ -29,8 +30,13 @@ type uiMessage struct {
 }
 
 type uiPart struct {
-	Type       string          `json:"type"`
-	Text       string          `json:"text"`
+	Type string `json:"type"`
+	Text string `json:"text"`
+	// A file part (FileUIPart): the content as a data: URL, or, as this
+	// endpoint hands stored attachments back, /v1/files/{id}/content.
+	MediaType  string          `json:"mediaType"`
+	Filename   string          `json:"filename"`
+	URL        string          `json:"url"`
 	ToolCallID string          `json:"toolCallId"`
 	State      string          `json:"state"`
 	Output     json.RawMessage `json:"output"`
@@ -168,6 +174,38 @@ type plan struct {
 	messageID string
 	// earlier are the turns of the continued exchange before the new one.
 	earlier []*forge.Turn
+	// files are the new user message's file parts, to check and attach.
+	files []files.Attachment
+}
+
+// fileParts returns the file parts of m as attachments: a data: URL is
+// the content; a stored file's content URL names that file; any other URL
+// is refused by files.Resolve (Forge fetches nothing).
+func fileParts(m *uiMessage) []files.Attachment {
+	var out []files.Attachment
+	for _, p := range m.Parts {
+		if p.Type != "file" {
+			continue
+		}
+		if id, ok := storedFile(p.URL); ok {
+			out = append(out, files.Attachment{FileID: id})
+			continue
+		}
+		out = append(out, files.Attachment{URL: p.URL, Filename: p.Filename})
+	}
+	return out
+}
+
+// fileURL is where a stored attachment's content is (the native API).
+func fileURL(id string) string { return "/v1/files/" + id + "/content" }
+
+func storedFile(u string) (string, bool) {
+	id, ok := strings.CutPrefix(u, "/v1/files/")
+	if !ok {
+		return "", false
+	}
+	id, ok = strings.CutSuffix(id, "/content")
+	return id, ok && id != "" && !strings.ContainsAny(id, "/?#")
 }
 
 // diff compares the messages the client sent with the session's branch
@@ -232,7 +270,7 @@ func diff(body *chatBody, branch []*exchange) (*plan, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, forge.Errorf(forge.ErrInvalid, "the last user message has no text")
 	}
-	p := &plan{req: engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: text}}}}
+	p := &plan{req: engine.TurnRequest{Input: []forge.Input{{Type: forge.InputMessage, Text: text}}}, files: fileParts(req[m].user)}
 	switch {
 	case m > 0:
 		prev := branch[m-1].lastTurn().ID

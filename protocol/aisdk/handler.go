@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/internal/sse"
 	"github.com/forge-runtime/forge/protocol"
 )
@@ -223,6 +224,16 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request, tenant, agent str
 	p, err := diff(&body, branch)
 	if err != nil {
 		return err
+	}
+	if len(p.files) > 0 {
+		// Checked (type, size) and spooled before anything is stored; the
+		// engine stores them with the turn.
+		resolved, closeFiles, err := files.Resolve(p.files, tenant, h.env.MaxFileBytes, "messages[-1].parts")
+		defer closeFiles()
+		if err != nil {
+			return err
+		}
+		p.req.Input[0].Files = resolved
 	}
 	release, err := h.env.Open(tenant, ses.ID)
 	if err != nil {

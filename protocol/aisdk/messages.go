@@ -20,6 +20,9 @@ type outPart struct {
 	Output           any             `json:"output,omitempty"`
 	ErrorText        string          `json:"errorText,omitempty"`
 	ProviderExecuted *bool           `json:"providerExecuted,omitempty"`
+	MediaType        string          `json:"mediaType,omitempty"`
+	Filename         string          `json:"filename,omitempty"`
+	URL              string          `json:"url,omitempty"`
 	Approval         *outApproval    `json:"approval,omitempty"`
 }
 
@@ -54,7 +57,13 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request, tenant, agent
 	}
 	for _, x := range branch {
 		text := x.text
-		out = append(out, &outMessage{ID: "user_" + x.uiID(), Role: "user", Parts: []*outPart{{Type: "text", Text: &text}}})
+		user := &outMessage{ID: "user_" + x.uiID(), Role: "user", Parts: []*outPart{{Type: "text", Text: &text}}}
+		for _, f := range x.turns[0].Input[0].Files {
+			// Sent back as they are (by their content URL) they attach
+			// the same stored files again.
+			user.Parts = append(user.Parts, &outPart{Type: "file", MediaType: f.MimeType, Filename: f.Filename, URL: fileURL(f.FileID)})
+		}
+		out = append(out, user)
 		if !x.lastTurn().Ended() {
 			break
 		}
