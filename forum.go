@@ -152,15 +152,18 @@ type ForumAuthor struct {
 
 // ForumMessage is a message of a forum as API.md shows it.
 type ForumMessage struct {
-	ID        string          `json:"id"`
-	ForumID   string          `json:"forum_id"`
-	Kind      string          `json:"kind"`
-	Author    *ForumAuthor    `json:"author"`
-	Text      string          `json:"text"`
-	Mentions  []string        `json:"mentions"`
-	ReplyTo   *string         `json:"reply_to"`
-	Metadata  json.RawMessage `json:"metadata"`
-	CreatedAt time.Time       `json:"created_at"`
+	ID       string          `json:"id"`
+	ForumID  string          `json:"forum_id"`
+	Kind     string          `json:"kind"`
+	Author   *ForumAuthor    `json:"author"`
+	Text     string          `json:"text"`
+	Mentions []string        `json:"mentions"`
+	ReplyTo  *string         `json:"reply_to"`
+	Metadata json.RawMessage `json:"metadata"`
+	// Files are the message's attachments (API.md, "Files and
+	// attachments"): its monologue copies reference the same files.
+	Files     []FileData `json:"files,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
 }
 
 // SourceMeta is the metadata of a forum message copied into a monologue.

@@ -101,6 +101,8 @@ type PostRequest struct {
 	Author   string          `json:"author"`
 	Text     string          `json:"text"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Files attach stored files (by FileID, from UploadFile).
+	Files []forge.InputFile `json:"files,omitempty"`
 	// IdempotencyKey makes a retry return the first answer; "" makes one
 	// up, so the client's own retries never post twice.
 	IdempotencyKey string `json:"-"`

@@ -125,7 +125,7 @@ func BenchmarkForumFanOut(b *testing.B) {
 	for i := range b.N {
 		start := time.Now()
 		done := make(chan struct{})
-		m, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("hello ", i), nil)
+		m, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("hello ", i), nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func BenchmarkForumReply(b *testing.B) {
 	}()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("question ", i), nil); err != nil {
+		if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("question ", i), nil, nil); err != nil {
 			b.Fatal(err)
 		}
 		select {

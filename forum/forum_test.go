@@ -151,7 +151,7 @@ func interleave(t *testing.T, seed uint64) {
 			if rng.IntN(2) == 0 {
 				text += " @" + agents[rng.IntN(len(agents))]
 			}
-			if _, err := n.forums.Post(ctx, tenant, f, []string{"hal", "ivy"}[rng.IntN(2)], text, nil); err != nil {
+			if _, err := n.forums.Post(ctx, tenant, f, []string{"hal", "ivy"}[rng.IntN(2)], text, nil, nil); err != nil {
 				t.Fatalf("step %d post: %v", step, err)
 			}
 		}

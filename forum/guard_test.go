@@ -128,7 +128,7 @@ func TestStreakGuardHoldsRepliesInFlight(t *testing.T) {
 			}
 			const posts = 3
 			for i := range posts {
-				if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("go ", i), nil); err != nil {
+				if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("go ", i), nil, nil); err != nil {
 					t.Fatal(err)
 				}
 				quiesce(t, n, []string{f.ID})
@@ -172,7 +172,7 @@ func TestPairWindowHoldsRepliesInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", "go", nil); err != nil {
+	if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", "go", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	quiesce(t, n, []string{f.ID})
@@ -223,7 +223,7 @@ func TestWithheldReplyStaysWithheldAfterARestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first, err := n.forums.Post(ctx, tenant, f.ID, "alice", "first", nil)
+	first, err := n.forums.Post(ctx, tenant, f.ID, "alice", "first", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestLeaveCopiesWhatWasPostedBefore(t *testing.T) {
 			defer wg.Done()
 			after := 0
 			for i := 0; ; i++ {
-				if _, err := n.forums.Post(ctx, tenant, f.ID, h, fmt.Sprintf("%s %d", h, i), nil); err != nil {
+				if _, err := n.forums.Post(ctx, tenant, f.ID, h, fmt.Sprintf("%s %d", h, i), nil, nil); err != nil {
 					t.Errorf("post: %v", err)
 					if i < 5 {
 						started.Done()

@@ -27,7 +27,34 @@ func View(m *forge.Message) *forge.ForumMessage {
 			fm.Mentions = f.Mentions
 		}
 	}
+	fm.Files = filesOf(m)
 	return fm
+}
+
+// filesOf returns the attachments of a message's file parts.
+func filesOf(m *forge.Message) []forge.FileData {
+	var out []forge.FileData
+	for _, p := range m.Parts {
+		if p.Type != forge.PartFile {
+			continue
+		}
+		var d forge.FileData
+		if json.Unmarshal(p.Data, &d) == nil && d.FileID != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// fileParts are file parts of message m naming files.
+func fileParts(s *Service, m *forge.Message, files []forge.FileData) []*forge.Part {
+	out := make([]*forge.Part, 0, len(files))
+	for _, f := range files {
+		data, _ := json.Marshal(f)
+		out = append(out, &forge.Part{ID: s.ids.New(forge.PrefixPart), MessageID: m.ID, SessionID: m.SessionID, Type: forge.PartFile,
+			State: forge.StateCompleted, Data: data, CreatedAt: m.CreatedAt, UpdatedAt: m.CreatedAt})
+	}
+	return out
 }
 
 // textOf joins a message's text parts.

@@ -50,7 +50,7 @@ func TestGuardNoticeOnlyWhenATriggerIsStopped(t *testing.T) {
 			}
 			const posts = 3
 			for i := range posts {
-				if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("hi ", i), nil); err != nil {
+				if _, err := n.forums.Post(ctx, tenant, f.ID, "alice", fmt.Sprint("hi ", i), nil, nil); err != nil {
 					t.Fatal(err)
 				}
 				// One reply per post (quiet); another agent's is withheld.

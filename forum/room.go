@@ -196,7 +196,7 @@ func forumDraft(m *forge.Message) eventlog.Draft {
 }
 
 // post writes a human's message and hands it to the agents.
-func (r *room) post(ctx context.Context, author, text string, meta []byte) (*forge.Message, error) {
+func (r *room) post(ctx context.Context, author, text string, meta []byte, files []forge.FileData) (*forge.Message, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.deleting {
@@ -216,6 +216,7 @@ func (r *room) post(ctx context.Context, author, text string, meta []byte) (*for
 		info := &forge.ForumInfo{Kind: forge.ForumKindMessage, ParticipantID: stint.ID, ActorID: stint.ActorID,
 			Mentions: Mentions(text, r.agentNames())}
 		m = r.newMessage(text, info, meta)
+		m.Parts = append(m.Parts, fileParts(r.s, m, files)...)
 		return []eventlog.Draft{forumDraft(m)}, func(ctx context.Context, evs []forge.Event) error {
 			return r.s.store.AppendLoose(ctx, &forge.LooseAppend{Tenant: r.tenant, SessionID: r.id, Messages: []*forge.Message{m}, Events: evs})
 		}, nil

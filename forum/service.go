@@ -519,12 +519,12 @@ func (s *Service) Leave(ctx context.Context, tenant, forumID, participantID stri
 }
 
 // Post writes a human member's message.
-func (s *Service) Post(ctx context.Context, tenant, forumID, author, text string, meta json.RawMessage) (*forge.ForumMessage, error) {
+func (s *Service) Post(ctx context.Context, tenant, forumID, author, text string, meta json.RawMessage, files []forge.FileData) (*forge.ForumMessage, error) {
 	r, err := s.room(ctx, tenant, forumID)
 	if err != nil {
 		return nil, err
 	}
-	m, err := r.post(ctx, author, text, meta)
+	m, err := r.post(ctx, author, text, meta, files)
 	if err != nil {
 		return nil, err
 	}

@@ -387,6 +387,9 @@ func (w *worker) copyIn(ctx context.Context, m *forge.Message) (*forge.Message, 
 		cp.Parts = append(cp.Parts, &forge.Part{ID: w.s.ids.New(forge.PrefixPart), MessageID: cp.ID, SessionID: mono,
 			Type: forge.PartAgent, Text: name, State: forge.StateCompleted, CreatedAt: now, UpdatedAt: now})
 	}
+	// The copy references the forum message's files (the same stored
+	// files: nothing is copied).
+	cp.Parts = append(cp.Parts, fileParts(w.s, cp, filesOf(m))...)
 	_, err = w.s.log.Write(ctx, w.stint.Tenant, mono,
 		[]eventlog.Draft{{Type: forge.EventMessageCreated, ID: cp.ID, ThreadID: cp.ThreadID, Data: cp}},
 		func(ctx context.Context, evs []forge.Event) error {

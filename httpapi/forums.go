@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/files"
 )
 
 // Forums is the forum layer the HTTP layer calls (*forum.Service).
@@ -21,7 +22,7 @@ type Forums interface {
 	DeleteMonologue(ctx context.Context, tenant, monologueID string) error
 	Join(ctx context.Context, tenant, forumID string, actor forge.Actor, trigger string) (*forge.Participant, error)
 	Leave(ctx context.Context, tenant, forumID, participantID string) (*forge.Participant, error)
-	Post(ctx context.Context, tenant, forumID, author, text string, meta json.RawMessage) (*forge.ForumMessage, error)
+	Post(ctx context.Context, tenant, forumID, author, text string, meta json.RawMessage, files []forge.FileData) (*forge.ForumMessage, error)
 	Messages(ctx context.Context, tenant, forumID string, opts forge.ListOptions) ([]*forge.ForumMessage, string, error)
 	Events(ctx context.Context, tenant, forumID string, after int64) (iter.Seq2[forge.Event, error], error)
 }
@@ -338,6 +339,7 @@ type postBody struct {
 	Author   *string         `json:"author"`
 	Text     *string         `json:"text"`
 	Metadata json.RawMessage `json:"metadata"`
+	Files    []fileBody      `json:"files"`
 }
 
 // maxPostText bounds a forum message's text.
@@ -369,9 +371,23 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.forum(r); err != nil {
 		return err
 	}
+	atts, closeFiles, err := s.forumFiles(r, body.Files)
+	defer closeFiles()
+	if err != nil {
+		return err
+	}
 	post := func(ctx context.Context) (int, []byte, error) {
-		m, err := fs.Post(ctx, tenant, fid, *body.Author, *body.Text, meta)
+		// Inline files are stored only for a post that is not a replay,
+		// and deleted again if the post is refused.
+		stored, made, err := s.storeForumFiles(ctx, tenant, atts)
 		if err != nil {
+			return 0, nil, err
+		}
+		m, err := fs.Post(ctx, tenant, fid, *body.Author, *body.Text, meta, stored)
+		if err != nil {
+			for _, id := range made {
+				_ = s.files.DeleteFile(context.WithoutCancel(ctx), tenant, id)
+			}
 			return 0, nil, err
 		}
 		b, err := json.Marshal(m)
@@ -454,4 +470,45 @@ func (s *Server) forumEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.streamEvents(ctx, cancel, w, r, f.ID, "", after, events)
 	return nil
+}
+
+// forumFiles checks a post's attachments (inline content spooled, not
+// stored), as a turn's message's.
+func (s *Server) forumFiles(r *http.Request, in []fileBody) ([]forge.InputFile, func(), error) {
+	if len(in) == 0 {
+		return nil, func() {}, nil
+	}
+	if s.files == nil {
+		return nil, func() {}, forge.Errorf(errNotImplemented, "this server's store keeps no files")
+	}
+	atts := make([]files.Attachment, len(in))
+	for j, f := range in {
+		atts[j] = files.Attachment{FileID: f.FileID, Data: f.Data, MimeType: f.MimeType, Filename: f.Filename, URL: f.URL}
+	}
+	return files.Resolve(atts, tenantOf(r), s.maxFileBytes, "files")
+}
+
+// storeForumFiles looks up the files named by id (another tenant's is
+// not found) and stores the inline ones; made are the ids it stored.
+func (s *Server) storeForumFiles(ctx context.Context, tenant string, in []forge.InputFile) (out []forge.FileData, made []string, err error) {
+	defer func() {
+		if err != nil {
+			for _, id := range made {
+				_ = s.files.DeleteFile(context.WithoutCancel(ctx), tenant, id)
+			}
+		}
+	}()
+	for _, f := range in {
+		var stored *forge.File
+		if f.Pending != nil {
+			if stored, err = f.Pending.Store(ctx, s.files); err != nil {
+				return nil, made, err
+			}
+			made = append(made, stored.ID)
+		} else if stored, err = s.files.GetFile(ctx, tenant, f.FileID); err != nil {
+			return nil, made, notFound(err, "file", f.FileID)
+		}
+		out = append(out, forge.FileData{FileID: stored.ID, Filename: stored.Filename, MimeType: stored.MimeType, Bytes: stored.Bytes})
+	}
+	return out, made, nil
 }
