@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/forge-runtime/forge"
@@ -293,4 +295,83 @@ func (x *execution) readFile(id string, limit int64) ([]byte, error) {
 		r = io.LimitReader(rc, limit+1)
 	}
 	return io.ReadAll(r)
+}
+
+// attachmentsDir is where a session's attachments appear in its sandbox.
+const attachmentsDir = "attachments"
+
+// materializeAttachments writes the files the thread's messages attach
+// into the sandbox's attachments/ directory (API.md: readable by sandbox
+// tools), each once: a file already there is left alone. Two files with
+// one name get their ids in front. A file that cannot be read (deleted
+// since) is skipped: the model is told so in its view.
+func (th *thread) materializeAttachments(sb forge.Sandbox) {
+	e, x := th.x.e, th.x
+	if e.files == nil {
+		return
+	}
+	seen := map[string]string{} // name -> file id
+	for _, m := range th.history {
+		for _, p := range m.Parts {
+			if p.Type != forge.PartFile {
+				continue
+			}
+			var d forge.FileData
+			if json.Unmarshal(p.Data, &d) != nil || d.FileID == "" {
+				continue
+			}
+			name := filepath.Base(filepath.Clean("/" + d.Filename))
+			if name == "/" || name == "." || name == "" {
+				name = d.FileID
+			}
+			if id, ok := seen[name]; ok && id != d.FileID {
+				name = d.FileID + "-" + name
+			}
+			if _, ok := seen[name]; ok {
+				continue
+			}
+			seen[name] = d.FileID
+			if err := writeAttachment(x.ctx, e.files, x.tenant, d.FileID, sb.Dir(), name); err != nil {
+				e.log.Warn("attachment not written to the sandbox", "session_id", x.session.ID, "file_id", d.FileID, "err", err)
+			}
+		}
+	}
+}
+
+func writeAttachment(ctx context.Context, fs forge.FileStore, tenant, id, dir, name string) error {
+	// The workspace is the agent's: through os.Root no symlink it left
+	// (attachments/ itself, or a file) leads a write outside it.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	path := filepath.Join(attachmentsDir, name)
+	if _, err := root.Lstat(path); err == nil {
+		return nil // there already (or replaced by the agent: its business)
+	}
+	if err := root.MkdirAll(attachmentsDir, 0o755); err != nil {
+		return err
+	}
+	rc, err := fs.FileContent(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	// Written aside and renamed: a reader never sees half a file.
+	tmp := filepath.Join(attachmentsDir, ".attachment-"+id)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		_ = root.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		_ = root.Remove(tmp)
+		return err
+	}
+	return root.Rename(tmp, path)
 }

@@ -81,6 +81,7 @@ func (th *thread) prepareTools() {
 			if created {
 				th.event(forge.EventSandboxCreated, x.session.ID, forge.SandboxCreatedData{Dir: sb.Dir(), Isolated: m.Isolated()})
 			}
+			th.materializeAttachments(sb)
 			for _, t := range sb.Tools() {
 				if !th.listsServerTool(t.Def().Name) {
 					continue
