@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/protocol/internal/jsonarg"
 )
 
 // Per-request settings (API.md, "Stateless clients and Chat Completions"):
@@ -21,17 +22,17 @@ import (
 func (b *createBody) overrides(agent *forge.Agent, instructions string, format *forge.OutputSchema) (*forge.TurnOverrides, error) {
 	o := &forge.TurnOverrides{Instructions: instructions, OutputSchema: format}
 	var err error
-	if o.Temperature, err = number(b.Temperature, "temperature"); err != nil {
+	if o.Temperature, err = jsonarg.Number(b.Temperature, "temperature"); err != nil {
 		return nil, err
 	}
-	if o.TopP, err = number(b.TopP, "top_p"); err != nil {
+	if o.TopP, err = jsonarg.Number(b.TopP, "top_p"); err != nil {
 		return nil, err
 	}
-	maxTokens, err := integer(b.MaxTokens, "max_tokens")
+	maxTokens, err := jsonarg.Integer(b.MaxTokens, "max_tokens")
 	if err != nil {
 		return nil, err
 	}
-	maxCompletion, err := integer(b.MaxCompletionTokens, "max_completion_tokens")
+	maxCompletion, err := jsonarg.Integer(b.MaxCompletionTokens, "max_completion_tokens")
 	if err != nil {
 		return nil, err
 	}
@@ -84,51 +85,24 @@ func param(err error) string {
 	return ""
 }
 
-func null(raw json.RawMessage) bool {
-	v := compact(raw)
-	return v == "" || v == "null"
-}
-
-func number(raw json.RawMessage, name string) (*float64, error) {
-	if null(raw) {
-		return nil, nil
-	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, invalid(name, "%s must be a number", name)
-	}
-	return &f, nil
-}
-
-func integer(raw json.RawMessage, name string) (*int, error) {
-	if null(raw) {
-		return nil, nil
-	}
-	var n int
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return nil, invalid(name, "%s must be an integer", name)
-	}
-	return &n, nil
-}
-
 // toolChoice accepts "auto" and "none" (absent is auto): Forge cannot
 // force a call.
 func toolChoice(raw json.RawMessage) (string, error) {
-	if null(raw) {
+	if jsonarg.Null(raw) {
 		return "auto", nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil && (s == "auto" || s == "none") {
 		return s, nil
 	}
-	return "", invalid("tool_choice", "tool_choice %s is not supported: Forge takes \"auto\" or \"none\" (the model decides whether to call a tool)", compact(raw))
+	return "", invalid("tool_choice", "tool_choice %s is not supported: Forge takes \"auto\" or \"none\" (the model decides whether to call a tool)", jsonarg.Compact(raw))
 }
 
 // requestTools reads tools: function tools. Those naming a client tool
 // the agent declares are the agent's (its declaration is what the model
 // sees); the others are returned, client tools of the turn.
 func requestTools(raw json.RawMessage, agent *forge.Agent) ([]forge.TurnTool, error) {
-	if null(raw) || compact(raw) == "[]" {
+	if jsonarg.Null(raw) || jsonarg.Compact(raw) == "[]" {
 		return nil, nil
 	}
 	var tools []json.RawMessage
@@ -162,7 +136,7 @@ func requestTools(raw json.RawMessage, agent *forge.Agent) ([]forge.TurnTool, er
 			continue
 		}
 		params := t.Function.Parameters
-		if null(params) {
+		if jsonarg.Null(params) {
 			params = nil
 		}
 		out = append(out, forge.TurnTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: params})

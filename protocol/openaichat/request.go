@@ -11,6 +11,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/protocol/internal/history"
+	"github.com/forge-runtime/forge/protocol/internal/jsonarg"
 )
 
 // createBody is the body of POST /chat/completions. Fields Forge honours
@@ -93,7 +94,7 @@ func (b *createBody) unsupported() (string, bool) {
 		{"parallel_tool_calls", b.ParallelToolCalls, []string{`true`}},
 	}
 	for _, f := range fields {
-		v := compact(f.raw)
+		v := jsonarg.Compact(f.raw)
 		if v == "" || v == "null" {
 			continue
 		}
@@ -111,7 +112,7 @@ func (b *createBody) unsupported() (string, bool) {
 // outputSchema maps response_format onto the turn's output schema: nil
 // for text; json_schema becomes it (the engine checks the schema).
 func outputSchema(raw json.RawMessage) (*forge.OutputSchema, error) {
-	if v := compact(raw); v == "" || v == "null" {
+	if jsonarg.Null(raw) {
 		return nil, nil
 	}
 	var f struct {
@@ -144,17 +145,6 @@ func outputSchema(raw json.RawMessage) (*forge.OutputSchema, error) {
 		return nil, invalid("response_format", "response_format json_object is not supported: send json_schema with a schema")
 	}
 	return nil, invalid("response_format.type", "response_format.type must be text or json_schema, got %q", f.Type)
-}
-
-func compact(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 // chatMessage is one message of messages, with the fields Forge reads.

@@ -8,6 +8,7 @@ import (
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/internal/files"
 	"github.com/forge-runtime/forge/protocol/internal/history"
+	"github.com/forge-runtime/forge/protocol/internal/jsonarg"
 )
 
 // createBody is the body of POST /responses. Fields Forge honours are
@@ -69,7 +70,7 @@ func (b *createBody) agentSettings() (string, bool) {
 		{"context_management", b.ContextManagement, nil},
 	}
 	for _, f := range fields {
-		v := compact(f.raw)
+		v := jsonarg.Compact(f.raw)
 		if v == "" || v == "null" {
 			continue
 		}
@@ -98,7 +99,7 @@ type textFormat struct {
 // outputSchema maps text.format onto the turn's output schema: nil for
 // plain text; json_schema becomes it (the engine checks the schema).
 func outputSchema(raw json.RawMessage) (*forge.OutputSchema, error) {
-	if v := compact(raw); v == "" || v == "null" {
+	if jsonarg.Null(raw) {
 		return nil, nil
 	}
 	var t textFormat
@@ -123,17 +124,6 @@ func outputSchema(raw json.RawMessage) (*forge.OutputSchema, error) {
 		return nil, invalid("text.format.type", "json_object is not supported: send json_schema with a schema")
 	}
 	return nil, invalid("text.format.type", "text.format.type must be text or json_schema, got %q", t.Format.Type)
-}
-
-func compact(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 // inputItem is one item of an input array, with the fields of every type

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/protocol/internal/jsonarg"
 )
 
 // Per-request settings (API.md, "Stateless clients and Chat Completions"):
@@ -20,19 +21,19 @@ import (
 // nil when it sets none.
 func (b *createBody) requestOverrides(format *forge.OutputSchema) (*forge.TurnOverrides, error) {
 	o := &forge.TurnOverrides{OutputSchema: format}
-	if !null(b.Instructions) {
+	if !jsonarg.Null(b.Instructions) {
 		if err := json.Unmarshal(b.Instructions, &o.Instructions); err != nil {
 			return nil, invalid("instructions", "instructions must be a string")
 		}
 	}
 	var err error
-	if o.Temperature, err = number(b.Temperature, "temperature"); err != nil {
+	if o.Temperature, err = jsonarg.Number(b.Temperature, "temperature"); err != nil {
 		return nil, err
 	}
-	if o.TopP, err = number(b.TopP, "top_p"); err != nil {
+	if o.TopP, err = jsonarg.Number(b.TopP, "top_p"); err != nil {
 		return nil, err
 	}
-	if !null(b.MaxOutputTokens) {
+	if !jsonarg.Null(b.MaxOutputTokens) {
 		var n int
 		if err := json.Unmarshal(b.MaxOutputTokens, &n); err != nil {
 			return nil, invalid("max_output_tokens", "max_output_tokens must be an integer")
@@ -40,10 +41,10 @@ func (b *createBody) requestOverrides(format *forge.OutputSchema) (*forge.TurnOv
 		o.MaxOutputTokens = &n
 	}
 	none := false
-	if !null(b.ToolChoice) {
+	if !jsonarg.Null(b.ToolChoice) {
 		var s string
 		if json.Unmarshal(b.ToolChoice, &s) != nil || (s != "auto" && s != "none") {
-			return nil, invalid("tool_choice", "tool_choice %s is not supported: Forge takes \"auto\" or \"none\" (the model decides whether to call a tool)", compact(b.ToolChoice))
+			return nil, invalid("tool_choice", "tool_choice %s is not supported: Forge takes \"auto\" or \"none\" (the model decides whether to call a tool)", jsonarg.Compact(b.ToolChoice))
 		}
 		none = s == "none"
 	}
@@ -106,26 +107,10 @@ func overrideParam(err error) string {
 	return ""
 }
 
-func null(raw json.RawMessage) bool {
-	v := compact(raw)
-	return v == "" || v == "null"
-}
-
-func number(raw json.RawMessage, name string) (*float64, error) {
-	if null(raw) {
-		return nil, nil
-	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, invalid(name, "%s must be a number", name)
-	}
-	return &f, nil
-}
-
 // functionTools reads tools: function tools only; hosted tools (web
 // search, file search, MCP, code interpreter, ...) are refused.
 func functionTools(raw json.RawMessage) ([]forge.TurnTool, error) {
-	if null(raw) || compact(raw) == "[]" {
+	if jsonarg.Null(raw) || jsonarg.Compact(raw) == "[]" {
 		return nil, nil
 	}
 	var items []json.RawMessage
@@ -160,7 +145,7 @@ func functionTools(raw json.RawMessage) ([]forge.TurnTool, error) {
 			return nil, invalid(at+".name", "%s needs a name", at)
 		}
 		params := t.Parameters
-		if null(params) {
+		if jsonarg.Null(params) {
 			params = nil
 		}
 		out = append(out, forge.TurnTool{Name: t.Name, Description: t.Description, InputSchema: params})
