@@ -10,10 +10,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/bgloop"
 )
 
 // Expirer deletes an expired session, refusing one in use again (the
@@ -77,9 +77,7 @@ type Sweeper struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex // guards the following
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg bgloop.Loop
 }
 
 // New returns a sweeper for cfg; it does nothing before Start.
@@ -112,36 +110,12 @@ func New(cfg Config) *Sweeper {
 }
 
 // Start starts the rounds; a second call does nothing.
-func (s *Sweeper) Start() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go s.loop(ctx, s.done)
-}
+func (s *Sweeper) Start() { s.bg.Start(s.loop) }
 
 // Close stops the rounds and waits for the one under way (bounded by ctx).
-func (s *Sweeper) Close(ctx context.Context) error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Sweeper) Close(ctx context.Context) error { return s.bg.Close(ctx) }
 
-func (s *Sweeper) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (s *Sweeper) loop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	more := false

@@ -12,10 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/internal/bgloop"
 )
 
 // Store is what the scheduler needs of the store.
@@ -73,9 +73,7 @@ type Scheduler struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex // guards cancel
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg bgloop.Loop
 }
 
 // New returns a scheduler for cfg; it does nothing before Start.
@@ -99,36 +97,12 @@ func New(cfg Config) *Scheduler {
 }
 
 // Start starts polling; a second call does nothing.
-func (s *Scheduler) Start() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go s.loop(ctx, s.done)
-}
+func (s *Scheduler) Start() { s.bg.Start(s.loop) }
 
 // Close stops polling and waits for the poll under way (bounded by ctx).
-func (s *Scheduler) Close(ctx context.Context) error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Scheduler) Close(ctx context.Context) error { return s.bg.Close(ctx) }
 
-func (s *Scheduler) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (s *Scheduler) loop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
