@@ -87,30 +87,12 @@ func scanRefs(rows *sql.Rows) ([]forge.SessionRef, error) {
 	return out, dbErr(rows.Err())
 }
 
-// ExpireSession soft-deletes a session that is still idle. The writer runs
-// one transaction at a time: no turn begins between the check and the
-// delete, so a racing turn either began first (and the session stays) or
-// finds the session gone.
+// ExpireSession soft-deletes a session that is still idle: a racing turn
+// either began first (and the session stays) or finds the session gone.
 func (s *Store) ExpireSession(ctx context.Context, tenant, id string, idleBefore time.Time) error {
-	return s.write(ctx, func(t *tx) error {
-		res, err := t.exec(`UPDATE sessions SET deleted_at = ? WHERE tenant = ? AND id = ? AND deleted_at IS NULL
-			AND updated_at < ? AND NOT EXISTS (SELECT 1 FROM turns WHERE tenant = ? AND session_id = ?
-				AND status IN ('running', 'queued'))`,
-			unixNano(s.now()), tenant, id, unixNano(idleBefore), tenant, id)
-		if err != nil {
-			return dbErr(err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return dbErr(err)
-		} else if n == 0 {
-			if err := liveSession(t, tenant, id); err != nil {
-				return err
-			}
-			return forge.Errorf(forge.ErrConflict, "session %s is in use again; it is not expired", id)
-		}
-		t.after(func() { s.rc.dropSession(tenant, id) })
-		return nil
-	})
+	return s.softDelete(ctx, tenant, id, `AND updated_at < ? AND NOT EXISTS (SELECT 1 FROM turns WHERE tenant = ? AND session_id = ?
+		AND status IN ('running', 'queued'))`, []any{unixNano(idleBefore), tenant, id},
+		forge.Errorf(forge.ErrConflict, "session %s is in use again; it is not expired", id))
 }
 
 // DeletedSessions lists sessions soft-deleted before before.

@@ -184,12 +184,20 @@ func (s *Store) ListSessions(ctx context.Context, tenant string, q forge.Session
 // DeleteSession soft-deletes a session: it disappears from reads, its rows
 // stay (a turn still running in it can still be ended by recovery).
 func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
+	return s.softDelete(ctx, tenant, id,
+		`AND NOT EXISTS (SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND status = 'running')`, []any{tenant, id},
+		forge.Errorf(forge.ErrTurnInProgress, "session %s has a running turn; cancel it before deleting the session", id))
+}
+
+// softDelete sets a live session's deleted_at when cond (more of the
+// WHERE clause, its arguments args) holds, and returns refused when only
+// cond does not (ErrNotFound when there is no live session). The writer
+// runs one transaction at a time: no turn begins between the check and
+// the delete.
+func (s *Store) softDelete(ctx context.Context, tenant, id, cond string, args []any, refused error) error {
 	return s.write(ctx, func(t *tx) error {
-		// The writer runs one transaction at a time: no turn begins
-		// between this check and the delete.
-		res, err := t.exec(`UPDATE sessions SET deleted_at = ? WHERE tenant = ? AND id = ? AND deleted_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND status = 'running')`,
-			unixNano(s.now()), tenant, id, tenant, id)
+		res, err := t.exec(`UPDATE sessions SET deleted_at = ? WHERE tenant = ? AND id = ? AND deleted_at IS NULL `+cond,
+			append([]any{unixNano(s.now()), tenant, id}, args...)...)
 		if err != nil {
 			return dbErr(err)
 		}
@@ -199,7 +207,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 			if err := liveSession(t, tenant, id); err != nil {
 				return err
 			}
-			return forge.Errorf(forge.ErrTurnInProgress, "session %s has a running turn; cancel it before deleting the session", id)
+			return refused
 		}
 		t.after(func() { s.rc.dropSession(tenant, id) })
 		return nil
