@@ -3,10 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,34 +23,8 @@ func TestAttachmentsAreInTheSandbox(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{DB: filepath.Join(dir, "forge.db"), SandboxRoot: filepath.Join(dir, "sandboxes"), Logger: slog.New(slog.DiscardHandler),
 		Sandbox: sandbox.Options{UseBwrap: sandbox.BwrapOff}}
-	srv, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	srv, call := startForTest(t, cfg)
 	defer srv.Stop(ctx)
-	base := "http://" + srv.Addr().String()
-	call := func(method, path, body string, out any) {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		if out != nil {
-			if err := json.Unmarshal(b, out); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	call("POST", "/v1/agents", `{"name":"reader","model":"scripted/x","tools":["read_file"],"model_params":{"script":[`+
 		`{"tool_calls":[{"name":"read_file","arguments":{"path":"attachments/notes.txt"}}]},{"text":"read it"},`+
 		`{"tool_calls":[{"name":"read_file","arguments":{"path":"attachments/second.txt"}}]},{"text":"read that"}]}}`, nil)

@@ -2,12 +2,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,35 +19,7 @@ func TestServerFiresSchedules(t *testing.T) {
 	ctx := context.Background()
 	cfg := Config{DB: filepath.Join(t.TempDir(), "forge.db"), Logger: slog.New(slog.DiscardHandler),
 		Sandbox: sandbox.Options{UseBwrap: sandbox.BwrapOff}, ScheduleInterval: 100 * time.Millisecond}
-	srv, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + srv.Addr().String()
-	call := func(method, path, body string, out any) {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		if out != nil {
-			if err := json.Unmarshal(b, out); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	srv, call := startForTest(t, cfg)
 	call("POST", "/v1/agents", `{"name":"digest","model":"scripted/echo"}`, nil)
 	var sc forge.Schedule
 	call("POST", "/v1/schedules", `{"agent":"digest","every":"1s","input":[{"type":"message","text":"tick"}]}`, &sc)
