@@ -493,3 +493,40 @@ export function liveIndicator(el) {
     if (state === 'failed') banner('The live stream stopped: ' + detail);
   };
 }
+
+// ---- list pages (webhooks, schedules)
+
+// tableRow is a table row of cells: nodes as they are, anything else as
+// text.
+export function tableRow(...cells) {
+  return h('tr', {}, ...cells.map((c) => (c instanceof Node ? h('td', {}, c) : h('td', {text: c ?? ''}))));
+}
+
+export function tableHead(...names) { return h('tr', {}, ...names.map((n) => h('th', {text: n}))); }
+
+// timeCell shows a time, or a dash for none (absent, or Go's zero time).
+export function timeCell(iso) {
+  return iso && !iso.startsWith('0001-') ? h('time', {datetime: iso, text: fmtTime(iso)}) : h('span', {class: 'muted', text: '—'});
+}
+
+// showEmpty shows text in #empty when a list had no rows.
+export function showEmpty(n, text) {
+  const empty = document.getElementById('empty');
+  empty.hidden = n > 0;
+  empty.textContent = text;
+}
+
+// runListPage renders /ui/<kind> (list) or /ui/<kind>/{id} (detail),
+// marking the body's state for tests and failures with a banner.
+export async function runListPage(list, detail) {
+  renderKeyControl();
+  document.body.dataset.state = 'loading';
+  const id = pathID();
+  try {
+    await (id ? detail(id) : list());
+    document.body.dataset.state = 'ready';
+  } catch (err) {
+    banner('Loading failed: ' + err.message);
+    document.body.dataset.state = 'failed';
+  }
+}

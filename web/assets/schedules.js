@@ -2,13 +2,12 @@
 // pause/resume button each; /ui/schedules/{id}: one schedule and its runs,
 // each linked to the session of the turn it started.
 
-import {api, pages, h, clear, banner, pathID, fmtTime, statusPill, renderKeyControl, sessionPath} from './forge.js';
+import {
+  api, pages, h, clear, banner, statusPill, sessionPath, tableRow, tableHead, timeCell, showEmpty, runListPage,
+} from './forge.js';
 
 const $ = (id) => document.getElementById(id);
 
-function row(...cells) { return h('tr', {}, ...cells.map((c) => (c instanceof Node ? h('td', {}, c) : h('td', {text: c ?? ''})))); }
-function head(...names) { return h('tr', {}, ...names.map((n) => h('th', {text: n}))); }
-function time(iso) { return iso && !iso.startsWith('0001-') ? h('time', {datetime: iso, text: fmtTime(iso)}) : h('span', {class: 'muted', text: '—'}); }
 function when(s) { return s.cron ? 'cron ' + s.cron + (s.timezone ? ' (' + s.timezone + ')' : '') : 'every ' + s.every; }
 function state(s) { return statusPill(s.paused ? 'paused' : 'active'); }
 
@@ -29,8 +28,8 @@ function toggle(s, onChange) {
 }
 
 function listRow(s) {
-  const tr = row(h('a', {href: '/ui/schedules/' + encodeURIComponent(s.id), text: s.agent}), when(s), state(s),
-    s.paused ? h('span', {class: 'muted', text: '—'}) : time(s.next_run_at), s.session_id || 'new each run',
+  const tr = tableRow(h('a', {href: '/ui/schedules/' + encodeURIComponent(s.id), text: s.agent}), when(s), state(s),
+    s.paused ? h('span', {class: 'muted', text: '—'}) : timeCell(s.next_run_at), s.session_id || 'new each run',
     h('code', {class: 'id', text: s.id}), toggle(s, (next) => tr.replaceWith(listRow(next))));
   tr.dataset.id = s.id;
   tr.dataset.paused = String(s.paused);
@@ -38,7 +37,7 @@ function listRow(s) {
 }
 
 async function list() {
-  $('head').append(head('Agent', 'When', 'State', 'Next run', 'Session', 'Id', ''));
+  $('head').append(tableHead('Agent', 'When', 'State', 'Next run', 'Session', 'Id', ''));
   let n = 0;
   for await (const page of pages('/v1/schedules')) {
     for (const s of page) {
@@ -46,9 +45,7 @@ async function list() {
       $('rows').append(listRow(s));
     }
   }
-  const empty = $('empty');
-  empty.hidden = n > 0;
-  empty.textContent = 'No schedules. Create one with POST /v1/schedules or forge schedules create.';
+  showEmpty(n, 'No schedules. Create one with POST /v1/schedules or forge schedules create.');
 }
 
 function summary(s) {
@@ -60,10 +57,10 @@ function summary(s) {
     h('dt', {text: 'Agent'}), h('dd', {text: s.agent}),
     h('dt', {text: 'When'}), h('dd', {text: when(s)}),
     h('dt', {text: 'State'}), h('dd', {}, state(s), ' ', toggle(s, summary)),
-    h('dt', {text: 'Next run'}), h('dd', {}, s.paused ? h('span', {class: 'muted', text: 'paused'}) : time(s.next_run_at)),
+    h('dt', {text: 'Next run'}), h('dd', {}, s.paused ? h('span', {class: 'muted', text: 'paused'}) : timeCell(s.next_run_at)),
     h('dt', {text: 'Catch up'}), h('dd', {text: s.catch_up || ''}),
     h('dt', {text: 'Session'}), h('dd', {}, s.session_id ? h('a', {href: sessionPath(s.session_id), text: s.session_id}) : 'a new one each run'),
-    h('dt', {text: 'Created'}), h('dd', {}, time(s.created_at))),
+    h('dt', {text: 'Created'}), h('dd', {}, timeCell(s.created_at))),
   h('h2', {text: 'Runs'}));
 }
 
@@ -71,35 +68,20 @@ async function detail(id) {
   const s = await api('/v1/schedules/' + encodeURIComponent(id));
   document.title = 'Schedule ' + s.id + ' · Forge';
   summary(s);
-  $('head').append(head('Slot', 'Fired', 'Status', 'Turn', 'Turn status', 'Error'));
+  $('head').append(tableHead('Slot', 'Fired', 'Status', 'Turn', 'Turn status', 'Error'));
   let n = 0;
   for await (const page of pages('/v1/schedules/' + encodeURIComponent(id) + '/runs')) {
     for (const r of page) {
       n++;
       const turn = r.turn_id && r.session_id
         ? h('a', {href: sessionPath(r.session_id) + '#' + encodeURIComponent(r.turn_id), text: r.turn_id}) : h('span', {class: 'muted', text: '—'});
-      const tr = row(time(r.slot), time(r.fired_at), statusPill(r.status), turn, r.turn_status ? statusPill(r.turn_status) : '', r.error || '');
+      const tr = tableRow(timeCell(r.slot), timeCell(r.fired_at), statusPill(r.status), turn, r.turn_status ? statusPill(r.turn_status) : '', r.error || '');
       tr.cells[5].className = 'error';
       tr.dataset.id = r.id;
       $('rows').append(tr);
     }
   }
-  const empty = $('empty');
-  empty.hidden = n > 0;
-  empty.textContent = 'No runs yet.';
+  showEmpty(n, 'No runs yet.');
 }
 
-async function main() {
-  renderKeyControl();
-  document.body.dataset.state = 'loading';
-  const id = pathID();
-  try {
-    await (id ? detail(id) : list());
-    document.body.dataset.state = 'ready';
-  } catch (err) {
-    banner('Loading failed: ' + err.message);
-    document.body.dataset.state = 'failed';
-  }
-}
-
-main();
+runListPage(list, detail);

@@ -2,29 +2,25 @@
 // its recent deliveries (status, response code, error, next retry),
 // newest first as the API lists them.
 
-import {api, pages, h, banner, pathID, fmtTime, statusPill, renderKeyControl, sessionPath} from './forge.js';
+import {
+  api, pages, h, statusPill, sessionPath, tableRow, tableHead, timeCell, showEmpty, runListPage,
+} from './forge.js';
 
 const $ = (id) => document.getElementById(id);
 
-function row(...cells) { return h('tr', {}, ...cells.map((c) => (c instanceof Node ? h('td', {}, c) : h('td', {text: c ?? ''})))); }
-function head(...names) { return h('tr', {}, ...names.map((n) => h('th', {text: n}))); }
-function time(iso) { return iso ? h('time', {datetime: iso, text: fmtTime(iso)}) : h('span', {class: 'muted', text: '—'}); }
-
 async function list() {
-  $('head').append(head('URL', 'Events', 'Description', 'Id', 'Created'));
+  $('head').append(tableHead('URL', 'Events', 'Description', 'Id', 'Created'));
   let n = 0;
   for await (const page of pages('/v1/webhooks')) {
     for (const w of page) {
       n++;
-      const tr = row(h('a', {href: '/ui/webhooks/' + encodeURIComponent(w.id), text: w.url}),
-        (w.events || []).join(', '), w.description, h('code', {class: 'id', text: w.id}), time(w.created_at));
+      const tr = tableRow(h('a', {href: '/ui/webhooks/' + encodeURIComponent(w.id), text: w.url}),
+        (w.events || []).join(', '), w.description, h('code', {class: 'id', text: w.id}), timeCell(w.created_at));
       tr.dataset.id = w.id;
       $('rows').append(tr);
     }
   }
-  const empty = $('empty');
-  empty.hidden = n > 0;
-  empty.textContent = 'No webhooks. Create one with POST /v1/webhooks or forge webhooks create.';
+  showEmpty(n, 'No webhooks. Create one with POST /v1/webhooks or forge webhooks create.');
 }
 
 async function detail(id) {
@@ -37,39 +33,24 @@ async function detail(id) {
     h('dt', {text: 'URL'}), h('dd', {text: w.url}),
     h('dt', {text: 'Events'}), h('dd', {text: (w.events || []).join(', ')}),
     h('dt', {text: 'Description'}), h('dd', {text: w.description || '—'}),
-    h('dt', {text: 'Created'}), h('dd', {}, time(w.created_at))),
+    h('dt', {text: 'Created'}), h('dd', {}, timeCell(w.created_at))),
   h('h2', {text: 'Recent deliveries'}));
-  $('head').append(head('Status', 'Event', 'Session', 'Attempts', 'Response', 'Error', 'Last attempt', 'Next retry'));
+  $('head').append(tableHead('Status', 'Event', 'Session', 'Attempts', 'Response', 'Error', 'Last attempt', 'Next retry'));
   let n = 0;
   for await (const page of pages('/v1/webhooks/' + encodeURIComponent(id) + '/deliveries')) {
     for (const dl of page) {
       n++;
       const session = dl.session_id ? h('a', {href: sessionPath(dl.session_id), text: dl.session_id}) : '';
-      const tr = row(statusPill(dl.status), dl.event_type + (dl.seq ? ' #' + dl.seq : ''), session, String(dl.attempts),
-        dl.response_code ? String(dl.response_code) : '—', dl.error || '', time(dl.last_attempt_at),
-        dl.status === 'pending' ? time(dl.next_attempt_at) : h('span', {class: 'muted', text: '—'}));
+      const tr = tableRow(statusPill(dl.status), dl.event_type + (dl.seq ? ' #' + dl.seq : ''), session, String(dl.attempts),
+        dl.response_code ? String(dl.response_code) : '—', dl.error || '', timeCell(dl.last_attempt_at),
+        dl.status === 'pending' ? timeCell(dl.next_attempt_at) : h('span', {class: 'muted', text: '—'}));
       tr.cells[5].className = 'error';
       tr.dataset.id = dl.id;
       tr.dataset.status = dl.status;
       $('rows').append(tr);
     }
   }
-  const empty = $('empty');
-  empty.hidden = n > 0;
-  empty.textContent = 'No deliveries yet.';
+  showEmpty(n, 'No deliveries yet.');
 }
 
-async function main() {
-  renderKeyControl();
-  document.body.dataset.state = 'loading';
-  const id = pathID();
-  try {
-    await (id ? detail(id) : list());
-    document.body.dataset.state = 'ready';
-  } catch (err) {
-    banner('Loading failed: ' + err.message);
-    document.body.dataset.state = 'failed';
-  }
-}
-
-main();
+runListPage(list, detail);
