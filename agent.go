@@ -174,13 +174,9 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 	}
 	seen := map[string]bool{}
 	for i, t := range a.Tools {
-		if !toolNameRE.MatchString(t.Name) {
-			return Errorf(ErrInvalid, "tools[%d]: name %q must be 1-64 of [A-Za-z0-9_-]", i, t.Name)
+		if err := checkToolName("tools", i, t.Name, seen); err != nil {
+			return err
 		}
-		if seen[t.Name] {
-			return Errorf(ErrInvalid, "tools[%d]: duplicate tool %q", i, t.Name)
-		}
-		seen[t.Name] = true
 		if t.BuiltIn {
 			if builtin != nil && !builtin(t.Name) {
 				return Errorf(ErrInvalid, "tools[%d]: %q is not a built-in tool (declare it as an object with \"client\": true for a client-side tool)", i, t.Name)
@@ -296,6 +292,19 @@ func (a *Agent) Normalize(builtin func(name string) bool) error {
 	if a.Subagents == nil {
 		a.Subagents = []string{}
 	}
+	return nil
+}
+
+// checkToolName checks the name of tool i of the list field: its form,
+// and that no tool before it in seen has it (then it adds it).
+func checkToolName(field string, i int, name string, seen map[string]bool) error {
+	if !toolNameRE.MatchString(name) {
+		return Errorf(ErrInvalid, "%s[%d]: name %q must be 1-64 of [A-Za-z0-9_-]", field, i, name)
+	}
+	if seen[name] {
+		return Errorf(ErrInvalid, "%s[%d]: duplicate tool %q", field, i, name)
+	}
+	seen[name] = true
 	return nil
 }
 

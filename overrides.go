@@ -83,13 +83,9 @@ func (o *TurnOverrides) Check(a *Agent) error {
 	}
 	seen := make(map[string]bool, len(o.Tools))
 	for i, t := range o.Tools {
-		if !toolNameRE.MatchString(t.Name) {
-			return Errorf(ErrInvalid, "overrides.tools[%d]: name %q must be 1-64 of [A-Za-z0-9_-]", i, t.Name)
+		if err := checkToolName("overrides.tools", i, t.Name, seen); err != nil {
+			return err
 		}
-		if seen[t.Name] {
-			return Errorf(ErrInvalid, "overrides.tools[%d]: duplicate tool %q", i, t.Name)
-		}
-		seen[t.Name] = true
 		if _, ok := a.Tool(t.Name); ok || slices.Contains(a.Subagents, t.Name) {
 			return Errorf(ErrInvalid, "overrides.tools[%d]: %q is a tool of agent %s already; give a request's tool another name", i, t.Name, a.Name)
 		}
