@@ -311,6 +311,12 @@ func (th *thread) materializeAttachments(sb forge.Sandbox) {
 		return
 	}
 	seen := map[string]string{} // name -> file id
+	var root *os.Root           // the workspace, opened for the first file
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
 	for _, m := range th.history {
 		for _, p := range m.Parts {
 			if p.Type != forge.PartFile {
@@ -331,21 +337,26 @@ func (th *thread) materializeAttachments(sb forge.Sandbox) {
 				continue
 			}
 			seen[name] = d.FileID
-			if err := writeAttachment(x.ctx, e.files, x.tenant, d.FileID, sb.Dir(), name); err != nil {
+			if root == nil {
+				// The workspace is the agent's: through os.Root no
+				// symlink it left (attachments/ itself, or a file) leads a
+				// write outside it.
+				var err error
+				if root, err = os.OpenRoot(sb.Dir()); err != nil {
+					e.log.Warn("attachments not written to the sandbox", "session_id", x.session.ID, "err", err)
+					return
+				}
+			}
+			if err := writeAttachment(x.ctx, e.files, x.tenant, d.FileID, root, name); err != nil {
 				e.log.Warn("attachment not written to the sandbox", "session_id", x.session.ID, "file_id", d.FileID, "err", err)
 			}
 		}
 	}
 }
 
-func writeAttachment(ctx context.Context, fs forge.FileStore, tenant, id, dir, name string) error {
-	// The workspace is the agent's: through os.Root no symlink it left
-	// (attachments/ itself, or a file) leads a write outside it.
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
+// writeAttachment writes file id as attachments/name in root, unless
+// something is there already.
+func writeAttachment(ctx context.Context, fs forge.FileStore, tenant, id string, root *os.Root, name string) error {
 	path := filepath.Join(attachmentsDir, name)
 	if _, err := root.Lstat(path); err == nil {
 		return nil // there already (or replaced by the agent: its business)
