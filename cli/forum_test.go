@@ -33,9 +33,8 @@ func realServer(t *testing.T) *httptest.Server {
 	models.Register(scripted.ProviderName, func(model string) (forge.Model, error) { return scripted.New(model), nil })
 	log := slog.New(slog.DiscardHandler)
 	ids := forge.NewULIDGen(nil)
-	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids})
+	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids, Kinds: forum.Kinds()})
 	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log, IDs: ids})
-	eng.SetMonologueObserver(forums)
 	if err := forums.Open(ctx); err != nil {
 		t.Fatal(err)
 	}

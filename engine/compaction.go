@@ -76,8 +76,8 @@ func (th *thread) contextWindow() (int64, bool) {
 }
 
 func (th *thread) compactionEnabled() bool {
-	if th.x.session.Kind == forge.KindMonologue {
-		return false // never in place: the forum layer swaps monologues
+	if th.x.e.kind(th.x.session).readsWhole() {
+		return false // never in place: the kind's owner replaces it (the forum swaps monologues)
 	}
 	return th.agent.Compaction.Enabled == nil || *th.agent.Compaction.Enabled
 }

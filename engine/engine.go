@@ -147,8 +147,10 @@ type Config struct {
 	// Observer, when set, watches turns, model calls and tool calls
 	// (metrics, traces). Observers combines several.
 	Observer Observer
-	// Monologues, when set, hears about monologue turns (forum.Service).
-	Monologues MonologueObserver
+	// Kinds are the session kinds of the layers above the engine, by
+	// forge.Kind* (the forum registers forums and monologues: forum.Kinds).
+	// A session of a kind neither direct nor here takes no turns.
+	Kinds map[string]SessionKind
 }
 
 // Peers carries control signals between replicas. *redis.Bus implements
@@ -177,13 +179,13 @@ type TurnRequest struct {
 	// Compact makes the turn a compaction of its own (POST /compact): no
 	// input, one summary call, no other model call.
 	Compact bool
-	// Trigger starts a monologue turn that answers the copies already
-	// ingested (no input, no user message); only the forum layer sets it.
+	// Trigger starts a turn that answers messages its session took
+	// outside turns (no input, no user message): a monologue's copies.
+	// Only the layer owning the session's kind sets it.
 	Trigger *forge.TurnTrigger
-	// Forum marks a request of the forum layer: the only one that may
-	// start turns on a monologue other than resolutions (Trigger, or
-	// Compact before a swap).
-	Forum bool
+	// Owner marks a request of the layer owning the session's kind (the
+	// forum): its SessionKind.Check decides what that request may do.
+	Owner bool
 	// OutputSchema, when set, is this turn's structured output (it wins
 	// over the agent's).
 	OutputSchema *forge.OutputSchema
@@ -204,14 +206,6 @@ type TurnRequest struct {
 	promote *forge.Turn
 }
 
-// MonologueObserver hears about the turns of monologue sessions (the forum
-// layer): their start, once the turn is created, and their end, after the
-// terminal write. Calls must not block.
-type MonologueObserver interface {
-	MonologueTurnStarted(tenant string, turn *forge.Turn)
-	MonologueTurnEnded(tenant string, turn *forge.Turn)
-}
-
 // Engine owns running turns. Every goroutine it starts is waited for by Close.
 type Engine struct {
 	cfg    Config
@@ -224,6 +218,7 @@ type Engine struct {
 	tools  map[string]forge.Tool
 	models forge.Models
 	obs    Observer // nil: nothing observes
+	kinds  map[string]SessionKind
 	// sandboxTools are the names of the sandbox's tools.
 	sandboxTools map[string]bool
 	// quotas counts the tenants' turns under Config.Quota (nil: none).
@@ -251,9 +246,6 @@ type Engine struct {
 	// queueHolds counts, by session, the requests interrupting its
 	// running turn: its queued turns wait for them (holdQueue).
 	queueHolds map[string]int
-	// monologues hears about monologue turns (set after New: the forum
-	// layer is built on the engine).
-	monologues MonologueObserver
 }
 
 // New returns an engine. Call Recover before serving, Close to stop.
@@ -269,6 +261,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.Bus == nil {
 		panic("engine.New: Config.Bus is nil (bus.New(0, 0) is the in-process bus)")
+	}
+	if err := validKinds(cfg.Kinds); err != nil {
+		panic(err)
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = 10 * time.Minute
@@ -327,7 +322,7 @@ func New(cfg Config) *Engine {
 		running:      map[string]*execution{},
 		deleting:     map[string]chan struct{}{},
 		queueHolds:   map[string]int{},
-		monologues:   cfg.Monologues,
+		kinds:        cfg.Kinds,
 		quotas:       newQuotas(cfg.Quota, cfg.Clock),
 	}
 	if e.files == nil {
@@ -350,20 +345,6 @@ func New(cfg Config) *Engine {
 
 // ReplicaID is this process's id as a turn's lease owner.
 func (e *Engine) ReplicaID() string { return e.replica }
-
-// SetMonologueObserver sets the observer of monologue turns; call it
-// before the first turn starts (the forum layer is built after the engine).
-func (e *Engine) SetMonologueObserver(o MonologueObserver) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.monologues = o
-}
-
-func (e *Engine) monologueObserver() MonologueObserver {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.monologues
-}
 
 // Log is the engine's event log: every writer of a session in this
 // process goes through it (the forum layer's copies into monologues).

@@ -52,10 +52,6 @@ func (e *Engine) execute(x *execution) {
 	x.freeQuota() // landed freed it already, unless the terminal write failed
 	x.markEnded()
 	close(x.done)
-	if o := e.monologueObserver(); created && !x.lost.Load() && o != nil && x.session.Kind == forge.KindMonologue {
-		ended := *x.turn
-		o.MonologueTurnEnded(x.tenant, &ended)
-	}
 	if created && !x.lost.Load() {
 		// The session's next queued turn, if any, starts (API.md, "Busy
 		// sessions"). A turn lost to another replica is that replica's

@@ -42,7 +42,7 @@ func (e *Engine) busyMode(ctx context.Context, tenant string, sess *forge.Sessio
 		return forge.IfBusyInterrupt, nil
 	case req.IfBusy != "":
 		return req.IfBusy, nil
-	case req.Compact || req.Trigger != nil || req.Forum:
+	case req.Compact || req.Trigger != nil || req.Owner:
 		return forge.IfBusyReject, nil
 	}
 	a, err := e.agentFor(ctx, tenant, sess)
@@ -59,7 +59,7 @@ func (e *Engine) busyMode(ctx context.Context, tenant string, sess *forge.Sessio
 // before its turn comes is valid (the rest, open calls included, is
 // checked when it starts), and returns it.
 func (e *Engine) enqueue(ctx context.Context, tenant string, sess *forge.Session, req TurnRequest) (*forge.Turn, error) {
-	if req.Compact || req.Trigger != nil || req.Forum {
+	if req.Compact || req.Trigger != nil || req.Owner {
 		return nil, forge.Errorf(forge.ErrInvalid, "only turns of a message or resolutions can be enqueued")
 	}
 	for i, in := range req.Input {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/eventlog"
-	"github.com/forge-runtime/forge/modelview"
 )
 
 // ErrShuttingDown refuses new turns while the engine closes.
@@ -79,7 +78,8 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if err != nil {
 		return nil, false, err
 	}
-	if err := checkKind(sess, req); err != nil {
+	kind := e.kind(sess)
+	if err := e.checkKind(sess, &req); err != nil {
 		return nil, false, err
 	}
 	if current != nil && req.promote == nil && req.IdempotencyKey != "" && current.turn.IdempotencyKey == req.IdempotencyKey {
@@ -168,9 +168,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	var history []*forge.Message
 	var snap *forge.Snapshot
 	var memo modelMemo
-	if sess.Kind == forge.KindMonologue {
-		// Copies arrive between turns: a monologue's history is read
-		// whole each time, never from the cache.
+	if kind.readsWhole() {
+		// Messages arrive between turns (a monologue's copies): the
+		// history is read whole each time, never from the cache.
 		tip := ""
 		if base != nil {
 			tip = base.ID
@@ -178,7 +178,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		if history, err = e.loadHistory(ctx, tenant, sess, tip); err != nil {
 			return nil, false, err
 		}
-		history = modelview.MonologueOrder(history)
+		history = kind.Order(history)
 		if base != nil {
 			switch snap, err = e.store.GetSnapshot(ctx, tenant, base.ID); {
 			case errors.Is(err, forge.ErrNotFound):
@@ -200,7 +200,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 				return nil, false, fmt.Errorf("snapshot of %s: %w", base.ID, err)
 			}
 		}
-	} else if sess.Kind == forge.KindDirect {
+	} else if kind == nil {
 		// A direct session's first turn (or a new root) sees the
 		// messages imported into it outside turns (a Chat Completions
 		// history Forge had not seen): they are on every branch, so the
@@ -231,9 +231,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if req.ScheduleID != "" {
 		turn.Trigger = &forge.TurnTrigger{Type: forge.TriggerSchedule, ScheduleID: req.ScheduleID}
 	}
-	if sess.Kind == forge.KindMonologue && resolutions != nil && base != nil && base.Trigger != nil {
-		// A resolution answers the same forum message as the turn it
-		// resumes.
+	if kind != nil && kind.ResolutionKeepsTrigger && resolutions != nil && base != nil && base.Trigger != nil {
+		// A resolution answers the same message (a forum's) as the turn
+		// it resumes.
 		tr := *base.Trigger
 		tr.Retry = false
 		turn.Trigger = &tr
@@ -360,43 +360,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, false, err
 	}
 	x.leased.Store(true)
-	if o := e.monologueObserver(); o != nil && sess.Kind == forge.KindMonologue {
-		o.MonologueTurnStarted(tenant, &created)
-	}
 	return &created, false, nil
-}
-
-// checkKind refuses turns a session's kind does not take: clients post no
-// turns to a forum, and no messages or compactions to a monologue (only
-// resolutions of its paused turns); a trigger is for monologues only.
-func checkKind(sess *forge.Session, req TurnRequest) error {
-	switch sess.Kind {
-	case forge.KindForum:
-		return forge.Errorf(forge.ErrInvalid, "session %s is a forum: post messages with POST /v1/forums/%s/messages, not turns", sess.ID, sess.ID)
-	case forge.KindMonologue:
-		if req.Forum {
-			return nil
-		}
-		if req.Compact {
-			return forge.Errorf(forge.ErrInvalid, "session %s is a monologue: Forge compacts it by replacing it, not in place", sess.ID)
-		}
-		for _, in := range req.Input {
-			if in.Type == forge.InputMessage {
-				return forge.Errorf(forge.ErrInvalid, "session %s is a monologue: it takes no messages, only resolutions of its paused turn (post to the forum instead)", sess.ID)
-			}
-		}
-		if req.Trigger != nil {
-			return forge.Errorf(forge.ErrInvalid, "only the forum layer triggers monologue turns")
-		}
-	default:
-		if req.Trigger != nil || req.Forum {
-			return forge.Errorf(forge.ErrInvalid, "session %s is not a monologue", sess.ID)
-		}
-	}
-	if req.ScheduleID != "" && sess.Kind != forge.KindDirect {
-		return forge.Errorf(forge.ErrInvalid, "session %s is a %s: schedules run in direct sessions", sess.ID, sess.Kind)
-	}
-	return nil
 }
 
 // baseTurn is the turn the new one chains from, or nil for a new root or a

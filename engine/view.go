@@ -23,15 +23,16 @@ func (e *Engine) ModelView(ctx context.Context, tenant, sessionID string, opts f
 	if err != nil {
 		return nil, "", err
 	}
-	if sess.Kind == forge.KindMonologue {
-		// Copies arrive outside turns: the view is the whole monologue in
-		// the model's order (a monologue is never compacted in place).
+	if kind := e.kind(sess); kind.readsWhole() {
+		// Messages arrive outside turns (a monologue's copies): the view
+		// is the whole branch in the kind's order (never compacted in
+		// place).
 		tip := ""
 		if sess.TipTurnID != nil {
 			tip = *sess.TipTurnID
 		}
 		msgs, next, err := e.store.ListMessages(ctx, tenant, forge.MessageQuery{SessionID: sessionID, TipTurnID: tip, ThreadID: sess.MainThreadID, ListOptions: opts})
-		return modelview.MonologueOrder(msgs), next, err
+		return kind.Order(msgs), next, err
 	}
 	if sess.TipTurnID == nil {
 		return []*forge.Message{}, "", nil

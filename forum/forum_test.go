@@ -46,9 +46,8 @@ func openNode(t testing.TB, db string, onCopy func(string)) *node {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ids := forge.NewULIDGen(nil) // one generator: ids of turns and copies compare by time
-	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids})
+	eng := engine.New(engine.Config{Store: st, Models: models, Bus: bus.New(0, 0), Logger: log, IDs: ids, Kinds: forum.Kinds()})
 	fs := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: log, IDs: ids, OnCopy: onCopy, Sweep: 100 * time.Millisecond})
-	eng.SetMonologueObserver(fs)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

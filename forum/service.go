@@ -96,7 +96,6 @@ type Service struct {
 	mu      sync.Mutex         // guards the following
 	rooms   map[string]*room   // by forum id
 	workers map[string]*worker // by participant id
-	monos   map[string]*worker // by monologue id
 	closed  bool
 }
 
@@ -120,7 +119,7 @@ func New(cfg Config) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{store: cfg.Store, eng: cfg.Engine, log: cfg.Engine.Log(), models: cfg.Models, clock: cfg.Clock,
 		ids: cfg.IDs, logger: cfg.Logger, sweep: cfg.Sweep, onCopy: cfg.OnCopy, locks: cfg.Locks, lockTTL: cfg.LockTTL,
-		ctx: ctx, cancel: cancel, rooms: map[string]*room{}, workers: map[string]*worker{}, monos: map[string]*worker{}}
+		ctx: ctx, cancel: cancel, rooms: map[string]*room{}, workers: map[string]*worker{}}
 }
 
 // Open starts a worker for every active agent stint, each first finishing
@@ -233,9 +232,6 @@ func (s *Service) forget(w *worker) {
 	if s.workers[w.stint.ID] == w {
 		delete(s.workers, w.stint.ID)
 	}
-	if s.monos[w.monologue()] == w {
-		delete(s.monos, w.monologue())
-	}
 }
 
 func (s *Service) startWorker(r *room, p *forge.Participant, recover bool) {
@@ -248,7 +244,6 @@ func (s *Service) startWorker(r *room, p *forge.Participant, recover bool) {
 	stint := *p
 	w := &worker{s: s, room: r, stop: stop, done: make(chan struct{}), wake: make(chan struct{}, 1), stint: &stint}
 	s.workers[p.ID] = w
-	s.monos[p.Metadata.MonologueID] = w
 	go w.run(ctx, recover)
 }
 
@@ -314,70 +309,6 @@ func (s *Service) worker(participantID string) *worker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.workers[participantID]
-}
-
-// moved points monologue routing at a stint's new monologue.
-func (s *Service) moved(w *worker, oldID, newID string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.monos, oldID)
-	s.monos[newID] = w
-}
-
-// MonologueTurnStarted implements engine.MonologueObserver: the room sees the
-// agent typing.
-func (s *Service) MonologueTurnStarted(tenant string, t *forge.Turn) {
-	s.typingEvent(tenant, t.SessionID, true)
-}
-
-// MonologueTurnEnded implements engine.MonologueObserver: typing ends and the
-// stint's worker publishes the reply.
-func (s *Service) MonologueTurnEnded(tenant string, t *forge.Turn) {
-	s.typingEvent(tenant, t.SessionID, false)
-	s.mu.Lock()
-	w := s.monos[t.SessionID]
-	s.mu.Unlock()
-	if w != nil {
-		w.turnEnded(t)
-	}
-}
-
-var _ engine.MonologueObserver = (*Service)(nil)
-
-// typingEvent publishes forum.typing on the monologue's forum, to the
-// forum's readers on every replica (an ephemeral event of the bus). The
-// stint is the local worker's, else the monologue's own metadata names it
-// (the turn may run on a replica whose worker for the stint is idle).
-func (s *Service) typingEvent(tenant, monologueID string, typing bool) {
-	s.mu.Lock()
-	w := s.monos[monologueID]
-	s.mu.Unlock()
-	var forumID, participantID string
-	if w != nil {
-		forumID, participantID = w.room.id, w.room.stintOf(monologueID)
-	} else if mono, err := s.store.GetSession(s.ctx, tenant, monologueID); err == nil {
-		forumID, participantID = monologueOwner(mono)
-	}
-	if forumID == "" || participantID == "" {
-		return
-	}
-	err := s.log.PublishEphemeral(s.ctx, forumID, eventlog.Draft{Type: forge.EventForumTyping, ID: participantID,
-		Data: TypingData{ParticipantID: participantID, Typing: typing}})
-	if err != nil {
-		s.logger.Warn("forum: typing event", "forum_id", forumID, "err", err)
-	}
-}
-
-// stintOf finds the active stint whose monologue is monologueID.
-func (r *room) stintOf(monologueID string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, p := range r.active {
-		if p.Metadata.MonologueID == monologueID {
-			return id
-		}
-	}
-	return ""
 }
 
 func (s *Service) session(ctx context.Context, tenant, id string) (*forge.Session, error) {

@@ -24,7 +24,7 @@ func (w *worker) maybeSwap(ctx context.Context) error {
 	if err != nil || !over {
 		return err
 	}
-	t, err := w.s.eng.StartTurn(ctx, w.stint.Tenant, old, engine.TurnRequest{Compact: true, Forum: true})
+	t, err := w.s.eng.StartTurn(ctx, w.stint.Tenant, old, engine.TurnRequest{Compact: true, Owner: true})
 	if err != nil {
 		return nil // e.g. a paused turn: no swap now, the turn still runs
 	}
@@ -85,7 +85,6 @@ func (w *worker) maybeSwap(ctx context.Context) error {
 	stint := *w.stint
 	stint.Metadata.MonologueID = nm.ID
 	w.stint = &stint
-	w.s.moved(w, old, nm.ID)
 	return nil
 }
 

@@ -28,6 +28,9 @@ type worker struct {
 	mu    sync.Mutex // guards the following
 	inbox []inboxItem
 	ended []*forge.Turn
+	// rechecks is set when the monologue's follower subscribed again:
+	// the running turn's end may have been missed (checkRunning).
+	rechecks bool
 	// missed is set when the forum changed on another replica: the
 	// worker reads what it missed from the store.
 	missed bool
@@ -46,6 +49,9 @@ type worker struct {
 	retryAt  time.Time          // when a failed start or ingestion is tried again
 	lastCopy string             // source id of the newest copy
 	last     string             // when set, messages after it are not copied (the stint left)
+	// forumWatch and monoWatch follow the forum (several replicas only)
+	// and the current monologue while this worker holds the stint.
+	forumWatch, monoWatch *follower
 }
 
 type inboxItem struct {
@@ -67,6 +73,13 @@ func (w *worker) turnEnded(t *forge.Turn) {
 	w.poke()
 }
 
+func (w *worker) recheck() {
+	w.mu.Lock()
+	w.rechecks = true
+	w.mu.Unlock()
+	w.poke()
+}
+
 func (w *worker) poke() {
 	select {
 	case w.wake <- struct{}{}:
@@ -78,6 +91,7 @@ func (w *worker) poke() {
 type batch struct {
 	in      []inboxItem
 	ended   []*forge.Turn
+	recheck bool
 	missed  bool
 	gone    bool
 	leaving bool
@@ -87,8 +101,8 @@ type batch struct {
 func (w *worker) take() batch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b := batch{in: w.inbox, ended: w.ended, missed: w.missed, gone: w.gone, leaving: w.leaving, until: w.until}
-	w.inbox, w.ended, w.missed = nil, nil, false
+	b := batch{in: w.inbox, ended: w.ended, recheck: w.rechecks, missed: w.missed, gone: w.gone, leaving: w.leaving, until: w.until}
+	w.inbox, w.ended, w.rechecks, w.missed = nil, nil, false, false
 	return b
 }
 
@@ -134,16 +148,16 @@ func (w *worker) run(ctx context.Context, recover bool) {
 	defer close(w.done)
 	defer w.s.forget(w)
 	held := w.s.locks == nil
-	var stopWatch func()
 	defer func() {
-		if stopWatch != nil {
-			stopWatch()
-		}
+		w.unwatch()
 		if held && w.s.locks != nil {
 			_ = w.s.locks.Unlock(context.WithoutCancel(ctx), w.lockName())
 		}
 	}()
 	if held {
+		// Following first: a turn ending meanwhile is heard, or found by
+		// recover, or both (its reply is published once).
+		w.watchMonologue(ctx)
 		w.catchUp = recover
 		if recover {
 			w.recover(ctx)
@@ -163,13 +177,13 @@ func (w *worker) run(ctx context.Context, recover bool) {
 				w.s.logger.Warn("forum: stint lock", "participant_id", w.stint.ID, "err", err)
 			case ok && !held:
 				held = true
-				stopWatch = w.watch(ctx)
+				w.watchForum(ctx)
+				w.watchMonologue(ctx)
 				w.recover(ctx)
 				w.catchUp = true
 			case !ok && held:
 				held = false
-				stopWatch()
-				stopWatch = nil
+				w.unwatch()
 				w.running, w.pending = "", nil
 			}
 		}
@@ -201,7 +215,9 @@ func (w *worker) run(ctx context.Context, recover bool) {
 				}
 				return
 			}
-			w.checkRunning(ctx)
+			if renew || b.recheck {
+				w.checkRunning(ctx)
+			}
 			w.maybeStart(ctx)
 		} else if b.leaving {
 			return
@@ -220,9 +236,10 @@ func (w *worker) run(ctx context.Context, recover bool) {
 func (w *worker) lockName() string { return "stint:" + w.stint.ID }
 
 // checkRunning notices that the turn this worker started has ended while
-// it heard nothing (its replica died and another ended it).
+// it heard nothing (its follower was re-subscribing, or the turn's replica
+// died and another ended it).
 func (w *worker) checkRunning(ctx context.Context) {
-	if w.running == "" || w.s.locks == nil {
+	if w.running == "" {
 		return
 	}
 	t, err := w.s.store.GetTurn(ctx, w.stint.Tenant, w.monologue(), w.running)
@@ -231,66 +248,113 @@ func (w *worker) checkRunning(ctx context.Context) {
 	}
 }
 
-// watch follows the forum and the monologue on the bus while this worker
-// holds the stint: a post made on another replica makes it read the forum
-// again, the stint's end stops it, a monologue turn's end (wherever it
-// ran) reaches onEnd. It returns a func that stops watching and waits.
-func (w *worker) watch(parent context.Context) func() {
-	ctx, cancel := context.WithCancel(parent)
-	var wg sync.WaitGroup
-	forumID, mono, tenant, self := w.stint.ForumID, w.monologue(), w.stint.Tenant, w.stint.ID
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		w.follow(ctx, forumID, func(ev forge.Event) {
-			w.note(ev.Type == forge.EventForumMessage || ev.Type == forge.EventForumMemberJoined,
-				ev.Type == forge.EventForumMemberLeft && ev.ID == self)
-		})
-	}()
-	go func() {
-		defer wg.Done()
-		w.follow(ctx, mono, func(ev forge.Event) {
-			if ev.Type != forge.EventTurnDone {
-				return
-			}
-			var t forge.Turn
-			if json.Unmarshal(ev.Data, &t) == nil {
-				t.Tenant = tenant
-				w.turnEnded(&t)
-			}
-		})
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
+// follower follows one session's events in a goroutine of its own.
+type follower struct {
+	session string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (f *follower) stop() {
+	if f != nil {
+		f.cancel()
+		<-f.done
 	}
 }
 
-// follow calls on with every event published on the session from now on,
-// subscribing again (after a read of what was missed) when cut off.
-func (w *worker) follow(ctx context.Context, session string, on func(forge.Event)) {
-	for ctx.Err() == nil {
-		sub, err := w.s.log.Live(ctx, session)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		w.note(true, false)
-		for {
-			evs, err := sub.Next(ctx, true)
-			if err != nil {
-				break
-			}
-			for _, ev := range evs {
-				on(ev)
-			}
-		}
-		_ = sub.Close()
-	}
+// unwatch stops following the forum and the monologue, and waits.
+func (w *worker) unwatch() {
+	w.forumWatch.stop()
+	w.monoWatch.stop()
+	w.forumWatch, w.monoWatch = nil, nil
 }
+
+// watchForum follows the forum on the bus while this worker holds the
+// stint on one of several replicas: a post or a join made on another
+// replica makes it read the forum again, the stint's end stops it.
+func (w *worker) watchForum(ctx context.Context) {
+	self := w.stint.ID
+	w.forumWatch = w.follow(ctx, w.stint.ForumID, func() { w.note(true, false) }, func(ev forge.Event) {
+		w.note(ev.Type == forge.EventForumMessage || ev.Type == forge.EventForumMemberJoined,
+			ev.Type == forge.EventForumMemberLeft && ev.ID == self)
+	})
+}
+
+// watchMonologue follows the stint's current monologue through the event
+// log, the one way the forum hears of its turns, wherever they run: a
+// turn's creation and end show the agent typing in the forum, and its end
+// reaches onEnd. A swap moves the stint to a new monologue: the worker
+// then follows that one (called again before each turn starts).
+func (w *worker) watchMonologue(ctx context.Context) {
+	mono := w.monologue()
+	if w.monoWatch != nil && w.monoWatch.session == mono {
+		return
+	}
+	w.monoWatch.stop()
+	tenant, forumID, self := w.stint.Tenant, w.stint.ForumID, w.stint.ID
+	w.monoWatch = w.follow(ctx, mono, w.recheck, func(ev forge.Event) {
+		if ev.Type != forge.EventTurnCreated && ev.Type != forge.EventTurnDone {
+			return
+		}
+		typing := ev.Type == forge.EventTurnCreated
+		err := w.s.log.PublishEphemeral(ctx, forumID, eventlog.Draft{Type: forge.EventForumTyping, ID: self,
+			Data: TypingData{ParticipantID: self, Typing: typing}})
+		if err != nil && ctx.Err() == nil {
+			w.s.logger.Warn("forum: typing event", "forum_id", forumID, "err", err)
+		}
+		var t forge.Turn
+		if !typing && json.Unmarshal(ev.Data, &t) == nil {
+			t.Tenant = tenant
+			w.turnEnded(&t)
+		}
+	})
+}
+
+// follow calls on with every event published on session from now on, in
+// a goroutine of its own; subscribed is called each time it subscribes
+// again after being cut off (what was published meanwhile is not handed
+// to on). The first subscription is made before follow returns, so that
+// nothing published after it is missed; if it fails, the goroutine keeps
+// trying.
+func (w *worker) follow(ctx context.Context, session string, subscribed func(), on func(forge.Event)) *follower {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &follower{session: session, cancel: cancel, done: make(chan struct{})}
+	sub, err := w.s.log.Live(ctx, session)
+	go func() {
+		defer close(f.done)
+		for ctx.Err() == nil {
+			if err != nil {
+				if !errors.Is(err, errCutOff) {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(time.Second):
+					}
+				}
+				if sub, err = w.s.log.Live(ctx, session); err != nil {
+					continue
+				}
+				subscribed()
+			}
+			for {
+				evs, nerr := sub.Next(ctx, true)
+				if nerr != nil {
+					break
+				}
+				for _, ev := range evs {
+					on(ev)
+				}
+			}
+			_ = sub.Close()
+			sub, err = nil, errCutOff
+		}
+	}()
+	return f
+}
+
+// errCutOff marks a follower's subscription that ended: it subscribes
+// again at once (after a failed subscription, a second later).
+var errCutOff = errors.New("forum: subscription cut off")
 
 // ingest copies a forum message into the current monologue (once) and
 // notes whether it triggers a turn.
@@ -429,13 +493,14 @@ func (w *worker) maybeStart(ctx context.Context) {
 		}
 		return
 	}
+	w.watchMonologue(ctx) // the swap may have moved the stint
 	// The key makes one turn per trigger, whichever replica's worker
 	// starts it (the other gets the same turn back).
 	key := "forum:" + w.pending.CopyID
 	if w.pending.Retry {
 		key += ":retry"
 	}
-	t, err := w.s.eng.StartTurn(ctx, w.stint.Tenant, w.monologue(), engine.TurnRequest{Trigger: w.pending, Forum: true, IdempotencyKey: key})
+	t, err := w.s.eng.StartTurn(ctx, w.stint.Tenant, w.monologue(), engine.TurnRequest{Trigger: w.pending, Owner: true, IdempotencyKey: key})
 	switch {
 	case err == nil && t.Ended():
 		w.pending = nil
@@ -459,11 +524,7 @@ func (w *worker) onEnd(ctx context.Context, ended *forge.Turn) {
 	if ended.ID == w.running {
 		w.running = ""
 	}
-	t, err := w.s.store.GetTurn(ctx, ended.Tenant, ended.SessionID, ended.ID)
-	if err != nil {
-		w.s.logger.Warn("forum: reading an ended monologue turn", "turn_id", ended.ID, "err", err)
-		return
-	}
+	t := ended // as it ended: the turn.done event's, or the stored turn
 	if w.s.locks != nil && w.pending == nil && t.Status == forge.TurnCancelled && t.CancelReason != nil &&
 		*t.CancelReason == forge.CancelAbandoned && t.Trigger != nil && !t.Trigger.Retry && t.SessionID == w.monologue() {
 		again := *t.Trigger

@@ -138,9 +138,8 @@ func newFuzzServer(t *testing.T) *fuzzServer {
 	ids := forge.NewULIDGen(nil)
 	m := metrics.New(metrics.Options{})
 	eng := engine.New(engine.Config{Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, IDs: ids, ToolCancelWait: 100 * time.Millisecond, TurnTimeout: 2 * time.Second, Observer: m})
+		Logger: logger, IDs: ids, ToolCancelWait: 100 * time.Millisecond, TurnTimeout: 2 * time.Second, Observer: m, Kinds: forum.Kinds()})
 	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
-	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

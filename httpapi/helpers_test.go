@@ -88,14 +88,13 @@ func newStackOn(t *testing.T, st closingStore, engineOpt func(*engine.Config), o
 	ids := forge.NewULIDGen(nil)
 	ecfg := engine.Config{
 		Store: st, Models: models, Tools: tools.Builtins(), Bus: bus.New(0, 0),
-		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids, Schemas: schemas.Compiler{},
+		Logger: logger, ToolCancelWait: 200 * time.Millisecond, IDs: ids, Schemas: schemas.Compiler{}, Kinds: forum.Kinds(),
 	}
 	if engineOpt != nil {
 		engineOpt(&ecfg)
 	}
 	eng := engine.New(ecfg)
 	forums := forum.New(forum.Config{Store: st, Engine: eng, Models: models, Logger: logger, IDs: ids})
-	eng.SetMonologueObserver(forums)
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

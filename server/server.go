@@ -266,6 +266,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MaxParallelTools:   cfg.MaxParallelTools,
 		MaxTurnOutputBytes: cfg.MaxTurnOutputBytes, MaxTurnOutputTokens: cfg.MaxTurnOutputTokens,
 		Quota: scriptedQuota(cfg.ScriptedQuota, keyed, models, log),
+		Kinds: forum.Kinds(),
 	}
 	ready := readiness(s.store)
 	if leases, ok := s.store.(forge.LeaseStore); ok {
@@ -297,7 +298,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// silent this long (it renews every second).
 	s.forums = forum.New(forum.Config{Store: s.store, Engine: s.eng, Models: models, Clock: cfg.Clock, IDs: cfg.IDs, Logger: log,
 		Locks: locks, LockTTL: max(cfg.Lease, 3*time.Second)})
-	s.eng.SetMonologueObserver(s.forums)
 	if err := s.eng.Recover(ctx); err != nil {
 		return nil, err
 	}
