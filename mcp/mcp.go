@@ -539,7 +539,7 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 	defer cancel()
 	res, err := st.cs.CallTool(cctx, &sdk.CallToolParams{Name: t.mcp, Arguments: arguments})
 	if err == nil {
-		return forge.ToolResult{Output: flatten(res.Content, res.StructuredContent), IsError: res.IsError}, nil
+		return toolResult(res), nil
 	}
 	if st.rt != nil {
 		if a := st.rt.authError(name); a != nil {
@@ -573,6 +573,27 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 		}
 		return forge.ToolResult{}, errors.New(msg)
 	}
+}
+
+// toolResult is a call's result: its images files of the result (the
+// engine stores them; the model sees them as images of the result), the
+// rest text. A failed call's images stay named in its text: the model is
+// shown a failure's text alone.
+func toolResult(res *sdk.CallToolResult) forge.ToolResult {
+	if res.IsError {
+		return forge.ToolResult{Output: flatten(res.Content, res.StructuredContent), IsError: true}
+	}
+	var out forge.ToolResult
+	var content []sdk.Content
+	for _, c := range res.Content {
+		if img, ok := c.(*sdk.ImageContent); ok {
+			out.Files = append(out.Files, forge.ToolFile{MimeType: img.MIMEType, Data: img.Data})
+			continue
+		}
+		content = append(content, c)
+	}
+	out.Output = flatten(content, res.StructuredContent)
+	return out
 }
 
 // flatten renders content blocks as text.
