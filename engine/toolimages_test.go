@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -87,11 +88,9 @@ func TestMCPToolImageReachesEachProvider(t *testing.T) {
 	bin := everythingServer(t)
 	img := tinyImage(t)
 	b64 := base64.StdEncoding.EncodeToString(img)
-	const (
-		user    = `{"Role":"user","Type":"text","Text":"show me the logo"}`
-		text    = "Here's the image you requested:\nThe image above is the MCP logo."
-		textOut = `"Output":"Here's the image you requested:\nThe image above is the MCP logo.`
-	)
+	const user = `{"Role":"user","Type":"text","Text":"show me the logo"}`
+	text := fmt.Sprintf("Here's the image you requested:\n[image image/png, %d bytes]\nThe image above is the MCP logo.", len(img))
+	textOut := fmt.Sprintf(`"Output":"Here's the image you requested:\n[image image/png, %d bytes]\nThe image above is the MCP logo.`, len(img))
 	call := `{"Role":"assistant","Type":"tool_call","CallID":"call_1","Name":"everything_get-tiny-image","Arguments":"{}"}`
 	inResult := `[` + user + `,` + call + `,{"Role":"tool","Type":"tool_result","CallID":"call_1",` + textOut +
 		`","Files":[{"MimeType":"image/png","Data":"` + b64 + `"}]}]`
@@ -126,7 +125,7 @@ func TestMCPToolImageReachesEachProvider(t *testing.T) {
 			}
 			tool := toolPart(t, h, s.ID, turn.ID)
 			if tool.Output == nil || *tool.Output != text {
-				t.Fatalf("tool output %v, want the text blocks alone", tool.Output)
+				t.Fatalf("tool output %v, want the text with the image named where it stood", tool.Output)
 			}
 			files := parts.ToolOf(tool).Files
 			if len(files) != 1 || files[0].MimeType != "image/png" || files[0].Bytes != int64(len(img)) || files[0].Filename != tool.CallID+"-1.png" {
@@ -245,7 +244,7 @@ func TestToolImageNotKeptIsNamedInTheOutput(t *testing.T) {
 		t.Fatalf("turn %+v", turn)
 	}
 	tool := toolPart(t, h, s.ID, turn.ID)
-	if tool.Output == nil || !strings.HasPrefix(*tool.Output, "snapped\n[image/png file of 16 bytes returned by the tool, not kept: ") || len(tool.Data) != 0 {
+	if tool.Output == nil || !strings.HasPrefix(*tool.Output, "snapped\n[image image/png, 16 bytes]\n[image/png file of 16 bytes returned by the tool, not kept: ") || len(tool.Data) != 0 {
 		t.Fatalf("tool part output %v, data %s", tool.Output, tool.Data)
 	}
 	res := h.model.sent()[1].Messages[2].Parts[0]

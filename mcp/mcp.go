@@ -575,24 +575,20 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 	}
 }
 
-// toolResult is a call's result: its images files of the result (the
-// engine stores them; the model sees them as images of the result), the
-// rest text. A failed call's images stay named in its text: the model is
-// shown a failure's text alone.
+// toolResult is a call's result: its content as text (an image named
+// where it stood), and the images of a successful call as files of the
+// result besides (the engine stores them; a model that takes images in
+// tool results is shown them). A failed call's text alone is shown.
 func toolResult(res *sdk.CallToolResult) forge.ToolResult {
+	out := forge.ToolResult{Output: flatten(res.Content, res.StructuredContent), IsError: res.IsError}
 	if res.IsError {
-		return forge.ToolResult{Output: flatten(res.Content, res.StructuredContent), IsError: true}
+		return out
 	}
-	var out forge.ToolResult
-	var content []sdk.Content
 	for _, c := range res.Content {
 		if img, ok := c.(*sdk.ImageContent); ok {
 			out.Files = append(out.Files, forge.ToolFile{MimeType: img.MIMEType, Data: img.Data})
-			continue
 		}
-		content = append(content, c)
 	}
-	out.Output = flatten(content, res.StructuredContent)
 	return out
 }
 
