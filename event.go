@@ -205,9 +205,12 @@ type StepFinishData struct {
 	Usage     Usage  `json:"usage"`
 }
 
-// ToolOutputData is the data of a tool part whose output was too long to
-// show the model: the whole output is kept here.
+// ToolOutputData is the data of a tool part: the whole output of one too
+// long to show the model, and the files its result carries (an MCP tool's
+// images, stored in the FileStore), which the model is shown with it.
 type ToolOutputData struct {
-	FullOutput  string `json:"full_output"`
-	OutputBytes int    `json:"output_bytes"`
+	FullOutput  string `json:"full_output,omitempty"`
+	OutputBytes int    `json:"output_bytes,omitempty"`
+	// Files are the result's files, in the tool's order.
+	Files []FileData `json:"files,omitempty"`
 }

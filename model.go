@@ -58,8 +58,8 @@ const (
 	ModelPartReasoning  = "reasoning"
 	ModelPartToolCall   = "tool_call"
 	ModelPartToolResult = "tool_result"
-	// ModelPartFile is an image or a PDF of a user message (File); text
-	// files reach the model as text parts.
+	// ModelPartFile is an image or a PDF (File) of a user message or of a
+	// tool result's Content; text files reach the model as text parts.
 	ModelPartFile = "file"
 )
 
@@ -75,6 +75,9 @@ type ModelPart struct {
 	Provider  json.RawMessage `json:"provider,omitempty"`
 	// File is a file part's file.
 	File *ModelFile `json:"file,omitempty"`
+	// Content is a tool result's content blocks after its Output text:
+	// text and file parts (an MCP tool's images).
+	Content []ModelPart `json:"content,omitempty"`
 }
 
 // ModelFile is a file sent to the model: an image or a PDF, with its

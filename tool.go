@@ -24,6 +24,17 @@ type ToolDef struct {
 type ToolResult struct {
 	Output  string
 	IsError bool
+	// Files are files the result carries besides its text (an MCP tool's
+	// images): the engine stores each in the FileStore and the model is
+	// shown them with the output (the tool part's data.files).
+	Files []ToolFile
+}
+
+// ToolFile is a file of a tool's result, with its content.
+type ToolFile struct {
+	Filename string // "" for one the engine names
+	MimeType string // as the tool declares it; the stored file's is sniffed
+	Data     []byte
 }
 
 // Capability is a bundle of tools that share a JSON state which persists

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/parts"
 )
 
 // attachment is a file of the turn's message: stored already (file), or
@@ -73,7 +73,7 @@ func (a *attachment) fill(f *forge.File) {
 	a.file = f
 	a.input = forge.InputFile{FileID: f.ID, Filename: f.Filename, MimeType: f.MimeType, Bytes: f.Bytes}
 	if a.part != nil {
-		a.part.Data, _ = json.Marshal(forge.FileData{FileID: f.ID, Filename: f.Filename, MimeType: f.MimeType, Bytes: f.Bytes})
+		a.part.Data = parts.FileData(forge.FileData{FileID: f.ID, Filename: f.Filename, MimeType: f.MimeType, Bytes: f.Bytes})
 	}
 }
 
@@ -187,19 +187,22 @@ type fileCache struct {
 // window).
 const maxTextFileBytes = 1 << 20
 
-// withFiles returns msgs with each file part's content, read through the
+// withFiles returns msgs with each file's content, read through the
 // store: an image or a PDF with its bytes, a text file as a text part
-// headed by its name, a deleted file as a note saying so. Messages with
-// no file are shared with msgs; the others are copies (the model view's
-// arrays are reused from step to step and must stay without bytes).
+// headed by its name, a deleted file as a note saying so; the files of a
+// tool result likewise (an image to a model that takes none: a note).
+// Messages with no file are shared with msgs; the others are copies (the
+// model view's arrays are reused from step to step and must stay without
+// bytes).
 func (th *thread) withFiles(msgs []forge.ModelMessage) ([]forge.ModelMessage, error) {
 	x := th.x
 	var out []forge.ModelMessage
+	images, asked := false, false // whether the model takes images, once asked
 	for i := range msgs {
 		m := &msgs[i]
 		has := false
 		for j := range m.Parts {
-			if m.Parts[j].Type == forge.ModelPartFile {
+			if m.Parts[j].Type == forge.ModelPartFile || len(m.Parts[j].Content) > 0 {
 				has = true
 				break
 			}
@@ -210,19 +213,34 @@ func (th *thread) withFiles(msgs []forge.ModelMessage) ([]forge.ModelMessage, er
 		if out == nil {
 			out = append([]forge.ModelMessage(nil), msgs...)
 		}
-		parts := make([]forge.ModelPart, 0, len(m.Parts))
+		mparts := make([]forge.ModelPart, 0, len(m.Parts))
 		for _, p := range m.Parts {
-			if p.Type != forge.ModelPartFile || p.File == nil {
-				parts = append(parts, p)
-				continue
+			var err error
+			if len(p.Content) > 0 {
+				content := make([]forge.ModelPart, 0, len(p.Content))
+				for _, c := range p.Content {
+					if c.Type == forge.ModelPartFile && c.File != nil {
+						if !asked {
+							images, asked = th.takesImages(), true
+						}
+						if !images {
+							c = toolFileNote(c.File)
+						} else if c, err = x.loadFile(c.File); err != nil {
+							return nil, err
+						}
+					}
+					content = append(content, c)
+				}
+				p.Content = content
 			}
-			loaded, err := x.loadFile(p.File)
-			if err != nil {
-				return nil, err
+			if p.Type == forge.ModelPartFile && p.File != nil {
+				if p, err = x.loadFile(p.File); err != nil {
+					return nil, err
+				}
 			}
-			parts = append(parts, loaded)
+			mparts = append(mparts, p)
 		}
-		out[i] = forge.ModelMessage{Role: m.Role, Parts: parts}
+		out[i] = forge.ModelMessage{Role: m.Role, Parts: mparts}
 	}
 	if out == nil {
 		return msgs, nil
@@ -319,11 +337,8 @@ func (th *thread) materializeAttachments(sb forge.Sandbox) {
 	}()
 	for _, m := range th.history {
 		for _, p := range m.Parts {
-			if p.Type != forge.PartFile {
-				continue
-			}
-			var d forge.FileData
-			if json.Unmarshal(p.Data, &d) != nil || d.FileID == "" {
+			d, ok := parts.FileOf(p)
+			if !ok {
 				continue
 			}
 			name := filepath.Base(filepath.Clean("/" + d.Filename))

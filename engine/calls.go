@@ -168,7 +168,7 @@ func (th *thread) recordResult(cr callResult) *forge.RequiredAction {
 	case cr.res.IsError:
 		th.toolError(p, th.limitOutput(p, cr.res.Output))
 	default:
-		out := th.limitOutput(p, cr.res.Output)
+		out := th.recordFiles(p, th.limitOutput(p, cr.res.Output), cr.res.Files)
 		p.State = forge.StateCompleted
 		p.Output = &out
 		th.partEvent(forge.EventToolResponse, p)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/parts"
 )
 
 // View turns a stored message of a forum session into the API's shape.
@@ -35,11 +36,7 @@ func View(m *forge.Message) *forge.ForumMessage {
 func filesOf(m *forge.Message) []forge.FileData {
 	var out []forge.FileData
 	for _, p := range m.Parts {
-		if p.Type != forge.PartFile {
-			continue
-		}
-		var d forge.FileData
-		if json.Unmarshal(p.Data, &d) == nil && d.FileID != "" {
+		if d, ok := parts.FileOf(p); ok {
 			out = append(out, d)
 		}
 	}
@@ -50,9 +47,8 @@ func filesOf(m *forge.Message) []forge.FileData {
 func fileParts(s *Service, m *forge.Message, files []forge.FileData) []*forge.Part {
 	out := make([]*forge.Part, 0, len(files))
 	for _, f := range files {
-		data, _ := json.Marshal(f)
 		out = append(out, &forge.Part{ID: s.ids.New(forge.PrefixPart), MessageID: m.ID, SessionID: m.SessionID, Type: forge.PartFile,
-			State: forge.StateCompleted, Data: data, CreatedAt: m.CreatedAt, UpdatedAt: m.CreatedAt})
+			State: forge.StateCompleted, Data: parts.FileData(f), CreatedAt: m.CreatedAt, UpdatedAt: m.CreatedAt})
 	}
 	return out
 }

@@ -539,7 +539,7 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 	defer cancel()
 	res, err := st.cs.CallTool(cctx, &sdk.CallToolParams{Name: t.mcp, Arguments: arguments})
 	if err == nil {
-		return forge.ToolResult{Output: flatten(res.Content, res.StructuredContent), IsError: res.IsError}, nil
+		return toolResult(res), nil
 	}
 	if st.rt != nil {
 		if a := st.rt.authError(name); a != nil {
@@ -573,6 +573,23 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (forge.ToolResult
 		}
 		return forge.ToolResult{}, errors.New(msg)
 	}
+}
+
+// toolResult is a call's result: its content as text (an image named
+// where it stood), and the images of a successful call as files of the
+// result besides (the engine stores them; a model that takes images in
+// tool results is shown them). A failed call's text alone is shown.
+func toolResult(res *sdk.CallToolResult) forge.ToolResult {
+	out := forge.ToolResult{Output: flatten(res.Content, res.StructuredContent), IsError: res.IsError}
+	if res.IsError {
+		return out
+	}
+	for _, c := range res.Content {
+		if img, ok := c.(*sdk.ImageContent); ok {
+			out.Files = append(out.Files, forge.ToolFile{MimeType: img.MIMEType, Data: img.Data})
+		}
+	}
+	return out
 }
 
 // flatten renders content blocks as text.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -205,6 +206,11 @@ func TestStdioEverything(t *testing.T) {
 	res = call(t, find(t, tools, "everything_get-tiny-image"), `{}`)
 	if res.IsError || !strings.Contains(res.Output, "[image image/png, ") {
 		t.Errorf("get-tiny-image = %+v", res)
+	}
+	// The image itself is a file of the result, as the server sent it.
+	if len(res.Files) != 1 || res.Files[0].MimeType != "image/png" || !bytes.HasPrefix(res.Files[0].Data, []byte("\x89PNG\r\n\x1a\n")) ||
+		!strings.Contains(res.Output, fmt.Sprintf("[image image/png, %d bytes]", len(res.Files[0].Data))) {
+		t.Errorf("get-tiny-image files %d, output %q", len(res.Files), res.Output)
 	}
 	// The environment is the sandbox's plus the declared variables; HOME
 	// is the session's.
@@ -535,6 +541,23 @@ func TestAuthURL(t *testing.T) {
 		if got := authURL([]string{c[0]}); got != c[1] {
 			t.Errorf("authURL(%s) = %q, want %q", c[0], got, c[1])
 		}
+	}
+}
+
+// TestToolResultFiles: a successful result's images are its files (and
+// named in its text); a failed result's are named in its text alone.
+func TestToolResultFiles(t *testing.T) {
+	t.Parallel()
+	content := []sdk.Content{&sdk.TextContent{Text: "a"}, &sdk.ImageContent{MIMEType: "image/png", Data: []byte("12345")},
+		&sdk.ImageContent{MIMEType: "image/jpeg", Data: []byte("678")}}
+	got := toolResult(&sdk.CallToolResult{Content: content})
+	if got.IsError || got.Output != "a\n[image image/png, 5 bytes]\n[image image/jpeg, 3 bytes]" || len(got.Files) != 2 ||
+		got.Files[0].MimeType != "image/png" || string(got.Files[0].Data) != "12345" || got.Files[1].MimeType != "image/jpeg" || string(got.Files[1].Data) != "678" {
+		t.Errorf("result %+v", got)
+	}
+	got = toolResult(&sdk.CallToolResult{Content: content, IsError: true})
+	if !got.IsError || got.Output != "a\n[image image/png, 5 bytes]\n[image image/jpeg, 3 bytes]" || got.Files != nil {
+		t.Errorf("failed result %+v", got)
 	}
 }
 

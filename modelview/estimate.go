@@ -1,63 +1,28 @@
 package modelview
 
 import (
-	"encoding/json"
-
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/parts"
 )
 
 // CharsPerToken is the local estimate of text a model has not counted.
-const CharsPerToken = 4
+const CharsPerToken = parts.CharsPerToken
 
-// Framing characters counted on top of a message's and a tool call's own.
-const (
-	messageFraming = 16 // role and framing
-	callFraming    = 32
-)
+// messageFraming is counted on top of a message's own characters: role
+// and framing.
+const messageFraming = parts.MessageFraming
 
 // Tokens is the estimate of chars characters, rounded up.
 func Tokens(chars int64) int64 { return (chars + CharsPerToken - 1) / CharsPerToken }
 
-// MessageChars is what m costs the model in characters: its text and
-// reasoning, its calls' names, arguments and results, and framing.
+// MessageChars is what m costs the model in characters: what each of its
+// parts costs (its kind says: package parts), and framing.
 func MessageChars(m *forge.Message) int64 {
 	chars := int64(messageFraming)
 	for _, p := range m.Parts {
-		switch p.Type {
-		case forge.PartText, forge.PartReasoning:
-			chars += int64(len(p.Text))
-		case forge.PartFile:
-			chars += fileChars(p)
-		case forge.PartTool:
-			chars += int64(len(p.Tool) + len(p.Arguments) + callFraming)
-			if p.Output != nil {
-				chars += int64(len(*p.Output))
-			}
-			if p.Error != nil {
-				chars += int64(len(*p.Error))
-			}
-		}
+		chars += parts.Chars(p)
 	}
 	return chars
-}
-
-// imageChars is what an image is counted as: about the thousand tokens
-// providers charge for a mid-sized image.
-const imageChars = 1000 * CharsPerToken
-
-// fileChars is the estimate of a file part: an image's flat cost, a text
-// or PDF file's size.
-func fileChars(p *forge.Part) int64 {
-	f := filePart(p)
-	if f == nil {
-		return 0
-	}
-	if len(f.MimeType) > 6 && f.MimeType[:6] == "image/" {
-		return imageChars
-	}
-	var d forge.FileData
-	_ = json.Unmarshal(p.Data, &d)
-	return d.Bytes + int64(len(d.Filename)) + messageFraming
 }
 
 // EstimateTokens is a cheap local estimate of what msgs cost the model:
@@ -79,14 +44,8 @@ func EstimateRequestTokens(req *forge.ModelRequest) int64 {
 	}
 	for _, m := range req.Messages {
 		chars += messageFraming
-		for _, p := range m.Parts {
-			chars += int64(len(p.Text) + len(p.Name) + len(p.Arguments) + len(p.Output))
-			if p.File != nil {
-				chars += int64(len(p.File.Data))
-			}
-			if p.Type == forge.ModelPartToolCall || p.Type == forge.ModelPartToolResult {
-				chars += callFraming
-			}
+		for j := range m.Parts {
+			chars += parts.ModelChars(&m.Parts[j])
 		}
 	}
 	return Tokens(chars)

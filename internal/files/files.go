@@ -391,6 +391,10 @@ func CleanName(name string) string {
 	return name
 }
 
+// Extension is the file name extension of an accepted type (".txt" for
+// the others).
+func Extension(mt string) string { return extension(mt) }
+
 func extension(mt string) string {
 	switch mt {
 	case PNG:

@@ -238,53 +238,86 @@ func messages(in []forge.ModelMessage) ([]sdk.MessageParam, error) {
 			last = role
 		}
 		for j, part := range m.Parts {
-			switch part.Type {
-			case forge.ModelPartText:
-				if strings.TrimSpace(part.Text) == "" {
-					continue // the API refuses empty text blocks
-				}
-				blocks = append(blocks, sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}})
-			case forge.ModelPartFile:
-				if role != forge.RoleUser {
-					continue
-				}
-				blocks = append(blocks, fileBlock(part.File))
-			case forge.ModelPartReasoning:
-				if role != forge.RoleAssistant {
-					continue
-				}
-				if b, ok := thinkingBlock(part); ok {
-					blocks = append(blocks, b)
-				}
-			case forge.ModelPartToolCall:
-				if role != forge.RoleAssistant {
-					return nil, fmt.Errorf("messages[%d].parts[%d]: a tool call in a %s message", i, j, m.Role)
-				}
-				blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{
-					ID: part.CallID, Name: part.Name, Input: toolInput(part.Arguments)}})
-			case forge.ModelPartToolResult:
-				if role != forge.RoleUser {
-					return nil, fmt.Errorf("messages[%d].parts[%d]: a tool result in an assistant message", i, j)
-				}
-				r := &sdk.ToolResultBlockParam{ToolUseID: part.CallID}
-				if part.Output != "" {
-					r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: part.Output}}}
-				}
-				if part.IsError {
-					r.IsError = sdk.Bool(true)
-				}
+			if part.Type == forge.ModelPartToolCall && role != forge.RoleAssistant {
+				return nil, fmt.Errorf("messages[%d].parts[%d]: a tool call in a %s message", i, j, m.Role)
+			}
+			b, ok, err := contentBlock(role, part)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("messages[%d].parts[%d]: %w", i, j, err)
+			case !ok:
+			case b.OfToolResult != nil:
 				// Tool results go before any text of the same user message.
 				blocks = append(blocks, sdk.ContentBlockParamUnion{})
 				copy(blocks[results+1:], blocks[results:])
-				blocks[results] = sdk.ContentBlockParamUnion{OfToolResult: r}
+				blocks[results] = b
 				results++
 			default:
-				return nil, fmt.Errorf("messages[%d].parts[%d]: unknown part type %q", i, j, part.Type)
+				blocks = append(blocks, b)
 			}
 		}
 	}
 	flush()
 	return out, nil
+}
+
+// contentBlock maps one content block of the model view, in a message of role
+// (user or assistant), to the Messages API's: text (never empty: the API
+// refuses that), a file (fileBlock), thinking (thinkingBlock), tool_use,
+// and tool_result with its output and content blocks (text, images,
+// documents). ok is false for a block left out; a block the role cannot
+// hold is an error.
+func contentBlock(role string, part forge.ModelPart) (b sdk.ContentBlockParamUnion, ok bool, err error) {
+	switch part.Type {
+	case forge.ModelPartText:
+		if strings.TrimSpace(part.Text) == "" {
+			return b, false, nil
+		}
+		return sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: part.Text}}, true, nil
+	case forge.ModelPartFile:
+		return fileBlock(part.File), role == forge.RoleUser, nil
+	case forge.ModelPartReasoning:
+		if role != forge.RoleAssistant {
+			return b, false, nil
+		}
+		b, ok = thinkingBlock(part)
+		return b, ok, nil
+	case forge.ModelPartToolCall:
+		if role != forge.RoleAssistant {
+			return b, false, fmt.Errorf("a tool call in a %s message", role)
+		}
+		return sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{
+			ID: part.CallID, Name: part.Name, Input: toolInput(part.Arguments)}}, true, nil
+	case forge.ModelPartToolResult:
+		if role != forge.RoleUser {
+			return b, false, errors.New("a tool result in an assistant message")
+		}
+		r := &sdk.ToolResultBlockParam{ToolUseID: part.CallID}
+		if part.Output != "" {
+			r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: part.Output}}}
+		}
+		for _, c := range part.Content {
+			cb, ok, err := contentBlock(role, c)
+			switch {
+			case err != nil:
+				return b, false, err
+			case !ok:
+			case cb.OfText != nil:
+				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfText: cb.OfText})
+			case cb.OfImage != nil:
+				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfImage: cb.OfImage})
+			case cb.OfDocument != nil:
+				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfDocument: cb.OfDocument})
+			default:
+				return b, false, fmt.Errorf("a %s block in a tool result", c.Type)
+			}
+		}
+		if part.IsError {
+			r.IsError = sdk.Bool(true)
+		}
+		return sdk.ContentBlockParamUnion{OfToolResult: r}, true, nil
+	}
+	return b, false, fmt.Errorf("unknown part type %q", part.Type)
 }
 
 // thinkingBlock rebuilds a thinking or redacted_thinking block from a

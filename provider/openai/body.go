@@ -52,7 +52,7 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 		}
 		// Tool results become tool messages, ahead of the message's own
 		// text and calls (as they always have).
-		texts, calls := 0, 0
+		texts, calls, resultFiles := 0, 0, 0
 		for j := range m.Parts {
 			p := &m.Parts[j]
 			switch p.Type {
@@ -63,11 +63,18 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 			case forge.ModelPartToolResult:
 				sep()
 				b = append(b, `{"role":"tool","content":`...)
-				b = jsonenc.AppendString(b, p.Output)
+				b = jsonenc.AppendString(b, chatToolText(p))
 				b = append(b, `,"tool_call_id":`...)
 				b = jsonenc.AppendString(b, p.CallID)
 				b = append(b, '}')
+				resultFiles += countFiles(p.Content)
 			}
+		}
+		if resultFiles > 0 {
+			// A tool message holds text alone: the files of the results
+			// follow in a user message (docs/decisions.md).
+			sep()
+			b = appendChatResultFiles(b, m.Parts)
 		}
 		switch m.Role {
 		case forge.RoleUser:
@@ -95,13 +102,7 @@ func appendChatBody(b []byte, model string, req *forge.ModelRequest, maxTokens b
 						b = append(b, ',')
 					}
 					n++
-					if p.Type == forge.ModelPartFile {
-						b = appendChatFile(b, p.File)
-						continue
-					}
-					b = append(b, `{"type":"text","text":`...)
-					b = jsonenc.AppendString(b, p.Text)
-					b = append(b, '}')
+					b = appendChatBlock(b, p)
 				}
 				b = append(b, ']')
 			}
@@ -262,6 +263,13 @@ func bodySize(req *forge.ModelRequest) int {
 			n += 64 + len(p.Text) + len(p.Output) + len(p.CallID) + len(p.Name) + len(p.Arguments)
 			if p.File != nil {
 				n += 128 + len(p.File.Filename) + base64.StdEncoding.EncodedLen(len(p.File.Data))
+			}
+			for k := range p.Content {
+				if c := &p.Content[k]; c.File != nil {
+					n += 256 + len(c.File.Filename) + base64.StdEncoding.EncodedLen(len(c.File.Data))
+				} else {
+					n += 64 + len(c.Text)
+				}
 			}
 		}
 	}

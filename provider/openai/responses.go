@@ -609,8 +609,7 @@ func buildResponsesParams(model string, req *forge.ModelRequest) (responses.Resp
 				if part.Type != forge.ModelPartToolResult {
 					continue
 				}
-				out := &responses.ResponseInputItemFunctionCallOutputParam{CallID: sdk.String(part.CallID)}
-				out.Output.OfString = sdk.String(part.Output)
+				out := &responses.ResponseInputItemFunctionCallOutputParam{CallID: sdk.String(part.CallID), Output: responsesOutput(part)}
 				items = append(items, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: out})
 			}
 		default:

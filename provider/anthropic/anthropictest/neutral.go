@@ -53,7 +53,11 @@ func (r Request) Neutral() fakeapi.Request {
 				n.Add(fakeapi.Part{Role: m.Role, Type: "tool_call", CallID: b.ID, Name: b.Name, Arguments: fakeapi.Compact(b.Input)})
 			case "tool_result":
 				n.Add(fakeapi.Part{Role: "tool", Type: "tool_result", CallID: b.ToolUseID, Output: b.Content,
-					IsError: b.IsError != nil && *b.IsError})
+					IsError: b.IsError != nil && *b.IsError, Files: b.Files})
+			case "image", "document":
+				if f, ok := b.File(); ok {
+					n.Add(fakeapi.Part{Role: m.Role, Type: "file", Files: []fakeapi.File{f}})
+				}
 			}
 		}
 	}

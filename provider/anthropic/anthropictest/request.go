@@ -2,11 +2,14 @@ package anthropictest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/forge-runtime/forge/provider/internal/fakeapi"
 )
 
 // Request is a Messages request the server received, decoded for
@@ -109,6 +112,11 @@ type Block struct {
 	Content    string          `json:"-"`
 	RawContent json.RawMessage `json:"content,omitempty"`
 	IsError    *bool           `json:"is_error,omitempty"`
+	// Files are a tool_result's image and document blocks, decoded.
+	Files []fakeapi.File `json:"-"`
+	// image, document: the source (base64 data), and a document's title.
+	Source *Source `json:"source,omitempty"`
+	Title  string  `json:"title,omitempty"`
 
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
@@ -127,18 +135,42 @@ func (bl *Block) UnmarshalJSON(b []byte) error {
 	case c[0] == '"':
 		return json.Unmarshal(c, &bl.Content)
 	case c[0] == '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
+		var parts []Block
 		if err := json.Unmarshal(c, &parts); err != nil {
 			return fmt.Errorf("tool_result content: %w", err)
 		}
 		for _, p := range parts {
 			bl.Content += p.Text
+			if f, ok := p.File(); ok {
+				bl.Files = append(bl.Files, f)
+			}
 		}
 	}
 	return nil
+}
+
+// Source is an image or document block's source.
+type Source struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+}
+
+// File is an image or document block's file, decoded; false for another
+// block, or a source that is not base64.
+func (bl *Block) File() (fakeapi.File, bool) {
+	if (bl.Type != "image" && bl.Type != "document") || bl.Source == nil || bl.Source.Type != "base64" {
+		return fakeapi.File{}, false
+	}
+	data, err := base64.StdEncoding.DecodeString(bl.Source.Data)
+	if err != nil {
+		return fakeapi.File{}, false
+	}
+	mt := bl.Source.MediaType
+	if mt == "" && bl.Type == "document" {
+		mt = "application/pdf"
+	}
+	return fakeapi.File{MimeType: mt, Name: bl.Title, Data: data}, true
 }
 
 // Tool is a tool declared in the request.

@@ -2,9 +2,11 @@ package fakeapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -290,6 +292,32 @@ type Part struct {
 	// carries it).
 	Output  string `json:",omitempty"`
 	IsError bool   `json:",omitempty"`
+	// Files are the files of a tool_result (its images and documents),
+	// or the one of a user message's "file" part, as sent.
+	Files []File `json:",omitempty"`
+}
+
+// File is a file sent to a model: its media type, its name where the API
+// carries one, and its bytes (decoded from the base64 on the wire).
+type File struct {
+	MimeType string
+	Name     string `json:",omitempty"`
+	Data     []byte
+}
+
+// DataURLFile decodes "data:<type>;base64,<data>"; false for anything
+// else.
+func DataURLFile(u string) (File, bool) {
+	meta, data, ok := strings.Cut(strings.TrimPrefix(u, "data:"), ",")
+	mt, isB64 := strings.CutSuffix(meta, ";base64")
+	if !strings.HasPrefix(u, "data:") || !ok || !isB64 {
+		return File{}, false
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return File{}, false
+	}
+	return File{MimeType: mt, Data: b}, true
 }
 
 // Tool is a tool declared in a request.

@@ -5,9 +5,13 @@ package providertest
 // bodies and record backoffs.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -168,4 +172,16 @@ func (s *Sleeps) Waits() []time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.d)
+}
+
+// TinyPNG is a 2x2 PNG: an image small enough to compare byte for byte.
+func TinyPNG() []byte {
+	img := image.NewNRGBA(image.Rect(0, 0, 2, 2))
+	img.Set(0, 0, color.NRGBA{R: 255, A: 255})
+	img.Set(1, 1, color.NRGBA{B: 255, A: 255})
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		panic(err) // an in-memory image always encodes
+	}
+	return b.Bytes()
 }

@@ -34,7 +34,8 @@ var openAIEnv = map[string]string{
 func OpenAIChat() Provider {
 	return Provider{
 		Name: "openai-chat", Kind: provider.KindOpenAI, ModelID: "gpt-4.1-mini", Env: openAIEnv,
-		Start: func(t testing.TB) Fake { return chatFake{openaitest.New(t)} },
+		ToolResultFilesAsUser: true,
+		Start:                 func(t testing.TB) Fake { return chatFake{openaitest.New(t)} },
 		Model: func(c Config) forge.Model {
 			return openai.New(openai.Config{Name: c.Name, APIKey: c.APIKey, BaseURL: c.BaseURL, HTTPClient: c.HTTPClient}).Model(c.Model)
 		},

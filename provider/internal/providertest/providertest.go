@@ -54,6 +54,10 @@ type Provider struct {
 	Start func(t testing.TB) Fake
 	// Model returns the provider's model for c.
 	Model func(c Config) forge.Model
+	// ToolResultFilesAsUser is set for an API whose tool results hold
+	// text alone (Chat Completions): the files of a tool result follow in
+	// a user message.
+	ToolResultFilesAsUser bool
 	// Unsupported names the groups ("Request") and cases
 	// ("Request/Temperature") the provider cannot run, each with the
 	// reason; they are skipped with it. A name the suite does not know

@@ -74,6 +74,35 @@ var requestTests = []test{
 		parts := f.received(1)[0].Parts
 		f.sameJSON(parts[len(parts)-1], fakeapi.Part{Role: "tool", Type: "tool_result", CallID: "call_1", Output: "denied", IsError: true}, "the result")
 	}},
+	{"ToolResultImage", func(f *fixture) {
+		// An image a tool returned (an MCP tool's, stored by the engine)
+		// reaches the model with the result: as an image of the result
+		// where the API takes one, in a user message right after the tool
+		// messages where it does not (Chat Completions). Its bytes arrive
+		// exactly as they were.
+		img := TinyPNG()
+		res := resultPart("call_1", "Here's the image you requested:")
+		res.Content = []forge.ModelPart{{Type: forge.ModelPartFile,
+			File: &forge.ModelFile{FileID: "file_1", Filename: "call_1-1.png", MimeType: "image/png", Data: img}}}
+		req := &forge.ModelRequest{Messages: []forge.ModelMessage{user("Show me the logo."),
+			assistant(callPart("call_1", "everything_get-tiny-image", "{}")), toolResults(res)}}
+		if r := f.call(req); r.err != nil {
+			f.Fatal(r.err)
+		}
+		file := []fakeapi.File{{MimeType: "image/png", Data: img}}
+		want := []fakeapi.Part{
+			{Role: "user", Type: "text", Text: "Show me the logo."},
+			{Role: "assistant", Type: "tool_call", CallID: "call_1", Name: "everything_get-tiny-image", Arguments: "{}"},
+			{Role: "tool", Type: "tool_result", CallID: "call_1", Output: "Here's the image you requested:", Files: file},
+		}
+		if f.p.ToolResultFilesAsUser {
+			want[2].Output += "\n[the tool returned the file call_1-1.png (image/png): it follows in the next message]"
+			want[2].Files = nil
+			want = append(want, fakeapi.Part{Role: "user", Type: "text", Text: "The files tool call call_1 returned:"},
+				fakeapi.Part{Role: "user", Type: "file", Files: file})
+		}
+		f.sameJSON(f.received(1)[0].Parts, want, "the parts sent")
+	}},
 	{"Temperature", func(f *fixture) {
 		req := hello()
 		temp := 0.2
