@@ -209,6 +209,13 @@ type nodeURL struct {
 	opts *goredis.Options
 }
 
+// CheckURLs reports what is wrong with a --redis value (one URL, or a
+// comma-separated list of shards) without connecting to anything.
+func CheckURLs(raw string) error {
+	_, err := parseURLs(raw)
+	return err
+}
+
 // parseURLs parses a comma-separated list of redis:// URLs (one, or the
 // shards of a sharded Bus): an empty element, a URL that does not parse
 // and two URLs naming one server (address and database) are errors.
