@@ -68,13 +68,22 @@ func TestShardedKeysLandOnTheSessionsServer(t *testing.T) {
 		t.Fatalf("Nodes() = %d", a.Nodes())
 	}
 	perServer := make([]int, 3)
-	for i := range 60 {
-		sid := fmt.Sprintf("ses_%02d", i)
+	for i := range 3000 {
+		sid := fmt.Sprintf("ses_%04d", i)
 		at := a.NodeOf(sid)
 		if other := 2 - b.NodeOf(sid); other != at {
 			t.Fatalf("%s: server %d for one replica, %d for the other (lists in reverse order)", sid, at, other)
 		}
 		perServer[at]++
+	}
+	for i, n := range perServer {
+		if n < 800 {
+			t.Fatalf("sessions per server %v: server %d has %d of 3000", perServer, i, n)
+		}
+	}
+	for i := range 30 {
+		sid := fmt.Sprintf("ses_%04d", i)
+		at := a.NodeOf(sid)
 		turn := "turn_" + sid
 		if err := a.Publish(ctx, stored(sid, turn, forge.EventTurnCreated, 1)); err != nil {
 			t.Fatal(err)
@@ -101,11 +110,6 @@ func TestShardedKeysLandOnTheSessionsServer(t *testing.T) {
 		}
 		if err := a.Release(ctx, sid, hold, nil); err != nil {
 			t.Fatal(err)
-		}
-	}
-	for i, n := range perServer {
-		if n < 10 {
-			t.Fatalf("sessions per server %v: server %d has %d of 60", perServer, i, n)
 		}
 	}
 	lockServers := map[int]bool{}
