@@ -159,7 +159,13 @@ Several replicas: run identical servers behind a load balancer with
 --db postgres://... --redis redis://host:6379/0 (pool settings such as
 pool_size=64 go in the URL). Any replica serves any request; a turn's owner
 holds a lease (--lease) that another replica takes over when it expires.
-GET /readyz checks the database and Redis; on SIGTERM it fails at once,
+To spread the live streams over several Redis servers, give --redis a
+comma-separated list (redis://a:6379/0,redis://b:6379/0,redis://c:6379/0):
+each session lives on the server its id hashes to; every replica must list
+the same servers (in any order), and changing the list moves sessions
+(drain the replicas first). GET /readyz checks the database and Redis (with
+several servers: that at least one answers; sessions on a server that is
+down answer 503 until it is back); on SIGTERM it fails at once,
 running turns get --shutdown-grace to finish, then end cancelled. See
 docs/distributed.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -178,7 +184,7 @@ docs/distributed.md.`,
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
 	f.StringVar(&o.db, "db", defaultDB, dbFlagHelp)
-	f.StringVar(&o.redis, "redis", os.Getenv("FORGE_REDIS_URL"), "Redis URL (redis://host:6379/0) for several replicas sharing a PostgreSQL --db (env FORGE_REDIS_URL)")
+	f.StringVar(&o.redis, "redis", os.Getenv("FORGE_REDIS_URL"), "Redis URL (redis://host:6379/0) for several replicas sharing a PostgreSQL --db; a comma-separated list (redis://a:6379/0,redis://b:6379/0,...) shards sessions over those servers, and every replica must list the same set: changing it moves sessions (drain first, see docs/distributed.md) (env FORGE_REDIS_URL)")
 	f.DurationVar(&o.lease, "lease", engine.DefaultLeaseTTL, "turn ownership lease (PostgreSQL): a turn whose replica stops renewing it is ended by another within three lease periods")
 	f.StringVar(&o.apiKeys, "api-keys", os.Getenv("FORGE_API_KEYS"), "API keys as key=tenant,... (env FORGE_API_KEYS)")
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")

@@ -488,8 +488,9 @@ func (l *Log) acquireFreshLocked(ctx context.Context, sq *sequencer) (string, bo
 		return err
 	})
 	if err != nil {
-		// The bus is down: nothing can be written safely (503, store_error).
-		return "", false, fmt.Errorf("hold session %s: %w: %w", sq.session, forge.ErrStore, err)
+		// The bus (the session's Redis server) is down: nothing can be
+		// written safely (503, store_error, Retry-After as for a reader).
+		return "", false, forge.WithRetryAfter(fmt.Errorf("hold session %s: %w: %w", sq.session, forge.ErrStore, err), BusRetryAfter)
 	}
 	if !fresh {
 		sq.next, sq.reserved = 0, 0
@@ -747,7 +748,7 @@ func (l *Log) drainAllLocked(ctx context.Context, sq *sequencer) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("publish earlier deltas of session %s: %w: %w", sq.session, forge.ErrStore, err)
+		return forge.WithRetryAfter(fmt.Errorf("publish earlier deltas of session %s: %w: %w", sq.session, forge.ErrStore, err), BusRetryAfter)
 	}
 	return nil
 }

@@ -73,9 +73,6 @@ func (l *Log) Open(ctx context.Context, tenant, sessionID string, q Query) (iter
 	}
 	s, err := l.Subscribe(ctx, tenant, sessionID, after)
 	if err != nil {
-		if errors.Is(err, forge.ErrStore) {
-			err = forge.WithRetryAfter(err, BusRetryAfter)
-		}
 		return nil, err
 	}
 	s.after = q.After
@@ -131,9 +128,19 @@ func (l *Log) Subscribe(ctx context.Context, tenant, sessionID string, after int
 	}
 	held, sub, err := l.bus.Subscribe(ctx, sessionID, after)
 	if err != nil {
-		return nil, err
+		return nil, busRetry(err)
 	}
 	return &Subscription{l: l, tenant: tenant, session: sessionID, after: after, held: held, sub: sub}, nil
+}
+
+// busRetry tells a reader refused for want of the bus (ErrStore) when to
+// try again: a streamed turn's answer, like a stream's, is then a 503 with
+// Retry-After before any SSE header.
+func busRetry(err error) error {
+	if _, ok := forge.RetryAfter(err); !ok && errors.Is(err, forge.ErrStore) {
+		return forge.WithRetryAfter(err, BusRetryAfter)
+	}
+	return err
 }
 
 // SubscribeAhead subscribes like Subscribe for a reader that subscribes
@@ -147,7 +154,7 @@ func (l *Log) Subscribe(ctx context.Context, tenant, sessionID string, after int
 func (l *Log) SubscribeAhead(ctx context.Context, tenant, sessionID string, after int64) (*Subscription, error) {
 	held, sub, err := l.bus.Subscribe(ctx, sessionID, after)
 	if err != nil {
-		return nil, err
+		return nil, busRetry(err)
 	}
 	return &Subscription{l: l, tenant: tenant, session: sessionID, after: after, held: held, sub: sub, ahead: true}, nil
 }

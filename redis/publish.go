@@ -32,7 +32,7 @@ func (b *Bus) EndTurn(ctx context.Context, sessionID, turnID string) error {
 
 func (b *Bus) turn(ctx context.Context, op, sessionID, turnID string) error {
 	k := b.keys(sessionID)
-	err := turnScript.Run(ctx, b.rdb, []string{k.stream, k.open, k.meta}, op, turnID,
+	err := turnScript.Run(ctx, b.pick(sessionID).rdb, []string{k.stream, k.open, k.meta}, op, turnID,
 		ms(b.opts.Retention), ms(b.opts.RunningTTL)).Err()
 	if err != nil {
 		return fmt.Errorf("redis: %s turn %s: %w", op, turnID, err)
@@ -50,7 +50,7 @@ func (b *Bus) PublishEphemeral(ctx context.Context, ev forge.Event) error {
 	if err != nil {
 		return fmt.Errorf("redis: encode ephemeral event: %w", err)
 	}
-	if err := b.rdb.Publish(ctx, b.keys(ev.SessionID).channel, ephemeralMark+string(raw)).Err(); err != nil {
+	if err := b.pick(ev.SessionID).rdb.Publish(ctx, b.keys(ev.SessionID).channel, ephemeralMark+string(raw)).Err(); err != nil {
 		return fmt.Errorf("redis: publish ephemeral event: %w", err)
 	}
 	return nil
@@ -64,11 +64,11 @@ const ephemeralMark = "x "
 // is false when another process held it since this one last did (or that
 // is not known any more: the session's keys expired).
 func (b *Bus) Acquire(ctx context.Context, sessionID string) (string, bool, error) {
-	k := b.keys(sessionID)
+	k, rdb := b.keys(sessionID), b.pick(sessionID).rdb
 	token := b.opts.WriterID + "/" + strconv.FormatUint(b.holds.Add(1), 10)
 	wait := time.Millisecond
 	for {
-		r, err := acquireScript.Run(ctx, b.rdb, []string{k.hold, k.meta}, token, b.opts.WriterID,
+		r, err := acquireScript.Run(ctx, rdb, []string{k.hold, k.meta}, token, b.opts.WriterID,
 			ms(b.opts.HoldTTL), ms(b.opts.Retention)).Int()
 		if err != nil {
 			return "", false, fmt.Errorf("redis: acquire session %s: %w", sessionID, err)
@@ -134,7 +134,7 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 		}
 		args = append(args, ev.Seq, kind, turn, part, delta, ev.CreatedAt.UnixNano(), thread, raw)
 	}
-	res, err := publishScript.Run(ctx, b.rdb, []string{k.stream, k.open, k.meta, k.hold}, args...).StringSlice()
+	res, err := publishScript.Run(ctx, b.pick(sessionID).rdb, []string{k.stream, k.open, k.meta, k.hold}, args...).StringSlice()
 	if err != nil {
 		return false, fmt.Errorf("redis: publish to session %s: %w", sessionID, err)
 	}
@@ -191,14 +191,15 @@ func entryKind(ev *forge.Event) (kind, part, delta string, err error) {
 	return "", "", "", nil
 }
 
-// SendCancel publishes a cancel signal to every replica; the one running
+// SendCancel publishes a cancel signal to every replica (on the server of
+// its session: every replica listens on every server); the one running
 // the turn acts on it.
 func (b *Bus) SendCancel(ctx context.Context, sig forge.CancelSignal) error {
 	raw, err := json.Marshal(&sig)
 	if err != nil {
 		return err
 	}
-	if err := b.rdb.Publish(ctx, b.cancel, raw).Err(); err != nil {
+	if err := b.pick(sig.SessionID).rdb.Publish(ctx, b.cancel, raw).Err(); err != nil {
 		return fmt.Errorf("redis: send cancel: %w", err)
 	}
 	return nil
@@ -215,9 +216,10 @@ func (b *Bus) OnCancel(fn func(forge.CancelSignal)) {
 // TryLock takes the named lock for ttl, or extends it when this process
 // already holds it, and reports whether this process holds it now. A
 // holder that dies loses it after ttl. (The forum layer runs each agent
-// stint's worker on the replica that holds the stint's lock.)
+// stint's worker on the replica that holds the stint's lock.) Sharded, the
+// lock lives on the server its name hashes to.
 func (b *Bus) TryLock(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	n, err := lockScript.Run(ctx, b.rdb, []string{b.lockKey(name)}, b.opts.WriterID, ms(ttl)).Int()
+	n, err := lockScript.Run(ctx, b.pick(name).rdb, []string{b.lockKey(name)}, b.opts.WriterID, ms(ttl)).Int()
 	if err != nil {
 		return false, fmt.Errorf("redis: lock %s: %w", name, err)
 	}
@@ -226,7 +228,7 @@ func (b *Bus) TryLock(ctx context.Context, name string, ttl time.Duration) (bool
 
 // Unlock releases the named lock if this process holds it.
 func (b *Bus) Unlock(ctx context.Context, name string) error {
-	if err := unlockScript.Run(ctx, b.rdb, []string{b.lockKey(name)}, b.opts.WriterID).Err(); err != nil {
+	if err := unlockScript.Run(ctx, b.pick(name).rdb, []string{b.lockKey(name)}, b.opts.WriterID).Err(); err != nil {
 		return fmt.Errorf("redis: unlock %s: %w", name, err)
 	}
 	return nil

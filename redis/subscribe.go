@@ -21,14 +21,14 @@ import (
 // the text so far of parts whose deltas after after were trimmed) and a
 // subscription to every event published from then on.
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, after int64) ([]forge.Event, forge.BusSubscription, error) {
-	s := &subscription{bus: b, session: sessionID, notify: make(chan struct{}, 1)}
+	s := &subscription{bus: b, node: b.pick(sessionID), session: sessionID, notify: make(chan struct{}, 1)}
 	// Registered before the snapshot is read, so that nothing published
 	// after the snapshot escapes it.
 	if err := b.register(ctx, s); err != nil {
 		return nil, nil, err
 	}
 	k := b.keys(sessionID)
-	res, err := snapshotScript.Run(ctx, b.rdb, []string{k.stream, k.open, k.meta}, after).Slice()
+	res, err := snapshotScript.Run(ctx, s.node.rdb, []string{k.stream, k.open, k.meta}, after).Slice()
 	if err != nil {
 		_ = s.Close()
 		return nil, nil, fmt.Errorf("redis: subscribe to session %s: %w: %w", sessionID, forge.ErrStore, err)
@@ -228,52 +228,56 @@ func parseMessage(payload string) (entry, error) {
 }
 
 // register adds s to its session's subscribers, subscribing this Bus's
-// connection to the session's channel when s is the first.
+// connection (to the session's server) to the session's channel when s is
+// the first.
 func (b *Bus) register(ctx context.Context, s *subscription) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.done {
+	n := s.node
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done {
 		return forge.ErrSubscriptionClosed
 	}
-	set := b.sessions[s.session]
+	set := n.sessions[s.session]
 	if set == nil {
 		// The answer comes through receive, which then makes the
 		// session's subscribers read the stream (a message published
 		// before the subscription took effect is not lost).
-		if err := b.ps.Subscribe(ctx, b.keys(s.session).channel); err != nil {
+		if err := n.ps.Subscribe(ctx, b.keys(s.session).channel); err != nil {
 			return fmt.Errorf("redis: subscribe to session %s: %w: %w", s.session, forge.ErrStore, err)
 		}
 		set = map[*subscription]struct{}{}
-		b.sessions[s.session] = set
+		n.sessions[s.session] = set
 	}
 	set[s] = struct{}{}
 	return nil
 }
 
 func (b *Bus) unregister(s *subscription) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	set := b.sessions[s.session]
+	n := s.node
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	set := n.sessions[s.session]
 	if _, ok := set[s]; !ok {
 		return
 	}
 	delete(set, s)
 	if len(set) == 0 {
-		delete(b.sessions, s.session)
-		if err := b.ps.Unsubscribe(context.Background(), b.keys(s.session).channel); err != nil && !b.done {
+		delete(n.sessions, s.session)
+		if err := n.ps.Unsubscribe(context.Background(), b.keys(s.session).channel); err != nil && !n.done {
 			b.log.Warn("redis: unsubscribe failed", "session_id", s.session, "err", err)
 		}
 	}
 }
 
-// receive reads the Pub/Sub connection until Close: session events go to
-// the session's subscribers, cancel signals to the OnCancel functions.
-func (b *Bus) receive() {
+// receive reads a node's Pub/Sub connection until Close: session events
+// go to the session's subscribers, cancel signals to the OnCancel
+// functions.
+func (b *Bus) receive(n *node) {
 	defer b.wg.Done()
 	ctx := context.Background()
 	backoff := 50 * time.Millisecond
 	for {
-		msg, err := b.ps.ReceiveTimeout(ctx, 15*time.Second)
+		msg, err := n.ps.ReceiveTimeout(ctx, 15*time.Second)
 		select {
 		case <-b.closed:
 			return
@@ -282,10 +286,10 @@ func (b *Bus) receive() {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				_ = b.ps.Ping(ctx) // a dead connection shows on the next read
+				_ = n.ps.Ping(ctx) // a dead connection shows on the next read
 				continue
 			}
-			b.log.Warn("redis: subscription connection failed; retrying", "err", err, "in", backoff)
+			b.log.Warn("redis: subscription connection failed; retrying", "server", n.id, "err", err, "in", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-b.closed:
@@ -298,15 +302,15 @@ func (b *Bus) receive() {
 		switch m := msg.(type) {
 		case *goredis.Subscription:
 			if m.Kind == "subscribe" {
-				b.each(b.sessionOf(m.Channel), (*subscription).poke)
+				n.each(b.sessionOf(m.Channel), (*subscription).poke)
 			}
 		case *goredis.Message:
-			b.dispatch(m)
+			b.dispatch(n, m)
 		}
 	}
 }
 
-func (b *Bus) dispatch(m *goredis.Message) {
+func (b *Bus) dispatch(n *node, m *goredis.Message) {
 	if m.Channel == b.cancel {
 		var sig forge.CancelSignal
 		if err := json.Unmarshal([]byte(m.Payload), &sig); err != nil {
@@ -330,17 +334,18 @@ func (b *Bus) dispatch(m *goredis.Message) {
 		b.log.Warn("redis: malformed session message", "session_id", session, "err", err)
 		return
 	}
-	b.each(session, func(s *subscription) { s.push(e) })
+	n.each(session, func(s *subscription) { s.push(e) })
 }
 
-// each calls fn for each subscriber of the session on this Bus.
-func (b *Bus) each(session string, fn func(*subscription)) {
+// each calls fn for each subscriber of the session on this Bus (the
+// session's server is n).
+func (n *node) each(session string, fn func(*subscription)) {
 	if session == "" {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for s := range b.sessions[session] {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for s := range n.sessions[session] {
 		fn(s)
 	}
 }
@@ -355,6 +360,7 @@ const streamPage = 1000
 // otherwise.
 type subscription struct {
 	bus     *Bus
+	node    *node // the session's server
 	session string
 	notify  chan struct{} // signalled when queue or behind changes
 
@@ -469,7 +475,7 @@ func (s *subscription) Next(ctx context.Context, wait bool) ([]forge.Event, erro
 // expired and started over).
 func (s *subscription) readStream(ctx context.Context) (evs []forge.Event, more bool, err error) {
 	k := s.bus.keys(s.session)
-	msgs, err := s.bus.rdb.XRangeN(ctx, k.stream, "("+strconv.FormatInt(s.pos, 10)+"-0", "+", streamPage).Result()
+	msgs, err := s.node.rdb.XRangeN(ctx, k.stream, "("+strconv.FormatInt(s.pos, 10)+"-0", "+", streamPage).Result()
 	if err != nil {
 		return nil, false, fmt.Errorf("redis: read session %s: %w", s.session, err)
 	}

@@ -53,7 +53,8 @@ type Config struct {
 	// DB is a SQLite file (DefaultDB when empty) or a postgres:// URL.
 	DB string
 	// Redis, a redis:// URL, makes the server one replica of several
-	// sharing a PostgreSQL DB.
+	// sharing a PostgreSQL DB. A comma-separated list of URLs shards the
+	// sessions over those servers (every replica must list the same set).
 	Redis string
 	// Lease is a running turn's ownership lease (PostgreSQL); 0 means
 	// engine.DefaultLeaseTTL.
@@ -356,6 +357,11 @@ func checkConfig(cfg Config) error {
 	}
 	if cfg.Redis != "" && !IsPostgres(cfg.DB) {
 		return fmt.Errorf("--redis needs a PostgreSQL --db (postgres://...): replicas share the database, and a SQLite file belongs to one process")
+	}
+	if cfg.Redis != "" {
+		if err := redisbus.CheckURLs(cfg.Redis); err != nil {
+			return fmt.Errorf("--redis: %w", err)
+		}
 	}
 	if cfg.Lease < 300*time.Millisecond {
 		return fmt.Errorf("--lease must be at least 300ms")

@@ -8,6 +8,7 @@
 //	                    (--spawn [--forge-bin PATH] [--serve-arg FLAG]... | --server URL [--model-url URL])
 //	forge-load realload [--scenarios paced,concurrent,subscribers,long,rss,disk] [--repeat N] [sizes...]
 //	forge-load fake-model [--fake instant|openaitest] [--duration D]
+//	forge-load distributed --postgres URL --redis URL[,URL...] [--replicas 1,3] [sizes...]
 //
 // turns creates an agent on scripted/echo (an instant model) and N sessions;
 // a worker per session runs wait-mode turns back to back until --duration or
@@ -23,6 +24,12 @@
 // --spawn starts its own forge serve and fake model server. realload runs
 // the scenarios of a real load (realload.go) against a forge serve of its
 // own, printing each figure beside its floor, measured in the same run.
+// distributed starts 1 and 3 forge serve replicas on a PostgreSQL and
+// Redis (sharded when several URLs are given) behind counting proxies and
+// prints the cost of a trivial turn and of a streamed delta in replica CPU,
+// round trips, commits, commands, bytes and Redis CPU, the time of paced
+// streams at 100 at once, the throughput, and a paper model for 10,000
+// streaming turns (distributed.go).
 //
 // Only loopback servers are accepted, and every mode ends by itself: each
 // loop is bounded in count and in time. Interrupting ends a run early.
@@ -66,6 +73,7 @@ modes:
   trivial   sequential trivial turns on one session, beside the model-call floor
   realload  a real load (paced deltas, long sessions, many readers and streams): each figure beside its floor
   fake-model  a fake OpenAI Chat Completions server answering "ok" at once
+  distributed  1 and 3 replicas on PostgreSQL + Redis behind counting proxies: per-turn and per-delta costs, a paper model
 
 "forge-load MODE -h" lists the flags of a mode.
 `
@@ -90,6 +98,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		mode = runRealload
 	case "fake-model":
 		mode = runFakeModel
+	case "distributed":
+		mode = runDistributed
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -124,26 +124,39 @@ func spawn(ctx context.Context, forgeBin, fake string, inProcess bool, extra []s
 		model.Close()
 		return nil, err
 	}
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "forge.db"), "--log-level", "warn"}, extra...)
+	db := filepath.Join(dir, "forge.db")
+	s, err := startServe(ctx, forgeBin, model.URL(), append([]string{"--db", db}, extra...))
+	if err != nil {
+		model.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	s.model, s.dir, s.db = model, dir, db
+	return s, nil
+}
+
+// startServe starts `forge serve` on a loopback port of its choosing, with
+// args (--db among them) and openai/<model> pointing at the model server
+// at modelURL, and waits until it listens. The caller must stop it.
+func startServe(ctx context.Context, forgeBin, modelURL string, args []string) (*spawned, error) {
+	args = append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	cmd := exec.Command(forgeBin, args...)
 	// The server reads OPENAI_* and FORGE_* from its environment: only ours
 	// may reach it.
-	env := []string{"OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=" + spawnKey, "FORGE_API_KEYS="}
+	env := []string{"OPENAI_BASE_URL=" + modelURL, "OPENAI_API_KEY=" + spawnKey, "FORGE_API_KEYS="}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "OPENAI_") && !strings.HasPrefix(kv, "FORGE_") && !strings.HasPrefix(kv, "ANTHROPIC_") {
 			env = append(env, kv)
 		}
 	}
 	cmd.Env = env
-	s := &spawned{modelURL: model.URL(), db: filepath.Join(dir, "forge.db"), model: model, cmd: cmd, dir: dir, logs: &lockedBuffer{}, exit: make(chan error, 1)}
+	s := &spawned{modelURL: modelURL, cmd: cmd, logs: &lockedBuffer{}, exit: make(chan error, 1)}
 	cmd.Stderr = s.logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		s.cleanup()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		s.cleanup()
 		return nil, fmt.Errorf("starting %s: %w", forgeBin, err)
 	}
 	s.pid = cmd.Process.Pid
@@ -207,8 +220,12 @@ func (s *spawned) stop() error {
 }
 
 func (s *spawned) cleanup() {
-	s.model.Close()
-	_ = os.RemoveAll(s.dir)
+	if s.model != nil {
+		s.model.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers.

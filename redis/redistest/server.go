@@ -5,10 +5,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Server is a redis-server of a test's own, on a free loopback port, with
@@ -90,4 +93,28 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Shards starts n Servers (see Own) and returns them with the list of
+// their URLs, comma-separated, as `forge serve --redis` takes it.
+func Shards(tb testing.TB, n int) ([]*Server, string) {
+	tb.Helper()
+	servers := make([]*Server, n)
+	urls := make([]string, n)
+	for i := range servers {
+		servers[i] = Own(tb)
+		urls[i] = servers[i].URL()
+	}
+	return servers, strings.Join(urls, ",")
+}
+
+// Client returns a client of the server, closed when the test ends.
+func (s *Server) Client() *goredis.Client {
+	opts, err := goredis.ParseURL(s.URL())
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	c := goredis.NewClient(opts)
+	s.tb.Cleanup(func() { _ = c.Close() })
+	return c
 }

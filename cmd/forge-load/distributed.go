@@ -1,0 +1,750 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The distributed mode: what several `forge serve` replicas cost on a
+// PostgreSQL and one or more Redis servers (loopback only). For each
+// number of replicas (a unit) it makes a fresh database, puts a counting
+// TCP proxy in front of PostgreSQL and of each Redis server (round trips:
+// a client write after the server has answered; bytes both ways), starts
+// the replicas through the proxies with the instant fake model (a process
+// of its own), and measures:
+//
+//   - trivial turns one after another (wait mode; turn i on replica i mod
+//     R, each replica on a session of its own): p50, replica CPU
+//     (/proc/PID/stat), PostgreSQL round trips and commits
+//     (pg_stat_database.xact_commit), Redis round trips, commands (INFO
+//     commandstats) and bytes, and Redis CPU (INFO cpu), per turn;
+//   - --streams paced streamed turns at once (the fake's paced-NxD model):
+//     how long each stream takes against the model's own duration, and
+//     replica CPU, Redis CPU, Redis round trips and bytes per delta (net of
+//     a trivial turn's cost);
+//   - throughput: --throughput-sessions sessions running trivial turns back
+//     to back for --throughput-duration;
+//
+// then a paper model: replica and Redis cores (and PostgreSQL commits/s)
+// for 10,000 concurrent streaming turns of 20 s and 1,000 deltas each,
+// from the per-turn and per-delta figures.
+
+type distConfig struct {
+	postgres      string
+	redis         []string
+	replicas      []int
+	trivialTurns  int
+	warmup        int
+	streams       int
+	deltas        int
+	pace          time.Duration
+	tputSessions  int
+	tputDuration  time.Duration
+	lease         time.Duration
+	forgeBin      string
+	serveArgs     []string
+	timeout       time.Duration
+	keepDatabases bool
+}
+
+func runDistributed(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("distributed", flag.ContinueOnError)
+	var c distConfig
+	fs.StringVar(&c.postgres, "postgres", os.Getenv("FORGE_TEST_POSTGRES_URL"), "PostgreSQL URL of a role that may CREATE DATABASE (loopback only; env FORGE_TEST_POSTGRES_URL); each unit runs on a fresh database, dropped after")
+	redisURLs := fs.String("redis", os.Getenv("FORGE_TEST_REDIS_URL"), "Redis URL, or a comma-separated list to shard over (loopback only; env FORGE_TEST_REDIS_URL)")
+	replicas := intList{1, 3}
+	fs.Var(&replicas, "replicas", "units: numbers of forge serve replicas, comma-separated (each 1..16)")
+	fs.IntVar(&c.trivialTurns, "trivial-turns", 200, "trivial turns timed one after another (1..100000)")
+	fs.IntVar(&c.warmup, "warmup", 10, "untimed trivial turns per replica first (0..1000)")
+	fs.IntVar(&c.streams, "streams", 100, "paced streamed turns at once (1..1000)")
+	fs.IntVar(&c.deltas, "deltas", 100, "deltas per streamed turn (1..100000)")
+	fs.DurationVar(&c.pace, "pace", 20*time.Millisecond, "the model's pause between deltas (0..1s): 100 x 20ms is a 2.0 s stream")
+	fs.IntVar(&c.tputSessions, "throughput-sessions", 100, "sessions running trivial turns back to back for the throughput (1..1000)")
+	fs.DurationVar(&c.tputDuration, "throughput-duration", 10*time.Second, "how long the throughput runs (100ms..10m)")
+	fs.DurationVar(&c.lease, "lease", 10*time.Second, "the replicas' --lease")
+	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "longest one unit may take (up to 6h)")
+	fs.StringVar(&c.forgeBin, "forge-bin", "", "the forge binary to run (default: forge next to forge-load, else on $PATH)")
+	fs.BoolVar(&c.keepDatabases, "keep-databases", false, "do not drop the units' databases")
+	var serveArgs stringList
+	fs.Var(&serveArgs, "serve-arg", "a flag for every replica (repeatable)")
+	if err := parseFlags(fs, args, errOut); err != nil {
+		return err
+	}
+	c.replicas, c.serveArgs = replicas, serveArgs
+	if *redisURLs != "" {
+		for u := range strings.SplitSeq(*redisURLs, ",") {
+			c.redis = append(c.redis, strings.TrimSpace(u))
+		}
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	bin, err := findForge(c.forgeBin)
+	if err != nil {
+		return err
+	}
+	c.forgeBin = bin
+
+	admin, err := pgx.Connect(ctx, c.postgres)
+	if err != nil {
+		return fmt.Errorf("--postgres: %w", err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	var fsync, syncCommit, version string
+	if err := admin.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('server_version')`).Scan(&fsync, &syncCommit, &version); err != nil {
+		return fmt.Errorf("--postgres: %w", err)
+	}
+	rcs := make([]*goredis.Client, len(c.redis))
+	for i, u := range c.redis {
+		o, _ := goredis.ParseURL(u) // checked
+		rcs[i] = goredis.NewClient(o)
+		defer rcs[i].Close()
+		if err := rcs[i].Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("--redis %s: %w", u, err)
+		}
+	}
+	fmt.Fprintf(out, "forge-load distributed: %s; PostgreSQL %s (fsync=%s, synchronous_commit=%s); %s; %d CPUs, load average %s\n",
+		bin, version, fsync, syncCommit, plural(len(c.redis), "Redis server"), runtime.NumCPU(), loadAverage())
+	if fsync != "on" {
+		fmt.Fprintln(out, "note: fsync is off: commits cost no disk flush here (docs/benchmarks.md says how to turn it on)")
+	}
+	command, env, err := fakeCommand([]string{"--fake", "instant", "--until-stdin-closes"})
+	if err != nil {
+		return err
+	}
+	fake, err := startRemoteFake(ctx, command, env)
+	if err != nil {
+		return err
+	}
+	defer fake.Close()
+	var units []distFigures
+	for _, n := range c.replicas {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := c.runUnit(ctx, admin, rcs, fake, n, out)
+		if err != nil {
+			return fmt.Errorf("%s: %w", plural(n, "replica"), err)
+		}
+		units = append(units, f)
+	}
+	printPaperModel(out, units)
+	return nil
+}
+
+func (c *distConfig) check() error {
+	switch {
+	case c.postgres == "":
+		return errors.New("--postgres is required (or FORGE_TEST_POSTGRES_URL: ./scripts/test --exec starts one)")
+	case len(c.redis) == 0:
+		return errors.New("--redis is required (or FORGE_TEST_REDIS_URL)")
+	case len(c.replicas) == 0 || slices.ContainsFunc(c.replicas, func(n int) bool { return n < 1 || n > 16 }):
+		return errors.New("--replicas must list numbers 1..16")
+	case c.trivialTurns < 1 || c.trivialTurns > 100_000:
+		return errors.New("--trivial-turns must be 1..100000")
+	case c.warmup < 0 || c.warmup > 1000:
+		return errors.New("--warmup must be 0..1000")
+	case c.streams < 1 || c.streams > 1000:
+		return errors.New("--streams must be 1..1000")
+	case c.deltas < 1 || c.deltas > 100_000:
+		return errors.New("--deltas must be 1..100000")
+	case c.pace < 0 || c.pace > time.Second:
+		return errors.New("--pace must be 0..1s")
+	case c.tputSessions < 1 || c.tputSessions > 1000:
+		return errors.New("--throughput-sessions must be 1..1000")
+	case c.tputDuration < 100*time.Millisecond || c.tputDuration > 10*time.Minute:
+		return errors.New("--throughput-duration must be 100ms..10m")
+	case c.lease < 300*time.Millisecond:
+		return errors.New("--lease must be at least 300ms")
+	case c.timeout <= 0 || c.timeout > 6*time.Hour:
+		return errors.New("--timeout must be more than 0 and at most 6h")
+	}
+	pc, err := pgx.ParseConfig(c.postgres)
+	if err != nil {
+		return fmt.Errorf("--postgres: %w", err)
+	}
+	if !loopbackHost(pc.Host) {
+		return fmt.Errorf("--postgres: host %q: only loopback servers (127.0.0.0/8, ::1, localhost) are accepted", pc.Host)
+	}
+	seen := map[string]bool{}
+	for _, u := range c.redis {
+		o, err := goredis.ParseURL(u)
+		if err != nil {
+			return fmt.Errorf("--redis %q: %w", u, err)
+		}
+		host, _, _ := net.SplitHostPort(o.Addr)
+		if !loopbackHost(host) {
+			return fmt.Errorf("--redis %q: only loopback servers (127.0.0.0/8, ::1, localhost) are accepted", u)
+		}
+		if seen[o.Addr] {
+			return fmt.Errorf("--redis: %s is listed twice", o.Addr)
+		}
+		seen[o.Addr] = true
+	}
+	return nil
+}
+
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// distFigures are one unit's measurements, for the paper model.
+type distFigures struct {
+	replicas int
+	// per trivial turn
+	turnCPU, turnRedisCPU time.Duration
+	turnCommits           float64
+	// per streamed turn and per delta, net of a trivial turn
+	streamCommits           float64
+	streamDur               time.Duration // the model's own
+	deltaCPU, deltaRedisCPU time.Duration
+}
+
+// resUse is what the replicas, PostgreSQL and Redis had done at a moment.
+type resUse struct {
+	cpu        time.Duration // the replicas'
+	commits    int64
+	pgTrips    int64
+	pgBytes    int64
+	redisTrips int64
+	redisBytes int64
+	redisCalls int64
+	redisCPU   time.Duration
+}
+
+func (u resUse) sub(v resUse) resUse {
+	return resUse{u.cpu - v.cpu, u.commits - v.commits, u.pgTrips - v.pgTrips, u.pgBytes - v.pgBytes,
+		u.redisTrips - v.redisTrips, u.redisBytes - v.redisBytes, u.redisCalls - v.redisCalls, u.redisCPU - v.redisCPU}
+}
+
+// unit is one number of replicas on a fresh database, behind proxies.
+type unit struct {
+	c       *distConfig
+	admin   *pgx.Conn
+	rcs     []*goredis.Client
+	db      string
+	pgProxy *countingProxy
+	rProxy  []*countingProxy
+	reps    []*spawned
+	targets []*target
+}
+
+func (c *distConfig) runUnit(ctx context.Context, admin *pgx.Conn, rcs []*goredis.Client, fake *remoteFake, n int, out io.Writer) (f distFigures, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := &unit{c: c, admin: admin, rcs: rcs, db: fmt.Sprintf("forge_load_%d_%d", time.Now().UnixNano(), n)}
+	defer func() {
+		if cerr := u.close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+u.db); err != nil {
+		return f, fmt.Errorf("creating the database: %w", err)
+	}
+	pc, _ := pgx.ParseConfig(c.postgres)
+	if u.pgProxy, err = startProxy(net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))); err != nil {
+		return f, err
+	}
+	pgURL, err := rewriteURL(c.postgres, u.pgProxy.addr(), "/"+u.db)
+	if err != nil {
+		return f, err
+	}
+	var redisURLs []string
+	for _, r := range c.redis {
+		o, _ := goredis.ParseURL(r)
+		p, err := startProxy(o.Addr)
+		if err != nil {
+			return f, err
+		}
+		u.rProxy = append(u.rProxy, p)
+		ru, err := rewriteURL(r, p.addr(), "")
+		if err != nil {
+			return f, err
+		}
+		redisURLs = append(redisURLs, ru)
+	}
+	dir, err := os.MkdirTemp("", "forge-load-dist-")
+	if err != nil {
+		return f, err
+	}
+	defer os.RemoveAll(dir)
+	conns := max(c.streams, c.tputSessions)/n + 16
+	for i := range n {
+		args := append([]string{"--db", pgURL, "--redis", strings.Join(redisURLs, ","), "--lease", c.lease.String(),
+			"--sandbox-root", fmt.Sprintf("%s/sandboxes-%d", dir, i)}, c.serveArgs...)
+		sp, err := startServe(ctx, c.forgeBin, fake.URL(), args)
+		if err != nil {
+			return f, err
+		}
+		u.reps = append(u.reps, sp)
+		cm := common{server: sp.url}
+		t, err := cm.connect(ctx, conns)
+		if err != nil {
+			return f, err
+		}
+		u.targets = append(u.targets, t)
+	}
+	pids := make([]string, n)
+	for i, r := range u.reps {
+		pids[i] = strconv.Itoa(r.pid)
+	}
+	fmt.Fprintf(out, "\n== %s (pids %s) on database %s, through counting proxies\n", plural(n, "replica"), strings.Join(pids, ","), u.db)
+	f.replicas = n
+	if err := u.trivial(ctx, &f, out); err != nil {
+		return f, fmt.Errorf("trivial turns: %w", err)
+	}
+	if err := u.paced(ctx, &f, out); err != nil {
+		return f, fmt.Errorf("paced streams: %w", err)
+	}
+	if err := u.throughput(ctx, out); err != nil {
+		return f, fmt.Errorf("throughput: %w", err)
+	}
+	return f, nil
+}
+
+func (u *unit) close() error {
+	var errs []error
+	for _, t := range u.targets {
+		t.close()
+	}
+	for _, r := range u.reps {
+		if err := r.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if u.pgProxy != nil {
+		u.pgProxy.close()
+	}
+	for _, p := range u.rProxy {
+		p.close()
+	}
+	if !u.c.keepDatabases {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := u.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+u.db+" WITH (FORCE)"); err != nil {
+			errs = append(errs, fmt.Errorf("dropping %s: %w", u.db, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rewriteURL is raw with its host:port replaced by addr (and its path by
+// path, when given).
+func rewriteURL(raw, addr, path string) (string, error) {
+	pu, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	pu.Host = addr
+	if path != "" {
+		pu.Path = path
+	}
+	return pu.String(), nil
+}
+
+// used reads every counter. PostgreSQL's statistics reach pg_stat_database
+// from idle backends within a second or so: settle waits that long first.
+func (u *unit) used(ctx context.Context, settle bool) (resUse, error) {
+	var s resUse
+	if settle {
+		t := time.NewTimer(1500 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return s, ctx.Err()
+		}
+	}
+	for _, r := range u.reps {
+		cpu, err := cpuTime(r.pid)
+		if err != nil {
+			return s, err
+		}
+		s.cpu += cpu
+	}
+	if _, err := u.admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		return s, err
+	}
+	if err := u.admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, u.db).Scan(&s.commits); err != nil {
+		return s, fmt.Errorf("pg_stat_database: %w", err)
+	}
+	s.pgTrips, s.pgBytes = u.pgProxy.counts()
+	for _, p := range u.rProxy {
+		trips, bytes := p.counts()
+		s.redisTrips += trips
+		s.redisBytes += bytes
+	}
+	for _, rc := range u.rcs {
+		calls, cpu, err := redisInfo(ctx, rc)
+		if err != nil {
+			return s, err
+		}
+		s.redisCalls += calls
+		s.redisCPU += cpu
+	}
+	return s, nil
+}
+
+// redisInfo returns the commands a Redis server has run (INFO's own left
+// out) and the CPU it has used (used_cpu_sys + used_cpu_user).
+func redisInfo(ctx context.Context, rc *goredis.Client) (calls int64, cpu time.Duration, err error) {
+	info, err := rc.Info(ctx, "commandstats", "cpu").Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis INFO: %w", err)
+	}
+	var secs float64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if name, rest, ok := strings.Cut(line, ":calls="); ok {
+			if name == "cmdstat_info" {
+				continue
+			}
+			n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+			calls += n
+			continue
+		}
+		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				secs += x
+			}
+		}
+	}
+	return calls, time.Duration(secs * float64(time.Second)), nil
+}
+
+// sessions makes an agent on model (through the first replica) and n
+// sessions of it, session i meant for replica i mod R.
+func (u *unit) sessions(ctx context.Context, model string, n int) (string, []string, error) {
+	agent, err := u.targets[0].createAgentOn(ctx, trivialAgent("openai", model))
+	if err != nil {
+		return "", nil, err
+	}
+	ids, err := u.targets[0].createSessions(ctx, agent, n)
+	return agent, ids, err
+}
+
+func (u *unit) trivial(ctx context.Context, f *distFigures, out io.Writer) error {
+	n := len(u.targets)
+	_, ids, err := u.sessions(ctx, "gpt-test", n)
+	if err != nil {
+		return err
+	}
+	body := turnBody("hi", false)
+	for i := range u.c.warmup * n {
+		if _, err := u.targets[i%n].waitTurn(ctx, ids[i%n], body); err != nil {
+			return err
+		}
+	}
+	before, err := u.used(ctx, true)
+	if err != nil {
+		return err
+	}
+	lat := make([]time.Duration, 0, u.c.trivialTurns)
+	for i := range u.c.trivialTurns {
+		d, err := u.targets[i%n].waitTurn(ctx, ids[i%n], body)
+		if err != nil {
+			return err
+		}
+		lat = append(lat, d)
+	}
+	after, err := u.used(ctx, true)
+	if err != nil {
+		return err
+	}
+	d := after.sub(before)
+	k := float64(u.c.trivialTurns)
+	slices.Sort(lat)
+	f.turnCPU = d.cpu / time.Duration(u.c.trivialTurns)
+	f.turnRedisCPU = d.redisCPU / time.Duration(u.c.trivialTurns)
+	f.turnCommits = float64(d.commits) / k
+	fmt.Fprintf(out, "trivial turn (wait mode, %d one after another)  p50 %s  p90 %s  p99 %s\n", u.c.trivialTurns,
+		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.9)), ms(percentile(lat, 0.99)))
+	fmt.Fprintf(out, "  per trivial turn: Forge CPU %s; PostgreSQL %.1f round trips, %.2f transactions (xact_commit, reads included), %s; Redis %.1f round trips, %.1f commands (those run inside scripts included), %s, CPU %s\n",
+		ms(f.turnCPU), float64(d.pgTrips)/k, f.turnCommits, bytesOf(float64(d.pgBytes)/k),
+		float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), ms(f.turnRedisCPU))
+	return nil
+}
+
+func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
+	n := len(u.targets)
+	model := pacedModel(u.c.deltas, u.c.pace)
+	_, ids, err := u.sessions(ctx, model, u.c.streams)
+	if err != nil {
+		return err
+	}
+	// One stream per replica first, so that nothing measured is a first.
+	for i := range n {
+		if _, err := u.targets[i].streamTurn(ctx, ids[i], time.Minute); err != nil {
+			return err
+		}
+	}
+	before, err := u.used(ctx, true)
+	if err != nil {
+		return err
+	}
+	totals := make([]time.Duration, len(ids))
+	errs := make([]error, len(ids))
+	got := make([]int, len(ids))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, sid := range ids {
+		wg.Go(func() {
+			r, err := u.targets[i%n].streamTurn(ctx, sid, 10*time.Minute)
+			totals[i], errs[i], got[i] = r.total, err, r.deltas
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	after, err := u.used(ctx, true)
+	if err != nil {
+		return err
+	}
+	d := after.sub(before)
+	deltas := 0
+	for _, g := range got {
+		deltas += g
+	}
+	if want := len(ids) * u.c.deltas; deltas != want {
+		return fmt.Errorf("%d deltas received, %d sent", deltas, want)
+	}
+	s := time.Duration(len(ids))
+	net := func(total, perTurn time.Duration) time.Duration {
+		return max(0, total-s*perTurn) / time.Duration(deltas)
+	}
+	f.deltaCPU = net(d.cpu, f.turnCPU)
+	f.deltaRedisCPU = net(d.redisCPU, f.turnRedisCPU)
+	f.streamCommits = float64(d.commits) / float64(len(ids))
+	f.streamDur = time.Duration(u.c.deltas) * u.c.pace
+	slices.Sort(totals)
+	k := float64(deltas)
+	fmt.Fprintf(out, "a %.2g s stream (%d deltas %s apart) at %d concurrent streams takes %.2f s (p50; p99 %.2f s; all %d in %.2f s)\n",
+		f.streamDur.Seconds(), u.c.deltas, u.c.pace, len(ids), percentile(totals, 0.5).Seconds(), percentile(totals, 0.99).Seconds(), len(ids), wall.Seconds())
+	fmt.Fprintf(out, "  per delta (net of a trivial turn): replica CPU %s, Redis CPU %s; Redis %.2f round trips, %.2f commands, %s; per streamed turn %.1f transactions\n",
+		us(f.deltaCPU), us(f.deltaRedisCPU), float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), f.streamCommits)
+	return nil
+}
+
+func (u *unit) throughput(ctx context.Context, out io.Writer) error {
+	n := len(u.targets)
+	_, ids, err := u.sessions(ctx, "gpt-test", u.c.tputSessions)
+	if err != nil {
+		return err
+	}
+	body := turnBody("hi", false)
+	var done atomic.Int64
+	errs := make([]error, len(ids))
+	tctx, cancel := context.WithTimeout(ctx, u.c.tputDuration)
+	defer cancel()
+	before, err := u.used(ctx, false)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, sid := range ids {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				if _, err := u.targets[i%n].waitTurn(tctx, sid, body); err != nil {
+					if tctx.Err() == nil {
+						errs[i] = err
+					}
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	after, err := u.used(ctx, false)
+	if err != nil {
+		return err
+	}
+	d := after.sub(before)
+	rate := float64(done.Load()) / elapsed.Seconds()
+	fmt.Fprintf(out, "throughput at %d sessions: %.0f trivial turns/s (%d in %.1f s; replicas' CPU %.0f%% of a core, Redis %.0f%%)\n",
+		len(ids), rate, done.Load(), elapsed.Seconds(), 100*d.cpu.Seconds()/elapsed.Seconds(), 100*d.redisCPU.Seconds()/elapsed.Seconds())
+	return nil
+}
+
+// printPaperModel scales each unit's figures to 10,000 concurrent
+// streaming turns of 20 s and 1,000 deltas each.
+func printPaperModel(out io.Writer, units []distFigures) {
+	const turns, secs, deltas = 10_000, 20.0, 1_000
+	turnRate := turns / secs           // turns starting (and ending) per second
+	deltaRate := turns * deltas / secs // deltas per second
+	fmt.Fprintf(out, "\n== paper model: %d concurrent streaming turns, %.0f s and %d deltas each (%.0f turns/s, %.0f deltas/s)\n",
+		turns, secs, deltas, turnRate, deltaRate)
+	for _, f := range units {
+		replicaCores := turnRate*f.turnCPU.Seconds() + deltaRate*f.deltaCPU.Seconds()
+		redisCores := turnRate*f.turnRedisCPU.Seconds() + deltaRate*f.deltaRedisCPU.Seconds()
+		// The measured streamed turn's transactions, plus one checkpoint
+		// per further second of streaming (the engine's default interval).
+		commits := f.streamCommits + max(0, secs-f.streamDur.Seconds())
+		fmt.Fprintf(out, "from %s: replicas %.1f cores, Redis %.1f cores (one server per core: Redis runs one command at a time), PostgreSQL ~%.0f transactions/s\n",
+			plural(f.replicas, "replica"), replicaCores, redisCores, turnRate*commits)
+	}
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
+
+func bytesOf(b float64) string {
+	if b >= 10*1024 {
+		return fmt.Sprintf("%.1f KiB", b/1024)
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
+
+// countingProxy forwards TCP connections to target and counts, over all of
+// them, the bytes both ways and the round trips: a client write that
+// follows the server's answer (or opens the connection). Pipelined
+// commands sent before an answer count as one; a server's pushes (Pub/Sub
+// messages) count bytes only.
+type countingProxy struct {
+	ln     net.Listener
+	target string
+	trips  atomic.Int64
+	bytes  atomic.Int64
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex // guards conns and closed
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func startProxy(target string) (*countingProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &countingProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+func (p *countingProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *countingProxy) counts() (trips, bytes int64) { return p.trips.Load(), p.bytes.Load() }
+
+func (p *countingProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *countingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !p.track(c) {
+			c.Close()
+			return
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *countingProxy) serve(c net.Conn) {
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+		c.Close()
+	}()
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	if !p.track(s) {
+		s.Close()
+		return
+	}
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, s)
+		p.mu.Unlock()
+		s.Close()
+	}()
+	var answered atomic.Bool // the server spoke since the client's last write
+	answered.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.pump(s, c, func() { answered.Store(true) })
+		c.Close() // the server hung up: so does the client's side
+	}()
+	p.pump(c, s, func() {
+		if answered.Swap(false) {
+			p.trips.Add(1)
+		}
+	})
+	s.Close()
+	<-done
+}
+
+// pump copies from src to dst, calling onData before forwarding each read.
+func (p *countingProxy) pump(src, dst net.Conn, onData func()) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			onData()
+			p.bytes.Add(int64(n))
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close stops accepting, closes every connection and waits for their
+// goroutines.
+func (p *countingProxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	p.wg.Wait()
+}
