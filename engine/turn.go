@@ -329,6 +329,13 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 			return nil, true, nil
 		}
 		mode := forge.IfBusyReject
+		if errors.Is(err, forge.ErrTurnInProgress) && req.promote == nil {
+			// The turn running on another replica may be this key's
+			// (a repeat sent there too): then it is the answer.
+			if t, kerr := e.turnByKey(ctx, tenant, sessionID, req.IdempotencyKey); t != nil || kerr != nil {
+				return t, false, kerr
+			}
+		}
 		if errors.Is(err, forge.ErrTurnInProgress) {
 			var merr error
 			if mode, merr = e.busyMode(ctx, tenant, sess, req); merr != nil {

@@ -330,17 +330,9 @@ func (s *Server) startTurn(ctx context.Context, r *http.Request, sid string, req
 	// The first request, or a retry of one that ended before recording its
 	// turn (a crash, a refusal): the engine starts at most one turn per key
 	// and returns that one to a repeat.
+	// The engine owns the key's turn: a repeat, here or on another
+	// replica, gets that turn back from it.
 	st, err := s.newTurn(ctx, r, tenant, sid, req, stream)
-	if errors.Is(err, forge.ErrTurnInProgress) || errors.Is(err, forge.ErrConflict) {
-		// Another process may have just started the key's turn.
-		if t, kerr := s.store.TurnByIdempotencyKey(detach(r), tenant, sid, q.key); kerr == nil {
-			created, merr := json.Marshal(t)
-			if merr != nil {
-				return nil, merr
-			}
-			st, err = s.knownTurn(ctx, tenant, sid, created, stream)
-		}
-	}
 	if err != nil {
 		return nil, err
 	}
