@@ -243,10 +243,7 @@ func turnScope(sid string) string { return "turns:" + sid }
 // started, answered in the mode this request asks for (the mode its body
 // asks for is the first request's: another body is idempotency_mismatch).
 func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
-	ses, err := s.session(r)
-	if err != nil {
-		return err
-	}
+	sid := r.PathValue("sid")
 	var body turnBody
 	if err := decodeBody(w, r, &body, true); err != nil {
 		return err
@@ -260,17 +257,23 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, err := s.newIdemRequest(r, turnScope(ses.ID), &body, 0)
+	q, err := s.newIdemRequest(r, turnScope(sid), &body, 0)
 	if err != nil {
 		return err
 	}
 	if q != nil {
+		// A key is recorded only for a session of the caller's: check it
+		// before. Without one, the engine's read of the session is the
+		// only one.
+		if _, err := s.session(r); err != nil {
+			return err
+		}
 		req.IdempotencyKey = q.key
 	}
 	if mode == modeStream {
 		// The stream's slot is taken before the turn starts: a refused
 		// stream starts nothing.
-		release, err := s.streams.open(tenantOf(r), ses.ID)
+		release, err := s.streams.open(tenantOf(r), sid)
 		if err != nil {
 			return err
 		}
@@ -278,24 +281,21 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 	}
 	streamCtx, cancelStream := context.WithCancel(r.Context())
 	defer cancelStream()
-	st, err := s.startTurn(streamCtx, r, ses.ID, req, mode == modeStream, q)
+	st, err := s.startTurn(streamCtx, r, sid, req, mode == modeStream, q)
 	if err != nil {
-		if req.PreviousTurnID != nil && bare(err, forge.ErrNotFound) {
-			return forge.Errorf(forge.ErrNotFound, "previous turn %q not found in session %q", *req.PreviousTurnID, ses.ID)
-		}
-		return notFound(err, "session", ses.ID)
+		return notFound(err, "session", sid)
 	}
 	noteTurn(w, st.id)
 	if mode == modeStream {
-		w.Header().Set("Location", turnPath(ses.ID, st.id))
+		w.Header().Set("Location", turnPath(sid, st.id))
 		w.Header().Set("Forge-Turn-Id", st.id)
 		if st.replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
-		s.streamEvents(streamCtx, cancelStream, w, r, ses.ID, st.id, 0, st.events)
+		s.streamEvents(streamCtx, cancelStream, w, r, sid, st.id, 0, st.events)
 		return nil
 	}
-	return s.answerTurn(w, r, ses.ID, st, mode == modeBackground)
+	return s.answerTurn(w, r, sid, st, mode == modeBackground)
 }
 
 // startedTurn is the turn a request started, or the one its
