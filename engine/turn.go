@@ -259,9 +259,11 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	var msgs []*forge.Message
 	if resolutions == nil && !req.Compact && req.Trigger == nil {
 		msg := th.newMessage(forge.RoleUser)
-		msg.Parts = []*forge.Part{th.newPart(msg, forge.PartText)}
-		msg.Parts[0].Text = req.Input[0].Text
-		msg.Parts[0].State = forge.StateCompleted
+		if text := req.Input[0].Text; text != "" { // a message of files alone has none
+			p := th.newPart(msg, forge.PartText)
+			p.Text, p.State = text, forge.StateCompleted
+			msg.Parts = []*forge.Part{p}
+		}
 		th.fileParts(msg, attachments)
 		msgs = append(msgs, msg)
 		th.history = append(th.history, msg)
@@ -423,8 +425,8 @@ func validateInput(input []forge.Input, open []forge.RequiredAction) ([]resoluti
 		switch in.Type {
 		case forge.InputMessage:
 			messages++
-			if in.Text == "" {
-				return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: a message needs text", i)
+			if in.Text == "" && len(in.Files) == 0 {
+				return nil, forge.Errorf(forge.ErrInvalid, "input[%d]: a message needs text or files", i)
 			}
 		case forge.InputApproval:
 			if in.CallID == "" || in.Approved == nil {

@@ -179,3 +179,33 @@ func TestAttachmentsOfARefusedTurnStoreNothing(t *testing.T) {
 		t.Fatalf("a refused turn stored %d files", n)
 	}
 }
+
+// TestAMessageOfFilesAlone: a message may carry files and no text (a
+// screenshot sent as it is); its user message is its file parts alone. A
+// message with neither is still refused.
+func TestAMessageOfFilesAlone(t *testing.T) {
+	s := newStack(t)
+	s.createAgent("a")
+	ses := s.createSession("a")
+	img := base64.StdEncoding.EncodeToString(testPNG(t, 4, 4))
+	body := map[string]any{"input": []any{map[string]any{"type": "message", "files": []any{
+		map[string]any{"data": img, "mime_type": "image/png", "filename": "shot.png"}}}}}
+	var turn forge.Turn
+	s.call("POST", "/v1/sessions/"+ses.ID+"/turns", body, 200, &turn)
+	if turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+	var page struct{ Data []forge.Message }
+	s.call("GET", "/v1/sessions/"+ses.ID+"/messages", nil, 200, &page)
+	if len(page.Data) == 0 || page.Data[0].Role != forge.RoleUser || len(page.Data[0].Parts) != 1 || page.Data[0].Parts[0].Type != forge.PartFile {
+		t.Fatalf("user message %+v", page.Data)
+	}
+	for _, blank := range []map[string]any{
+		{"input": []any{map[string]any{"type": "message", "text": "  "}}},
+		{"input": []any{map[string]any{"type": "message", "files": []any{}}}},
+	} {
+		if a := s.call("POST", "/v1/sessions/"+ses.ID+"/turns", blank, 400, nil); !strings.Contains(string(a.body), "must not be blank") {
+			t.Fatalf("blank message: %s", a)
+		}
+	}
+}

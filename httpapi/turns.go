@@ -170,10 +170,12 @@ func (in *inputBody) input(i int) (forge.Input, error) {
 	}
 	switch t {
 	case forge.InputMessage:
-		if in.Text == nil || strings.TrimSpace(*in.Text) == "" {
-			return out, invalid("input[%d].text is required and must not be blank", i)
+		if (in.Text == nil || strings.TrimSpace(*in.Text) == "") && len(in.Files) == 0 {
+			return out, invalid("input[%d].text is required and must not be blank (unless the message carries files)", i)
 		}
-		out.Text = *in.Text
+		if in.Text != nil && strings.TrimSpace(*in.Text) != "" {
+			out.Text = *in.Text
+		}
 	case forge.InputApproval:
 		if in.Approved == nil {
 			return out, invalid("input[%d].approved is required: true or false", i)

@@ -1,8 +1,8 @@
 // The official OpenAI JS client against Forge's Responses API.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-import { agent, base } from './helpers.mjs';
+import OpenAI, { toFile } from 'openai';
+import { agent, base, forge } from './helpers.mjs';
 
 const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: 'unused', maxRetries: 0 });
 
@@ -124,4 +124,56 @@ test('a background response is cancelled; errors have OpenAI shape', async () =>
     assert.equal(err.type, 'invalid_request_error');
     return true;
   });
+});
+
+// A 1×1 PNG.
+const dot = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
+
+test('files.create, then input_image by file_id and as a data URL', async () => {
+  await agent({ name: 'js-files' });
+  const f = await client.files.create({ file: await toFile(dot, 'dot.png', { type: 'image/png' }), purpose: 'user_data' });
+  assert.equal(f.object, 'file');
+  assert.equal(f.bytes, dot.length);
+  assert.equal(f.filename, 'dot.png');
+  assert.equal((await client.files.retrieve(f.id)).id, f.id);
+  assert.deepEqual(Buffer.from(await (await client.files.content(f.id)).arrayBuffer()), dot);
+  const listed = [];
+  for await (const x of client.files.list()) listed.push(x.id);
+  assert.ok(listed.includes(f.id));
+
+  const r = await client.responses.create({
+    model: 'js-files',
+    input: [{ role: 'user', content: [
+      { type: 'input_text', text: 'what are these?' },
+      { type: 'input_image', file_id: f.id, detail: 'auto' },
+      { type: 'input_image', image_url: `data:image/png;base64,${dot.toString('base64')}`, detail: 'auto' },
+    ] }],
+  });
+  assert.equal(r.status, 'completed');
+  assert.equal(r.output_text, 'echo: what are these?');
+  // The user message holds both images as file parts: the upload itself,
+  // and the inline copy stored once (the same bytes).
+  const msgs = await forge('GET', `/v1/sessions/${r.conversation.id}/messages`);
+  const user = msgs.data.find((m) => m.role === 'user');
+  const files = user.parts.filter((p) => p.type === 'file').map((p) => p.data);
+  assert.equal(files.length, 2, JSON.stringify(user.parts));
+  assert.equal(files[0].file_id, f.id);
+  for (const d of files) assert.equal(d.mime_type, 'image/png');
+  const inline = await fetch(`${base}/v1/files/${files[1].file_id}/content`);
+  assert.deepEqual(Buffer.from(await inline.arrayBuffer()), dot);
+
+  // Hostile: a remote URL is never fetched; a lying data URL and another
+  // file's unknown id are refused, in OpenAI's error shape.
+  const refused = async (content, status) => {
+    await assert.rejects(client.responses.create({ model: 'js-files', input: [{ role: 'user', content }] }), (err) => {
+      assert.equal(err.status, status, err.message);
+      return true;
+    });
+  };
+  await refused([{ type: 'input_image', image_url: 'http://169.254.169.254/latest/meta-data', detail: 'auto' }], 400);
+  await refused([{ type: 'input_image', image_url: `data:image/png;base64,${Buffer.from('MZ not a png').toString('base64')}`, detail: 'auto' }], 400);
+  await refused([{ type: 'input_image', file_id: 'file_nobody', detail: 'auto' }], 404);
+
+  await client.files.delete(f.id);
+  await assert.rejects(client.files.retrieve(f.id), (err) => err.status === 404);
 });

@@ -422,7 +422,10 @@ func contentParts(raw json.RawMessage, param string) (string, []files.Attachment
 		return "", nil, invalid(param, "content is required: a string or an array of input_text parts")
 	}
 	if strings.TrimSpace(text) == "" {
-		return "", nil, invalid(param, "the message must not be blank")
+		if len(atts) == 0 {
+			return "", nil, invalid(param, "the message must not be blank")
+		}
+		text = "" // images or files alone
 	}
 	return text, atts, nil
 }
