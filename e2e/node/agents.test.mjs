@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, MemorySession, OpenAIConversationsSession, OpenAIProvider, Runner, setTracingDisabled, tool } from '@openai/agents';
 import { ChatOpenAI } from '@langchain/openai';
-import { generateText } from 'ai';
+import { generateText, Output } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { AIMessage, HumanMessage } from '@langchain/core/messages';
 import { z } from 'zod';
@@ -127,4 +127,29 @@ test('AI SDK generateText multi-turn over Responses (item_reference to Forge ids
   assert.equal(r.previous_response_id, first.response.id);
   const turns = await forge('GET', `/v1/sessions/${r.conversation.id}/turns`);
   assert.equal(turns.data.length, 2, 'nothing ran twice');
+});
+
+test('AI SDK Output.object over Responses: text.format json_schema, validated by Forge', async () => {
+  await agent({ name: 'js-aisdk-object', model_params: { script: [
+    { text: '{"severity": "high"}' },
+    { text: '{"severity": "high", "area": "billing"}' },
+  ] } });
+  const requests = [];
+  const provider = createOpenAI({
+    baseURL: `${base}/openai/v1`, apiKey: 'unused',
+    fetch: async (url, init) => { requests.push(JSON.parse(init.body)); return fetch(url, init); },
+  });
+  const schema = z.object({ severity: z.enum(['low', 'high']), area: z.string() });
+  const result = await generateText({
+    model: provider.responses('js-aisdk-object'), prompt: 'triage: the invoice is wrong',
+    output: Output.object({ schema, name: 'triage' }),
+  });
+  // The SDK asked in the Responses way, Forge repaired the first answer
+  // (area missing) and the SDK parsed the valid one.
+  assert.equal(requests[0].text.format.type, 'json_schema', JSON.stringify(requests[0]));
+  assert.equal(requests[0].text.format.name, 'triage');
+  assert.deepEqual(result.output, { severity: 'high', area: 'billing' });
+  const r = await forge('GET', `/openai/v1/responses/${result.response.id}`);
+  const turn = (await forge('GET', `/v1/sessions/${r.conversation.id}/turns`)).data.at(-1);
+  assert.deepEqual(turn.output.json, { severity: 'high', area: 'billing' });
 });

@@ -329,9 +329,34 @@ func (e *encoder) finish(t *forge.Turn) string {
 }
 
 func (e *encoder) turnDone(t *forge.Turn) {
+	if t.Output != nil && t.Output.JSON != nil {
+		e.keepLastMessage()
+	}
 	if typ := e.finish(t); typ != "" {
 		e.emit(streamEvent{Type: typ, Response: e.snapshot()})
 	}
+}
+
+// keepLastMessage drops every message item but the last from the
+// response: with structured output the last is the valid answer, and the
+// others (answers a repair step replaced, text before tool calls) would
+// make the output text, which clients parse as the JSON, not JSON. A
+// stream has sent them as they came; the final response holds the answer
+// alone, as Chat Completions' content does.
+func (e *encoder) keepLastMessage() {
+	last := -1
+	for i, it := range e.resp.Output {
+		if _, ok := it.(*messageItem); ok {
+			last = i
+		}
+	}
+	out := e.resp.Output[:0:0]
+	for i, it := range e.resp.Output {
+		if _, ok := it.(*messageItem); !ok || i == last {
+			out = append(out, it)
+		}
+	}
+	e.resp.Output = out
 }
 
 // running reports whether the response has not ended.
