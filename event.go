@@ -205,6 +205,16 @@ type StepFinishData struct {
 	Usage     Usage  `json:"usage"`
 }
 
+// SubtaskData is the data of a subtask part: one delegation to a
+// subagent's child thread, and how it ended.
+type SubtaskData struct {
+	Agent    string `json:"agent"`
+	ThreadID string `json:"thread_id"`
+	CallID   string `json:"call_id"`
+	Prompt   string `json:"prompt"`
+	Status   string `json:"status"`
+}
+
 // ToolOutputData is the data of a tool part: the whole output of one too
 // long to show the model, and the files its result carries (an MCP tool's
 // images, stored in the FileStore), which the model is shown with it.
