@@ -203,6 +203,19 @@ type StepFinishData struct {
 	Finish    string `json:"finish"`
 	Iteration int    `json:"iteration"`
 	Usage     Usage  `json:"usage"`
+	// Estimated: the usage is the local estimate, not the provider's
+	// count (a step cut by a cancel, an error or a stream with no finish).
+	Estimated bool `json:"estimated,omitempty"`
+}
+
+// SubtaskData is the data of a subtask part: one delegation to a
+// subagent's child thread, and how it ended.
+type SubtaskData struct {
+	Agent    string `json:"agent"`
+	ThreadID string `json:"thread_id"`
+	CallID   string `json:"call_id"`
+	Prompt   string `json:"prompt"`
+	Status   string `json:"status"`
 }
 
 // ToolOutputData is the data of a tool part: the whole output of one too

@@ -109,6 +109,7 @@ func (th *thread) finishChild(out outcome) childResult {
 func (th *thread) recordChild(c *call, res childResult) []forge.RequiredAction {
 	p := c.part
 	th.noteChild(res, p.CallID)
+	th.recordSubtask(c, res)
 	switch {
 	case len(res.out.actions) > 0:
 		p.State = forge.StatePending
@@ -143,6 +144,38 @@ func (th *thread) noteChild(res childResult, callID string) {
 		}
 	}
 	th.children[res.thread] = st
+}
+
+// recordSubtask adds a subtask part, the delegation's record for clients,
+// to the assistant message that made call c. The model is never shown it
+// (parts.Subtask): the call and its result already carry the delegation.
+func (th *thread) recordSubtask(c *call, res childResult) {
+	var msg *forge.Message
+	for i := len(th.history) - 1; i >= 0 && msg == nil; i-- {
+		if th.history[i].ID == c.part.MessageID {
+			msg = th.history[i]
+		}
+	}
+	if msg == nil {
+		return
+	}
+	var in struct {
+		Task string `json:"task"`
+	}
+	_ = json.Unmarshal(c.part.Arguments, &in)
+	status := res.out.status
+	if len(res.out.actions) > 0 {
+		status = forge.ThreadUserInputRequired
+	} else if res.out.output != nil {
+		status = forge.TurnDone
+	}
+	sp := th.newPart(msg, forge.PartSubtask)
+	sp.State = forge.StateCompleted
+	sp.Data = mustJSON(forge.SubtaskData{Agent: c.run.sub.Name, ThreadID: res.thread,
+		CallID: c.part.CallID, Prompt: in.Task, Status: status})
+	msg.Parts = append(msg.Parts, sp)
+	th.putPart(sp)
+	th.messageEvent(forge.EventMessageUpdated, msg)
 }
 
 func subagentFailure(out outcome) string {

@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/parts"
 )
 
 func (m *testModel) pushFor(instructions string, r ...reply) {
@@ -220,5 +222,96 @@ func TestSubagentStreamingTextIsCheckpointed(t *testing.T) {
 	defer h2.close()
 	if p := childPart(h2.store); p == nil || p.Text != "first draft" || p.State != forge.StateInterrupted {
 		t.Fatalf("recovered child part %+v", p)
+	}
+}
+
+// A delegation leaves a subtask part on the assistant message that made
+// the call, with the child's status once it ended: done, or errored.
+func TestSubtaskPartRecordsEachDelegation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	subagentSetup(h)
+	s := h.session("lead")
+	h.model.pushFor("you lead",
+		reply{calls: []forge.ToolCall{call("subagent_writer", `{"task":"write prose"}`), call("subagent_researcher", `{"task":"find facts"}`)}},
+		reply{deltas: []string{"done"}})
+	h.model.pushFor("you write", reply{deltas: []string{"prose"}})
+	h.model.pushFor("you research", reply{err: errors.New("model broke")})
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v %+v", turn, turn.Error)
+	}
+	msgs, _, _ := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID, ThreadID: s.MainThreadID})
+	got := map[string]forge.SubtaskData{}
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type != forge.PartSubtask {
+				continue
+			}
+			if m.Role != forge.RoleAssistant {
+				t.Fatalf("subtask part on a %s message", m.Role)
+			}
+			var d forge.SubtaskData
+			if err := json.Unmarshal(p.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			got[d.Agent] = d
+		}
+	}
+	created := threadEvents(h, s.ID, forge.EventThreadCreated)
+	threads := map[string]string{}
+	for _, c := range created {
+		threads[c["agent"].(string)] = c["thread_id"].(string)
+	}
+	w, r := got["writer"], got["researcher"]
+	if len(got) != 2 || w.Status != forge.TurnDone || w.Prompt != "write prose" || w.ThreadID != threads["writer"] || w.CallID == "" {
+		t.Fatalf("writer subtask %+v (threads %v)", got, threads)
+	}
+	if r.Status != forge.TurnErrored || r.Prompt != "find facts" || r.ThreadID != threads["researcher"] || r.CallID == w.CallID {
+		t.Fatalf("researcher subtask %+v", r)
+	}
+	// The model is not shown the subtask parts: the lead's second request
+	// holds the calls and their results alone.
+	for _, req := range h.model.sent() {
+		if req.System != "you lead" {
+			continue
+		}
+		for _, m := range req.Messages {
+			for _, p := range m.Parts {
+				if strings.Contains(p.Text, "find facts") && p.Type == forge.ModelPartText {
+					t.Fatalf("subtask shown to the model: %+v", p)
+				}
+			}
+		}
+	}
+}
+
+// A step cut by an error or by a stream with no finish still gets a
+// step-finish part, its usage the local estimate and marked so.
+func TestStepFinishForCutSteps(t *testing.T) {
+	t.Parallel()
+	for name, r := range map[string]reply{
+		"error": {deltas: []string{"partial answer"}, err: errors.New("model broke")},
+		"cut":   {deltas: []string{"partial answer"}, cut: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.agent("solo", func(a *forge.Agent) { a.Instructions = "you work" })
+			s := h.session("solo")
+			h.model.pushFor("you work", r)
+			turn := h.run(s.ID, msg("go"))
+			msgs, _, _ := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID, ThreadID: s.MainThreadID})
+			var found []forge.StepFinishData
+			for _, m := range msgs {
+				for _, p := range m.Parts {
+					if d, ok := parts.StepFinishOf(p); ok {
+						found = append(found, d)
+					}
+				}
+			}
+			if len(found) != 1 || !found[0].Estimated || found[0].Usage.OutputTokens == 0 {
+				t.Fatalf("turn %s: step-finish %+v", turn.Status, found)
+			}
+		})
 	}
 }
