@@ -23,12 +23,14 @@
 // published without a hold while this process is the session's last
 // writer and nobody holds it.
 //
-// With a bus whose subscribers all read through this Log (the in-process
-// bus: Local), a write may also carry deltas held back (Draft.BusOnly):
-// they get their seqs among the write's stored events and are published
-// after its commit, in seq order with them. A reader that read the store
-// waits for such a write's publishing to end before it takes what the bus
-// has (settle), so it still gets every delta below a stored event's seq.
+// A write may also carry deltas held back (Draft.BusOnly): they get their
+// seqs among the write's stored events and are published after its
+// commit, in seq order with them. With a bus whose subscribers all read
+// through this Log (the in-process bus: Local), a reader that read the
+// store waits for such a write's publishing to end before it takes what
+// the bus has (settle), so it still gets every delta below a stored
+// event's seq. Across processes a write holds only deltas whose loss to
+// such a reader loses no text (heldAcrossProcesses).
 package eventlog
 
 import (
@@ -153,9 +155,11 @@ func New(cfg Config) *Log {
 // process writes them. A write may then carry deltas (Draft.BusOnly): this
 // Log makes sure a reader of the store gets a held delta (see settle).
 // Across processes (a Redis bus) a reader elsewhere could take a stored
-// event from the store before the delta below it reached the bus, so
-// deltas are published on their own (PublishDelta), after the rows before
-// them were committed.
+// event from the store before the delta below it reached the bus, so a
+// write holds deltas back only where that loses nothing (its part is
+// completed in the same write, or no stored event of the write lies above
+// the delta: heldAcrossProcesses); other deltas are published on their own
+// (PublishDelta, QueueDelta), after the rows before them were committed.
 func (l *Log) Local() bool { return l.local }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -302,7 +306,8 @@ type Draft struct {
 	OnSeq func(seq int64)
 	// BusOnly marks a delta held back until this write: it is not stored,
 	// and is published after the commit, in seq order with the stored
-	// events (only when Local).
+	// events. On a bus shared by processes (not Local) only as
+	// heldAcrossProcesses allows.
 	BusOnly bool
 }
 
@@ -444,11 +449,13 @@ func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) (
 	busOnly := 0
 	for _, d := range drafts {
 		if d.BusOnly {
-			if !l.local {
-				return nil, nil, errors.New("eventlog: a held delta needs a bus whose readers all read through this log")
-			}
 			busOnly++
 		}
+	}
+	if busOnly > 0 && !l.local && !heldAcrossProcesses(drafts) {
+		return nil, nil, errors.New("eventlog: a held delta lies below a stored event of its write that does not complete its part")
+	}
+	for _, d := range drafts {
 		seq, err := l.seqLocked(ctx, sq)
 		if err != nil {
 			return nil, nil, err
@@ -469,6 +476,40 @@ func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) (
 		}
 	}
 	return evs, stored, nil
+}
+
+// heldAcrossProcesses reports whether a write may carry its held deltas
+// on a bus shared by processes (Redis). There, a reader in another process
+// may take the write's stored events from the store before the bus has the
+// deltas below them, and it reads the bus only above what it took: it
+// never gets those deltas. That loses nothing when each held delta either
+// lies above every stored event of the write (the reader gets it from the
+// bus), or the write also stores its part's completion (an event about
+// the same part, no longer streaming): the completed part carries the
+// delta's text, as a replay of the stored log does. A trivial turn's reply
+// then shares the turn's terminal write (issue 22: one commit instead of
+// two). The turn executor keeps its batches so (thread.beforeStored).
+func heldAcrossProcesses(drafts []Draft) bool {
+	lastStored := -1
+	for i, d := range drafts {
+		if !d.BusOnly {
+			lastStored = i
+		}
+	}
+	completed := map[string]bool{} // parts completed later in the write
+	for i := len(drafts) - 1; i >= 0; i-- {
+		d := drafts[i]
+		if !d.BusOnly {
+			if p, ok := d.Data.(*forge.Part); ok && p.State != forge.StateStreaming {
+				completed[d.ID] = true
+			}
+			continue
+		}
+		if i < lastStored && !completed[d.ID] {
+			return false
+		}
+	}
+	return true
 }
 
 // acquireLocked holds the session against other processes' writers; when
