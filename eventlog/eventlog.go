@@ -350,6 +350,19 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 // ingestion copies): with a Fence, any replica may make them, even while
 // another runs a turn in the session.
 func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
+	return l.write(ctx, tenant, sessionID, drafts, commit, false)
+}
+
+// ErrStaleView refuses a write prepared from rows this process may have
+// cached, because another process wrote the session since this one last
+// held it (BeginPrepared). It is an ErrConflict: prepare the write again
+// from the store.
+var ErrStaleView = forge.Errorf(forge.ErrConflict, "another process wrote the session since this process last did: the write must be prepared again from the store")
+
+// write is Write; with ifFresh, when a Fence says that another process
+// wrote the session since this one last held it, it writes nothing and
+// fails with ErrStaleView.
+func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error, ifFresh bool) ([]forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
@@ -358,9 +371,14 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 		if err := l.drainAllLocked(ctx, sq); err != nil {
 			return nil, err
 		}
+		var fresh bool
 		var err error
-		if hold, err = l.acquireLocked(ctx, sq); err != nil {
+		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
 			return nil, err
+		}
+		if ifFresh && !fresh {
+			l.release(ctx, sessionID, hold, nil)
+			return nil, ErrStaleView
 		}
 	}
 	return l.commitLocked(ctx, sq, hold, drafts, commit)
@@ -417,6 +435,7 @@ func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prep
 		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
 			return nil, err
 		}
+		fresh = fresh && sq.wrote
 	}
 	drafts, commit, err := prepare(ctx, fresh)
 	if err != nil || (len(drafts) == 0 && commit == nil) {
@@ -535,7 +554,7 @@ func (l *Log) acquireFreshLocked(ctx context.Context, sq *sequencer) (string, bo
 	if !fresh {
 		sq.next, sq.reserved = 0, 0
 	}
-	return hold, fresh && sq.wrote, nil
+	return hold, fresh, nil
 }
 
 // release publishes evs and ends the hold; a failure is logged (the
@@ -600,6 +619,23 @@ func (l *Log) Begin(ctx context.Context, tenant string, b *forge.BeginTurn, draf
 		}
 		return l.store.BeginTurn(ctx, b)
 	})
+}
+
+// BeginPrepared is Begin for a turn prepared from rows this process may
+// have cached (the store's SessionForTurn and AgentForTurn): with a Fence,
+// when another process wrote the session since this one last held it (it
+// may have moved the tip), it writes nothing and fails with ErrStaleView,
+// at the cost of the hold alone, rather than a store round trip that
+// BeginTurn's ExpectTip would refuse. Without a Fence it is Begin (no other
+// process writes the session; BeginTurn still fences the tip).
+func (l *Log) BeginPrepared(ctx context.Context, tenant string, b *forge.BeginTurn, drafts ...Draft) ([]forge.Event, error) {
+	return l.write(ctx, tenant, b.Turn.SessionID, drafts, func(ctx context.Context, evs []forge.Event) error {
+		b.Events = evs
+		if len(evs) > 0 {
+			b.Turn.LastSeq = evs[len(evs)-1].Seq
+		}
+		return l.store.BeginTurn(ctx, b)
+	}, true)
 }
 
 // PublishDelta gives a bus-only event (a model.message.delta) its seq and
