@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,11 +33,15 @@ func (c *cluster) meteredReplica() (*replica, *costMeter) {
 }
 
 // trivialTurn runs one wait-mode turn (one model call, one text reply, no
-// tools) on r and returns what it cost m's replica, from the request to the
+// tools) on r and returns what it cost m's replica (nil: r is not
+// metered), from the request to the
 // answer. The log packer's round (off the turn's path, 100 ms after its
 // end) is left out: it runs before the next measurement starts.
 func (c *cluster) trivialTurn(r *replica, m *costMeter, sid string) turnCost {
 	c.t.Helper()
+	if m == nil {
+		m = &costMeter{proxy: &pgtest.Proxy{}} // not measured: counts nothing
+	}
 	trips, commits := m.proxy.RoundTrips(), m.commits.Load()
 	turn, err := r.eng.StartTurn(c.ctx, forge.DefaultTenant, sid, msg("hi"))
 	if err != nil {
@@ -151,4 +156,40 @@ func TestDistributedTrivialTurnCostAcrossReplicas(t *testing.T) {
 	if sum.trips > 9*n || sum.commits > 3*n {
 		t.Errorf("%d round trips and %d commits in %d turns, want at most 9 and 3 each", sum.trips, sum.commits, n)
 	}
+}
+
+// TestDistributedStreamOnAnotherReplica: a turn streamed on a replica that
+// did not write the session last yields its whole turn, from turn.created
+// to turn.done, and nothing of the other replica's turns.
+func TestDistributedStreamOnAnotherReplica(t *testing.T) {
+	c := newCluster(t, time.Minute)
+	a := c.replica()
+	b, bm := c.meteredReplica()
+	sess := c.setup(a)
+	for range 2 {
+		c.trivialTurn(a, nil, sess.ID)
+	}
+	trips := bm.proxy.RoundTrips()
+	turn, evs, err := b.eng.StreamTurn(c.ctx, forge.DefaultTenant, sess.ID, msg("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	text := ""
+	for ev, err := range evs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.TurnID == nil || *ev.TurnID != turn.ID {
+			t.Fatalf("event %d %s of another turn in the stream", ev.Seq, ev.Type)
+		}
+		types = append(types, ev.Type)
+		if ev.Type == forge.EventModelDelta {
+			text += string(ev.Data)
+		}
+	}
+	if len(types) < 3 || types[0] != forge.EventTurnCreated || types[len(types)-1] != forge.EventTurnDone || !strings.Contains(text, "ok") {
+		t.Fatalf("stream %v, deltas %s", types, text)
+	}
+	t.Logf("a streamed turn on the other replica: %d round trips", bm.proxy.RoundTrips()-trips)
 }

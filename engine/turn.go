@@ -376,6 +376,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, false, err
 	}
 	x.leased.Store(true)
+	if req.began != nil {
+		*req.began = true
+	}
 	if o := e.monologueObserver(); o != nil && sess.Kind == forge.KindMonologue {
 		o.MonologueTurnStarted(tenant, &created)
 	}
