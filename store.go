@@ -66,6 +66,13 @@ type AgentStore interface {
 	UpdateAgent(ctx context.Context, a *Agent) error
 	// GetAgent returns the current version of a live agent.
 	GetAgent(ctx context.Context, tenant, name string) (*Agent, error)
+	// AgentForTurn is GetAgent for a caller about to begin a turn with the
+	// agent, which sets BeginTurn.AgentName: the version may come from this
+	// process's cache, and another process may have updated or deleted the
+	// agent since. BeginTurn then refuses the turn (ErrConflict) unless the
+	// version is still the agent's current one, and the store forgets what
+	// it kept, so a retry reads the agent afresh.
+	AgentForTurn(ctx context.Context, tenant, name string) (*Agent, error)
 	// GetAgentVersion returns one version of an agent, deleted or not.
 	GetAgentVersion(ctx context.Context, tenant, id string, version int) (*Agent, error)
 	ListAgents(ctx context.Context, tenant string, opts ListOptions) ([]*Agent, string, error)
@@ -78,6 +85,15 @@ type AgentStore interface {
 type SessionStore interface {
 	CreateSession(ctx context.Context, s *Session) error
 	GetSession(ctx context.Context, tenant, id string) (*Session, error)
+	// SessionForTurn is GetSession for a caller about to begin a turn in
+	// the session, which passes its TipTurnID as BeginTurn.ExpectTip: the
+	// row may come from this process's cache, so its tip, usage and update
+	// time may be older than the store's (another process ran a turn
+	// since), and the session may have been deleted since; its other fields
+	// never change. BeginTurn refuses a stale tip (ErrConflict) and a
+	// deleted session (ErrNotFound), and the store then forgets what it
+	// kept, so a retry reads the session afresh.
+	SessionForTurn(ctx context.Context, tenant, id string) (*Session, error)
 	// ListSessions lists live sessions matching q, by last update (newest
 	// first unless q.Ascending), then id.
 	ListSessions(ctx context.Context, tenant string, q SessionQuery) ([]*Session, string, error)
@@ -102,6 +118,11 @@ type BeginTurn struct {
 	// the session tip is still this turn id ("" means no tip yet). It guards
 	// against validating against a tip that moved.
 	ExpectTip *string
+	// AgentName, when set, makes the operation fail with ErrConflict
+	// (writing nothing) unless the tenant's live agent of that name is
+	// Turn.AgentID at version Turn.AgentVersion: it guards a turn prepared
+	// from an agent row that may be stale (AgentStore.AgentForTurn).
+	AgentName string
 	// Lease, when set, creates the turn with its ownership lease in the
 	// same transaction (a LeaseStore; ignored by stores without leases).
 	Lease *Lease

@@ -77,7 +77,13 @@ func newCluster(t *testing.T, ttl time.Duration) *cluster {
 
 func (c *cluster) replica() *replica {
 	c.t.Helper()
-	st, err := postgres.Open(c.ctx, c.db, postgres.Options{MaxConns: 4})
+	return c.replicaOn(c.db)
+}
+
+// replicaOn is replica with the database at db (c.db through a proxy).
+func (c *cluster) replicaOn(db string) *replica {
+	c.t.Helper()
+	st, err := postgres.Open(c.ctx, db, postgres.Options{MaxConns: 4})
 	if err != nil {
 		c.t.Fatal(err)
 	}

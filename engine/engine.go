@@ -204,6 +204,10 @@ type TurnRequest struct {
 	// promote, when set, is the queued turn this request starts (its
 	// stored request): the turn keeps its id, key and creation time.
 	promote *forge.Turn
+	// began, when set, is set once this request began the turn StartTurn
+	// returns (not a repeat's, a queued or a steered one): StreamTurn's
+	// subscription then holds all of it.
+	began *bool
 }
 
 // Engine owns running turns. Every goroutine it starts is waited for by Close.

@@ -40,29 +40,25 @@ func (e *Engine) OpenEvents(ctx context.Context, tenant, sessionID string, q Eve
 // the session). The caller must range over the stream (it owns a
 // subscription until then).
 func (e *Engine) StreamTurn(ctx context.Context, tenant, sessionID string, req TurnRequest) (*forge.Turn, iter.Seq2[forge.Event, error], error) {
-	cursor := e.events.Cursor(sessionID)
-	if cursor == 0 && e.cfg.Fence != nil {
-		// Another replica wrote the session last: every seq published
-		// from now on is above the tip turn's last, so the subscription
-		// need not start below it (and copy what the bus holds of earlier
-		// turns).
-		if sess, err := e.store.GetSession(ctx, tenant, sessionID); err == nil && sess.TipTurnID != nil {
-			if t, err := e.store.GetTurn(ctx, tenant, sessionID, *sess.TipTurnID); err == nil && t.Ended() {
-				cursor = t.LastSeq
-			}
-		}
-	}
-	sub, err := e.events.SubscribeAhead(ctx, tenant, sessionID, cursor)
+	// The subscription takes what is published from now on, and nothing
+	// the bus holds of earlier turns: whichever replica wrote the session
+	// last, its seq cursor here may lie far below them (issue 22: such a
+	// stream read the other replica's whole turns from Redis, and two
+	// store reads to avoid it when this replica had no cursor at all).
+	sub, err := e.events.SubscribeAhead(ctx, tenant, sessionID, e.events.Cursor(sessionID))
 	if err != nil {
 		return nil, nil, err
 	}
+	began := false
+	req.began = &began
 	turn, err := e.StartTurn(ctx, tenant, sessionID, req)
 	if err != nil {
 		sub.Close()
 		return nil, nil, err
 	}
-	if turn.LastSeq <= cursor {
-		// An idempotent retry answered with an earlier turn: all of it.
+	if !began {
+		// An idempotent retry answered with an earlier turn, or the turn
+		// was queued or steered into: all of it, from the log.
 		sub.Close()
 		return turn, e.Events(ctx, tenant, sessionID, EventsQuery{TurnID: turn.ID}), nil
 	}

@@ -310,8 +310,11 @@ func (x *execution) writeFailed(err error) error {
 // The thread's executor owns it.
 type batch struct {
 	events []eventlog.Draft
-	// held counts the deltas among events (held back until the commit).
-	held int
+	// held counts the deltas among events (held back until the commit);
+	// heldOpen are the parts with held deltas that no event of the batch
+	// completes yet (thread.beforeStored).
+	held     int
+	heldOpen map[string]bool
 	// opened are the streaming parts whose first row is in this batch:
 	// they may be checkpointed once it is committed.
 	opened    []*streamingPart
@@ -371,6 +374,7 @@ func (w *batch) messages() []*forge.Message {
 
 func (w *batch) reset() {
 	w.events, w.partOrder, w.msgOrder, w.opened, w.held = nil, nil, nil, nil, 0
+	clear(w.heldOpen)
 	clear(w.partRows)
 	clear(w.msgRows)
 }

@@ -234,6 +234,14 @@ func (r *streamReads) GetSession(ctx context.Context, tenant, id string) (*forge
 	return r.Store.GetSession(ctx, tenant, id)
 }
 
+// SessionForTurn is the session read a turn starts with (maybe cached).
+func (r *streamReads) SessionForTurn(ctx context.Context, tenant, id string) (*forge.Session, error) {
+	r.mu.Lock()
+	r.sessions++
+	r.mu.Unlock()
+	return r.Store.SessionForTurn(ctx, tenant, id)
+}
+
 func (r *streamReads) GetTurn(ctx context.Context, tenant, sid, tid string) (*forge.Turn, error) {
 	r.mu.Lock()
 	r.turns++

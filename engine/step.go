@@ -104,7 +104,6 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 	defer lw.settle()
 	waits := &forge.StreamWaits{Wait: lw.wait}
 	ctx = forge.WithStreamWaits(ctx, waits)
-	hold := x.e.events.Local()
 	closePart := func(sp **streamingPart, state string, provider json.RawMessage) {
 		if *sp == nil {
 			return
@@ -151,7 +150,10 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 			}
 			if delta != "" {
 				streamed += len(delta)
-				streamErr = th.delta(*slot, delta, hold && waits.Reported())
+				// Held back into the next write when the provider tells
+				// when it waits (a burst's end), on any bus: over Redis as
+				// far as thread.beforeStored allows.
+				streamErr = th.delta(*slot, delta, waits.Reported())
 			}
 			if streamErr == nil && over != nil {
 				streamErr = over

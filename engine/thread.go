@@ -80,6 +80,11 @@ func (th *thread) newPart(m *forge.Message, typ string) *forge.Part {
 
 // event queues an event of this thread for the next flush.
 func (th *thread) event(typ, id string, data any) {
+	th.beforeStored(id, false)
+	th.queue(typ, id, data)
+}
+
+func (th *thread) queue(typ, id string, data any) {
 	th.w.event(eventlog.Draft{Type: typ, ID: id, TurnID: th.x.turn.ID, ThreadID: th.id, Data: data})
 }
 
@@ -87,14 +92,42 @@ func (th *thread) putPart(p *forge.Part) { th.w.part(p, th.x.e.clock.Now()) }
 
 // partEvent queues a part row and its event (the part as it is now).
 func (th *thread) partEvent(typ string, p *forge.Part) {
+	th.beforeStored(p.ID, p.State != forge.StateStreaming)
 	th.putPart(p)
-	th.event(typ, p.ID, p.Clone())
+	th.queue(typ, p.ID, p.Clone())
 }
 
 // messageEvent queues a message envelope row and its event.
 func (th *thread) messageEvent(typ string, m *forge.Message) {
+	th.beforeStored(m.ID, false)
 	th.w.message(m)
-	th.event(typ, m.ID, m.Clone())
+	th.queue(typ, m.ID, m.Clone())
+}
+
+// beforeStored runs before a stored event about id (and its row) joins the
+// batch. On a bus shared by replicas a batch may hold deltas back only
+// where a reader on another replica, taking the batch's stored events from
+// the store before Redis has the deltas, loses no text
+// (eventlog.heldAcrossProcesses): each held delta's part is completed in
+// the same batch, or no stored event follows the delta. So when deltas of
+// a part still streaming are held and this event does not complete that
+// part, the batch is written first (its held deltas then lie above its
+// stored events). A reply streamed in one burst completes its part before
+// anything else is queued: it shares the turn's terminal write (issue 22).
+// completes: the event is id's part, no longer streaming. A failed write
+// is recorded (the turn ends store_error) and the batch keeps it all for
+// the terminal write, which completes every part.
+func (th *thread) beforeStored(id string, completes bool) {
+	w := &th.w
+	if len(w.heldOpen) == 0 {
+		return
+	}
+	if completes {
+		delete(w.heldOpen, id)
+	}
+	if len(w.heldOpen) > 0 && !th.x.e.events.Local() && th.x.failedWrite() == nil {
+		_ = th.flush()
+	}
 }
 
 // flush commits the thread's pending writes (see execution.commit).
@@ -105,7 +138,8 @@ func (th *thread) flush() error { return th.x.commit(&th.w, nil, nil) }
 // published at once, on the bus alone: a delta never costs a store write
 // (DESIGN.md), and over a bus shared by replicas it is queued for a
 // flusher rather than waited for (eventlog.Log.QueueDelta). Otherwise what came before it is written first, so seqs and
-// the stored rows stay in order: with hold, the delta is queued in the
+// the stored rows stay in order: with hold (over a bus shared by replicas
+// too, as beforeStored keeps it safe), the delta is queued in the
 // batch instead (the next flush assigns its seq among the rows before and
 // after it and publishes it after the commit, eventlog.Draft.BusOnly), and
 // that flush comes at the provider's next wait (lingerer) or once deltas
@@ -131,6 +165,10 @@ func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 		}
 		th.w.event(d)
 		th.w.held++
+		if th.w.heldOpen == nil {
+			th.w.heldOpen = map[string]bool{}
+		}
+		th.w.heldOpen[sp.part.ID] = true
 		x.streams.append(sp, text)
 		if maxHold := x.e.cfg.DeltaMaxHold; maxHold >= 0 && now.Sub(th.heldSince) >= maxHold {
 			return th.flush()

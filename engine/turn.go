@@ -44,8 +44,10 @@ func (e *Engine) StartTurn(ctx context.Context, tenant, sessionID string, req Tu
 			e.kickQueue(tenant, sessionID)
 		}
 	}()
-	for range 5 {
-		t, retry, err := e.tryStartTurn(ctx, tenant, sessionID, req, &release)
+	for i := range 5 {
+		// A retry reads the session from the store: the cached row may be
+		// what was stale.
+		t, retry, err := e.tryStartTurn(ctx, tenant, sessionID, req, &release, i > 0)
 		if !retry {
 			return t, err
 		}
@@ -66,7 +68,7 @@ func (e *Engine) turnByKey(ctx context.Context, tenant, sessionID, key string) (
 
 // tryStartTurn makes one attempt; retry is true when the session moved
 // under it (its tip changed, or a superseded turn had to end first).
-func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest, release *func()) (_ *forge.Turn, retry bool, _ error) {
+func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req TurnRequest, release *func(), reread bool) (_ *forge.Turn, retry bool, _ error) {
 	e.mu.Lock()
 	closing := e.closing
 	current := e.running[sessionID]
@@ -74,7 +76,15 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if closing {
 		return nil, false, ErrShuttingDown
 	}
-	sess, err := e.store.GetSession(ctx, tenant, sessionID)
+	// The session and agent rows may come from the store's cache, maybe
+	// stale (another replica ran a turn, or changed the agent): BeginTurn
+	// fences both (ExpectTip, AgentName), and a refusal drops them, so the
+	// retry below reads them afresh (issue 22: no read the writer knows).
+	getSession := e.store.SessionForTurn
+	if reread {
+		getSession = e.store.GetSession
+	}
+	sess, err := getSession(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -129,7 +139,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	if err != nil {
 		return nil, false, err
 	}
-	agent, err := e.agentFor(ctx, tenant, sess)
+	agent, agentCurrent, err := e.agentLookup(ctx, tenant, sess, true)
 	if err != nil {
 		return nil, false, err
 	}
@@ -312,8 +322,14 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x.observeTurnStart(ctx, agent)
 	e.wg.Add(1)
 	e.workers.run(func() { e.execute(x) })
-	_, err = e.events.Begin(ctx, tenant, &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease(),
-		Promote: req.promote != nil}, drafts...)
+	begin := &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease(), Promote: req.promote != nil}
+	if agentCurrent {
+		begin.AgentName = sess.Agent
+	}
+	// Across replicas, a session another one wrote since this one did is
+	// refused before the store's round trip (eventlog.ErrStaleView, an
+	// ErrConflict: retried below from the store).
+	_, err = e.events.BeginPrepared(ctx, tenant, begin, drafts...)
 	if err == nil {
 		created.LastSeq = turn.LastSeq
 	}
@@ -369,6 +385,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, false, err
 	}
 	x.leased.Store(true)
+	if req.began != nil {
+		*req.began = true
+	}
 	return &created, false, nil
 }
 
@@ -396,18 +415,31 @@ func (e *Engine) baseTurn(ctx context.Context, tenant string, sess *forge.Sessio
 // agentFor returns the agent version a new turn runs with: the current one,
 // or, for a deleted agent, the version the session last ran with.
 func (e *Engine) agentFor(ctx context.Context, tenant string, sess *forge.Session) (*forge.Agent, error) {
-	a, err := e.store.GetAgent(ctx, tenant, sess.Agent)
+	a, _, err := e.agentLookup(ctx, tenant, sess, false)
+	return a, err
+}
+
+// agentLookup is agentFor; current tells it is the current version. With
+// forTurn, that version may come from the store's cache (AgentForTurn),
+// for a turn whose BeginTurn.AgentName checks it.
+func (e *Engine) agentLookup(ctx context.Context, tenant string, sess *forge.Session, forTurn bool) (_ *forge.Agent, current bool, _ error) {
+	get := e.store.GetAgent
+	if forTurn {
+		get = e.store.AgentForTurn
+	}
+	a, err := get(ctx, tenant, sess.Agent)
 	if err == nil || !errors.Is(err, forge.ErrNotFound) || sess.TipTurnID == nil {
 		if errors.Is(err, forge.ErrNotFound) {
-			return nil, forge.Errorf(forge.ErrNotFound, "agent %q of this session no longer exists", sess.Agent)
+			return nil, false, forge.Errorf(forge.ErrNotFound, "agent %q of this session no longer exists", sess.Agent)
 		}
-		return a, err
+		return a, err == nil, err
 	}
 	tip, err := e.store.GetTurn(ctx, tenant, sess.ID, *sess.TipTurnID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return e.store.GetAgentVersion(ctx, tenant, tip.AgentID, tip.AgentVersion)
+	a, err = e.store.GetAgentVersion(ctx, tenant, tip.AgentID, tip.AgentVersion)
+	return a, false, err
 }
 
 // resolution is a validated input item resolving an open call.

@@ -23,12 +23,14 @@
 // published without a hold while this process is the session's last
 // writer and nobody holds it.
 //
-// With a bus whose subscribers all read through this Log (the in-process
-// bus: Local), a write may also carry deltas held back (Draft.BusOnly):
-// they get their seqs among the write's stored events and are published
-// after its commit, in seq order with them. A reader that read the store
-// waits for such a write's publishing to end before it takes what the bus
-// has (settle), so it still gets every delta below a stored event's seq.
+// A write may also carry deltas held back (Draft.BusOnly): they get their
+// seqs among the write's stored events and are published after its
+// commit, in seq order with them. With a bus whose subscribers all read
+// through this Log (the in-process bus: Local), a reader that read the
+// store waits for such a write's publishing to end before it takes what
+// the bus has (settle), so it still gets every delta below a stored
+// event's seq. Across processes a write holds only deltas whose loss to
+// such a reader loses no text (heldAcrossProcesses).
 package eventlog
 
 import (
@@ -153,9 +155,11 @@ func New(cfg Config) *Log {
 // process writes them. A write may then carry deltas (Draft.BusOnly): this
 // Log makes sure a reader of the store gets a held delta (see settle).
 // Across processes (a Redis bus) a reader elsewhere could take a stored
-// event from the store before the delta below it reached the bus, so
-// deltas are published on their own (PublishDelta), after the rows before
-// them were committed.
+// event from the store before the delta below it reached the bus, so a
+// write holds deltas back only where that loses nothing (its part is
+// completed in the same write, or no stored event of the write lies above
+// the delta: heldAcrossProcesses); other deltas are published on their own
+// (PublishDelta, QueueDelta), after the rows before them were committed.
 func (l *Log) Local() bool { return l.local }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -302,7 +306,8 @@ type Draft struct {
 	OnSeq func(seq int64)
 	// BusOnly marks a delta held back until this write: it is not stored,
 	// and is published after the commit, in seq order with the stored
-	// events (only when Local).
+	// events. On a bus shared by processes (not Local) only as
+	// heldAcrossProcesses allows.
 	BusOnly bool
 }
 
@@ -345,6 +350,19 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 // ingestion copies): with a Fence, any replica may make them, even while
 // another runs a turn in the session.
 func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
+	return l.write(ctx, tenant, sessionID, drafts, commit, false)
+}
+
+// ErrStaleView refuses a write prepared from rows this process may have
+// cached, because another process wrote the session since this one last
+// held it (BeginPrepared). It is an ErrConflict: prepare the write again
+// from the store.
+var ErrStaleView = forge.Errorf(forge.ErrConflict, "another process wrote the session since this process last did: the write must be prepared again from the store")
+
+// write is Write; with ifFresh, when a Fence says that another process
+// wrote the session since this one last held it, it writes nothing and
+// fails with ErrStaleView.
+func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error, ifFresh bool) ([]forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
@@ -353,9 +371,14 @@ func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draf
 		if err := l.drainAllLocked(ctx, sq); err != nil {
 			return nil, err
 		}
+		var fresh bool
 		var err error
-		if hold, err = l.acquireLocked(ctx, sq); err != nil {
+		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
 			return nil, err
+		}
+		if ifFresh && !fresh {
+			l.release(ctx, sessionID, hold, nil)
+			return nil, ErrStaleView
 		}
 	}
 	return l.commitLocked(ctx, sq, hold, drafts, commit)
@@ -412,6 +435,7 @@ func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prep
 		if hold, fresh, err = l.acquireFreshLocked(ctx, sq); err != nil {
 			return nil, err
 		}
+		fresh = fresh && sq.wrote
 	}
 	drafts, commit, err := prepare(ctx, fresh)
 	if err != nil || (len(drafts) == 0 && commit == nil) {
@@ -444,11 +468,13 @@ func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) (
 	busOnly := 0
 	for _, d := range drafts {
 		if d.BusOnly {
-			if !l.local {
-				return nil, nil, errors.New("eventlog: a held delta needs a bus whose readers all read through this log")
-			}
 			busOnly++
 		}
+	}
+	if busOnly > 0 && !l.local && !heldAcrossProcesses(drafts) {
+		return nil, nil, errors.New("eventlog: a held delta lies below a stored event of its write that does not complete its part")
+	}
+	for _, d := range drafts {
 		seq, err := l.seqLocked(ctx, sq)
 		if err != nil {
 			return nil, nil, err
@@ -469,6 +495,40 @@ func (l *Log) assignLocked(ctx context.Context, sq *sequencer, drafts []Draft) (
 		}
 	}
 	return evs, stored, nil
+}
+
+// heldAcrossProcesses reports whether a write may carry its held deltas
+// on a bus shared by processes (Redis). There, a reader in another process
+// may take the write's stored events from the store before the bus has the
+// deltas below them, and it reads the bus only above what it took: it
+// never gets those deltas. That loses nothing when each held delta either
+// lies above every stored event of the write (the reader gets it from the
+// bus), or the write also stores its part's completion (an event about
+// the same part, no longer streaming): the completed part carries the
+// delta's text, as a replay of the stored log does. A trivial turn's reply
+// then shares the turn's terminal write (issue 22: one commit instead of
+// two). The turn executor keeps its batches so (thread.beforeStored).
+func heldAcrossProcesses(drafts []Draft) bool {
+	lastStored := -1
+	for i, d := range drafts {
+		if !d.BusOnly {
+			lastStored = i
+		}
+	}
+	completed := map[string]bool{} // parts completed later in the write
+	for i := len(drafts) - 1; i >= 0; i-- {
+		d := drafts[i]
+		if !d.BusOnly {
+			if p, ok := d.Data.(*forge.Part); ok && p.State != forge.StateStreaming {
+				completed[d.ID] = true
+			}
+			continue
+		}
+		if i < lastStored && !completed[d.ID] {
+			return false
+		}
+	}
+	return true
 }
 
 // acquireLocked holds the session against other processes' writers; when
@@ -495,7 +555,7 @@ func (l *Log) acquireFreshLocked(ctx context.Context, sq *sequencer) (string, bo
 	if !fresh {
 		sq.next, sq.reserved = 0, 0
 	}
-	return hold, fresh && sq.wrote, nil
+	return hold, fresh, nil
 }
 
 // release publishes evs and ends the hold; a failure is logged (the
@@ -560,6 +620,23 @@ func (l *Log) Begin(ctx context.Context, tenant string, b *forge.BeginTurn, draf
 		}
 		return l.store.BeginTurn(ctx, b)
 	})
+}
+
+// BeginPrepared is Begin for a turn prepared from rows this process may
+// have cached (the store's SessionForTurn and AgentForTurn): with a Fence,
+// when another process wrote the session since this one last held it (it
+// may have moved the tip), it writes nothing and fails with ErrStaleView,
+// at the cost of the hold alone, rather than a store round trip that
+// BeginTurn's ExpectTip would refuse. Without a Fence it is Begin (no other
+// process writes the session; BeginTurn still fences the tip).
+func (l *Log) BeginPrepared(ctx context.Context, tenant string, b *forge.BeginTurn, drafts ...Draft) ([]forge.Event, error) {
+	return l.write(ctx, tenant, b.Turn.SessionID, drafts, func(ctx context.Context, evs []forge.Event) error {
+		b.Events = evs
+		if len(evs) > 0 {
+			b.Turn.LastSeq = evs[len(evs)-1].Seq
+		}
+		return l.store.BeginTurn(ctx, b)
+	}, true)
 }
 
 // PublishDelta gives a bus-only event (a model.message.delta) its seq and

@@ -124,28 +124,59 @@ func TestHeldDeltasArePublishedAfterTheCommitAmongTheStoredEvents(t *testing.T) 
 // not say it is process-local, as a Redis bus would not).
 type remoteBus struct{ forge.Bus }
 
-// TestHeldDeltasNeedAProcessLocalBus: over a bus that may have readers in
-// other processes, a write with a held delta is refused and stores
-// nothing (a reader elsewhere could miss the delta).
-func TestHeldDeltasNeedAProcessLocalBus(t *testing.T) {
+// TestHeldDeltasOverARemoteBus: over a bus that may have readers in
+// other processes, a write may hold a delta back only where a reader
+// elsewhere that takes the write's stored events from the store before the
+// bus has the delta loses no text: the write completes the delta's part, or
+// stores nothing above the delta. Any other write is refused and stores
+// nothing.
+func TestHeldDeltasOverARemoteBus(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, eventlog.Config{}, bus.Options{})
 	tr := f.begin()
 	f.log = eventlog.New(eventlog.Config{Store: f.store, Bus: remoteBus{f.bus}})
 	if f.log.Local() {
-		t.Fatal("a log over a bus that may be remote holds deltas")
+		t.Fatal("a log over a bus that may be remote says it is process-local")
 	}
+	stored := func(want string) {
+		t.Helper()
+		all, err := f.store.ListEvents(f.ctx, forge.DefaultTenant, forge.EventQuery{SessionID: f.sess.ID, TurnID: tr.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if types(all) != want {
+			t.Fatalf("stored log %s, want %s", types(all), want)
+		}
+	}
+	// Below a stored event of another part, with its own part still
+	// streaming: refused.
 	p := f.newPart(tr)
-	if _, err := f.writeStream(tr, p, streamDrafts(tr, p, f.sess.MainThreadID, "a"), nil); err == nil {
-		t.Fatal("a held delta was written over a remote bus")
+	drafts := streamDrafts(tr, p, f.sess.MainThreadID, "a")
+	other := *f.newPart(tr)
+	other.State = forge.StateStreaming
+	unsafe := append(drafts[:len(drafts)-1:len(drafts)-1],
+		eventlog.Draft{Type: forge.EventModelMessage, ID: other.ID, TurnID: tr.ID, ThreadID: f.sess.MainThreadID, Data: &other})
+	if _, err := f.writeStream(tr, p, unsafe, nil); err == nil {
+		t.Fatal("a held delta below another part's stored event was written over a remote bus")
 	}
-	all, err := f.store.ListEvents(f.ctx, forge.DefaultTenant, forge.EventQuery{SessionID: f.sess.ID, TurnID: tr.ID})
+	stored("turn.created")
+	// Its part completed in the same write: written, the delta published
+	// between the stored events.
+	evs, err := f.writeStream(tr, p, drafts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if types(all) != "turn.created" {
-		t.Fatalf("stored log %s", types(all))
+	if types(evs) != "model.message model.message.delta model.message" {
+		t.Fatalf("published %s", types(evs))
 	}
+	stored("turn.created model.message model.message")
+	// Above every stored event of its write: written.
+	q := f.newPart(tr)
+	trailing := streamDrafts(tr, q, f.sess.MainThreadID, "b")
+	if _, err := f.writeStream(tr, q, trailing[:2], nil); err != nil {
+		t.Fatal(err)
+	}
+	stored("turn.created model.message model.message model.message")
 }
 
 // slowBus is the in-process bus publishing deltas slowly, which widens the

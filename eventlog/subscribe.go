@@ -152,7 +152,10 @@ func busRetry(err error) error {
 // session is not looked up: the caller checks it (starting the turn does)
 // and closes the subscription if that fails.
 func (l *Log) SubscribeAhead(ctx context.Context, tenant, sessionID string, after int64) (*Subscription, error) {
-	held, sub, err := l.bus.Subscribe(ctx, sessionID, after)
+	// Nothing the bus holds now is wanted: it is not read (after may lie
+	// far below the session's last seq, when another process wrote it
+	// since this one did: its entries would be copied for nothing).
+	held, sub, err := l.bus.Subscribe(ctx, sessionID, math.MaxInt64)
 	if err != nil {
 		return nil, busRetry(err)
 	}

@@ -40,6 +40,7 @@ func (s *Store) CreateAgent(ctx context.Context, a *forge.Agent) error {
 		return err
 	}
 	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = c.ID, c.Version, c.CreatedAt, c.UpdatedAt
+	s.cache.dropAgent(c.Tenant, c.Name) // a deleted agent's name, reused
 	return nil
 }
 
@@ -72,7 +73,9 @@ func (s *Store) UpdateAgent(ctx context.Context, a *forge.Agent) error {
 		QueryRow(func(r pgx.Row) error {
 			return notFound(r.Scan(&c.ID, &c.Version, &created), "agent %q not found", c.Name)
 		})
-	if err := s.write(ctx, b); err != nil {
+	err = s.write(ctx, b)
+	s.cache.dropAgent(c.Tenant, c.Name)
+	if err != nil {
 		return err
 	}
 	a.ID, a.Version, a.CreatedAt, a.UpdatedAt = c.ID, c.Version, utc(created), now
@@ -162,5 +165,7 @@ func (s *Store) DeleteAgent(ctx context.Context, tenant, name string) error {
 		}
 		return nil
 	})
-	return s.write(ctx, b)
+	err := s.write(ctx, b)
+	s.cache.dropAgent(tenant, name)
+	return err
 }

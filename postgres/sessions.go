@@ -34,6 +34,9 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 		return err
 	}
 	*ses = c
+	// As GetSession would read it back (the database keeps microseconds).
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.Truncate(time.Microsecond), c.UpdatedAt.Truncate(time.Microsecond)
+	s.cache.putSession(&c, 0)
 	return nil
 }
 
@@ -85,9 +88,11 @@ func scanSession(sc pgx.Row, tenant string) (*forge.Session, error) {
 	return &ses, nil
 }
 
-// GetSession returns a live session.
+// GetSession returns a live session, read from the database (and kept for
+// SessionForTurn: the freshest row there is).
 func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
 	var ses *forge.Session
+	epoch := s.cache.begin()
 	b := batch(tenant)
 	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`, tenant, id).
 		QueryRow(func(r pgx.Row) error {
@@ -98,6 +103,7 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Sessi
 	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
+	s.cache.putSession(ses, epoch)
 	return ses, nil
 }
 
@@ -175,7 +181,9 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 	// the session's row lock (0004_delete_session.sql).
 	b := batch(tenant)
 	b.Queue(`SELECT delete_session($1, $2)`, id, s.now())
-	return s.write(ctx, b)
+	err := s.write(ctx, b)
+	s.cache.dropSession(tenant, id)
+	return err
 }
 
 // ReserveSeqs raises the session's reserved seq bound by n: one UPDATE,

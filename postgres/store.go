@@ -98,6 +98,8 @@ type Store struct {
 	// dictionaries of packed turns' rows for replays.
 	pk    *eventpack.Packer
 	dicts *eventpack.DictCache
+	// cache keeps the session and agent rows turns begin from (cache.go).
+	cache *turnCache
 
 	closeOnce sync.Once
 }
@@ -138,6 +140,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		admin: admin,
 		ids:   forge.NewULIDGen(nil),
 		now:   func() time.Time { return time.Now().UTC() },
+		cache: newTurnCache(),
 	}
 	if err := s.checkQueryRole(ctx); err != nil {
 		pool.Close()
@@ -304,6 +307,7 @@ const (
 	codeConflict       = "FG003"
 	codeTurnInProgress = "FG004"
 	codeInvalid        = "FG005"
+	codeAgentChanged   = "FG006" // 0016_agent_is_current.sql
 )
 
 // dbErr maps database errors to forge's sentinels where callers branch on
@@ -323,6 +327,8 @@ func dbErr(err error) error {
 		return forge.Errorf(forge.ErrNotFound, "%s", pe.Message)
 	case codeConflict:
 		return forge.Errorf(forge.ErrConflict, "%s", pe.Message)
+	case codeAgentChanged:
+		return agentChanged{forge.Errorf(forge.ErrConflict, "%s", pe.Message)}
 	case codeTurnInProgress:
 		return forge.Errorf(forge.ErrTurnInProgress, "%s", pe.Message)
 	case codeInvalid:
@@ -336,6 +342,13 @@ func dbErr(err error) error {
 	}
 	return storeutil.DBError("postgres", err)
 }
+
+// agentChanged is the ErrConflict of a turn begun from an agent version
+// that is no longer current (BeginTurn.AgentName).
+type agentChanged struct{ err error }
+
+func (e agentChanged) Error() string { return e.err.Error() }
+func (e agentChanged) Unwrap() error { return e.err }
 
 // isForgeErr reports whether err already wraps one of forge's sentinels.
 func isForgeErr(err error) bool {

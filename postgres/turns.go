@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,7 +52,10 @@ func encodeTurn(t *forge.Turn) (turnVals, error) {
 // BeginTurn inserts a turn with its input messages and events and moves the
 // session tip: one batch, one round trip. begin_turn_check locks the
 // session row and raises what BeginTurn refuses before anything is
-// written; the unique index turns_one_running is the backstop.
+// written (agent_is_current, a stale agent version); the unique index
+// turns_one_running is the backstop. It keeps the turn-start cache
+// (cache.go) in step: the tip it moved, or, refused, nothing of the
+// session and agent it was given.
 func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	t, evs, err := storeutil.BeginTurn(bt, s.now)
 	if err != nil {
@@ -87,6 +91,10 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	}
 	b.Queue(`SELECT begin_turn_check($1, $2, $3, $4, $5, $6)`, t.SessionID, t.PreviousTurnID,
 		nullStr(t.IdempotencyKey), t.Status == forge.TurnRunning, bt.ExpectTip != nil, expect)
+	if bt.AgentName != "" {
+		// The agent row may be this replica's cached one (AgentForTurn).
+		b.Queue(`SELECT agent_is_current($1, $2, $3)`, bt.AgentName, t.AgentID, t.AgentVersion)
+	}
 	// lineage and depth (migration 0006): a turn chaining from the
 	// session's tip (locked by begin_turn_check, moved below) continues the
 	// tip's lineage; a root or a fork begins its own.
@@ -113,8 +121,17 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 			t.Tenant, t.ID, t.SessionID, bt.Lease.Owner, bt.Lease.TTL)
 	}
 	if err := s.write(ctx, b); err != nil {
+		// A refusal may come from a stale cached row (a tip another
+		// replica moved, a deleted session, an agent updated elsewhere):
+		// the caller's retry reads it afresh.
+		if errors.As(err, new(agentChanged)) {
+			s.cache.dropAgent(t.Tenant, bt.AgentName)
+		} else {
+			s.cache.dropSession(t.Tenant, t.SessionID)
+		}
 		return err
 	}
+	s.cache.movedTip(t.Tenant, t.SessionID, t.ID)
 	if t.Ended() && len(packs) > 0 {
 		s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID})
 	}

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/forge-runtime/forge"
@@ -120,6 +122,25 @@ func (s *Store) GetAgent(ctx context.Context, tenant, name string) (*forge.Agent
 }
 
 // GetAgentVersion returns one version of an agent, deleted or not.
+// AgentForTurn is GetAgent: this Store owns its file and its row cache is
+// written through, so what it returns is never stale.
+func (s *Store) AgentForTurn(ctx context.Context, tenant, name string) (*forge.Agent, error) {
+	return s.GetAgent(ctx, tenant, name)
+}
+
+// agentIsCurrent refuses a turn prepared from an agent version that is no
+// longer the live agent's current one (BeginTurn.AgentName).
+func agentIsCurrent(t *tx, tenant, name, id string, version int) error {
+	var curID string
+	var cur int
+	err := t.queryRow(`SELECT id, version FROM agents WHERE tenant = ? AND name = ? AND deleted_at IS NULL`, tenant, name).
+		Scan(&curID, &cur)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && (curID != id || cur != version) {
+		return forge.Errorf(forge.ErrConflict, "agent %q changed since the turn was prepared", name)
+	}
+	return err
+}
+
 func (s *Store) GetAgentVersion(ctx context.Context, tenant, id string, version int) (*forge.Agent, error) {
 	a, err := scanAgent(s.queryRow(ctx, `SELECT `+agentCols+` FROM agents a
 		JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.id

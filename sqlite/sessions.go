@@ -86,6 +86,12 @@ var (
 	sessionUsageCol   = colIndex(sessionCols, "usage_input_tokens")
 )
 
+// SessionForTurn is GetSession: this Store owns its file and its row
+// cache is written through, so what it returns is never stale.
+func (s *Store) SessionForTurn(ctx context.Context, tenant, id string) (*forge.Session, error) {
+	return s.GetSession(ctx, tenant, id)
+}
+
 // GetSession returns a live session (from the row cache when it holds it).
 func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
 	if vals, ok := s.rc.session(tenant, id); ok {

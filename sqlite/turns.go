@@ -89,6 +89,11 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 		// lineage and depth (migration 0010): a turn chaining from the
 		// session's tip, read before the UPDATE below moves it, continues
 		// the tip's lineage; a root or a fork begins its own.
+		if b.AgentName != "" {
+			if err := agentIsCurrent(x, t.Tenant, b.AgentName, t.AgentID, t.AgentVersion); err != nil {
+				return err
+			}
+		}
 		if b.Promote {
 			// The queued row gives way to the running turn (migration
 			// 0013); a refusal below rolls its deletion back.

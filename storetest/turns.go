@@ -113,6 +113,81 @@ var beginTurnTests = []test{
 		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t2, ExpectTip: ptr(t1.ID)}), "BeginTurn expecting the tip")
 		eq(f, f.tip(ses), t2.ID, "tip")
 	}},
+	{name: "AgentNameGuardsTheAgentVersion", run: func(f *fixture) {
+		// A turn prepared from an agent version that is no longer the live
+		// agent's current one (a cached row: AgentForTurn) is refused.
+		a := f.createAgent(tenantA, "support")
+		got, err := f.s.AgentForTurn(f.ctx, tenantA, "support")
+		f.ok(err, "AgentForTurn")
+		want, err := f.s.GetAgent(f.ctx, tenantA, "support")
+		f.ok(err, "GetAgent")
+		f.sameJSON(got, want, "AgentForTurn")
+		ses := f.newSession(tenantA)
+		prepared := func(b *forge.BeginTurn) *forge.BeginTurn {
+			b.AgentName, b.Turn.AgentID, b.Turn.AgentVersion = "support", got.ID, got.Version
+			return b
+		}
+		t1 := prepared(&forge.BeginTurn{Turn: f.newTurn(ses, nil)})
+		f.ok(f.s.BeginTurn(f.ctx, t1), "BeginTurn with the current version")
+		f.end(ses, t1.Turn)
+
+		update := *a
+		update.Instructions = "version two"
+		f.ok(f.s.UpdateAgent(f.ctx, &update), "UpdateAgent")
+		b, nothingWritten := f.refusedBegin(ses, &t1.Turn.ID)
+		f.is(f.s.BeginTurn(f.ctx, prepared(b)), forge.ErrConflict, "BeginTurn with a replaced version")
+		nothingWritten("replaced agent version")
+		got, err = f.s.AgentForTurn(f.ctx, tenantA, "support")
+		f.ok(err, "AgentForTurn after the update")
+		eq(f, got.Version, 2, "AgentForTurn version after the update")
+		eq(f, got.Instructions, "version two", "AgentForTurn instructions after the update")
+		t2 := prepared(&forge.BeginTurn{Turn: f.newTurn(ses, &t1.Turn.ID)})
+		f.ok(f.s.BeginTurn(f.ctx, t2), "BeginTurn with the new version")
+		f.end(ses, t2.Turn)
+
+		f.ok(f.s.DeleteAgent(f.ctx, tenantA, "support"), "DeleteAgent")
+		b, nothingWritten = f.refusedBegin(ses, &t2.Turn.ID)
+		f.is(f.s.BeginTurn(f.ctx, prepared(b)), forge.ErrConflict, "BeginTurn with a deleted agent")
+		nothingWritten("deleted agent")
+		_, err = f.s.AgentForTurn(f.ctx, tenantA, "support")
+		f.is(err, forge.ErrNotFound, "AgentForTurn of a deleted agent")
+		// Without AgentName, nothing is checked (a deleted agent's last
+		// version still runs its sessions).
+		t3 := f.newTurn(ses, &t2.Turn.ID)
+		t3.AgentID, t3.AgentVersion = got.ID, 2
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t3}), "BeginTurn without AgentName")
+	}},
+	{name: "SessionForTurnIsFencedByBeginTurn", run: func(f *fixture) {
+		// SessionForTurn returns the session as GetSession does; whatever
+		// it kept, BeginTurn's ExpectTip refuses a stale tip and it reads
+		// the tip afresh afterwards.
+		ses := f.newSession(tenantA)
+		got, err := f.s.SessionForTurn(f.ctx, tenantA, ses.ID)
+		f.ok(err, "SessionForTurn")
+		want, err := f.s.GetSession(f.ctx, tenantA, ses.ID)
+		f.ok(err, "GetSession")
+		f.sameJSON(got, want, "SessionForTurn")
+		t1 := f.newTurn(ses, nil)
+		f.ok(f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t1, ExpectTip: ptr("")}), "BeginTurn")
+		f.end(ses, t1)
+		got, err = f.s.SessionForTurn(f.ctx, tenantA, ses.ID)
+		f.ok(err, "SessionForTurn after a turn")
+		if got.TipTurnID == nil || *got.TipTurnID != t1.ID {
+			f.Fatalf("SessionForTurn tip %v after this store's turn, want %s", got.TipTurnID, t1.ID)
+		}
+		b, nothingWritten := f.refusedBegin(ses, nil)
+		b.ExpectTip = ptr("")
+		f.is(f.s.BeginTurn(f.ctx, b), forge.ErrConflict, "BeginTurn from an old tip")
+		nothingWritten("old tip")
+		got, err = f.s.SessionForTurn(f.ctx, tenantA, ses.ID)
+		f.ok(err, "SessionForTurn after a refusal")
+		eq(f, *got.TipTurnID, t1.ID, "SessionForTurn tip after a refusal")
+		_, err = f.s.SessionForTurn(f.ctx, tenantB, ses.ID)
+		f.is(err, forge.ErrNotFound, "SessionForTurn of another tenant's session")
+		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
+		_, err = f.s.SessionForTurn(f.ctx, tenantA, ses.ID)
+		f.is(err, forge.ErrNotFound, "SessionForTurn of a deleted session")
+	}},
 	{name: "IdempotencyKeyIsUsedOnce", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		t1 := f.newTurn(ses, nil)
