@@ -174,11 +174,13 @@ func (s *Store) PurgeSession(ctx context.Context, tenant, id string, budget int)
 }
 
 // purgeParts deletes up to n parts of the session's messages, then the
-// files that only they referenced; it returns the parts and files deleted.
+// files that only they referenced (file parts, and the files of tool
+// results); it returns the parts and files deleted.
 // (CROSS JOIN keeps the session's messages the outer loop: left to itself
 // the planner may walk every part of the tenant.)
 func purgeParts(t *tx, tenant, session string, n int) (int, int, error) {
-	rows, err := t.query(`SELECT p.rowid, CASE WHEN p.type = 'file' THEN json_extract(p.data, '$.file_id') END
+	rows, err := t.query(`SELECT p.rowid, CASE WHEN p.type = 'file' THEN json_extract(p.data, '$.file_id') END,
+			CASE WHEN p.type = 'tool' AND json_type(p.data, '$.files') = 'array' THEN json_extract(p.data, '$.files') END
 		FROM messages m CROSS JOIN parts p ON p.tenant = m.tenant AND p.message_id = m.id
 		WHERE m.tenant = ? AND m.session_id = ? LIMIT ?`, tenant, session, n)
 	if err != nil {
@@ -188,14 +190,26 @@ func purgeParts(t *tx, tenant, session string, n int) (int, int, error) {
 	fileSet := map[string]bool{}
 	for rows.Next() {
 		var rowid int64
-		var file sql.NullString
-		if err := rows.Scan(&rowid, &file); err != nil {
+		var file, toolFiles sql.NullString
+		if err := rows.Scan(&rowid, &file, &toolFiles); err != nil {
 			rows.Close()
 			return 0, 0, dbErr(err)
 		}
 		ids = append(ids, rowid)
 		if file.Valid && file.String != "" {
 			fileSet[file.String] = true
+		}
+		if toolFiles.Valid {
+			var fs []struct {
+				FileID string `json:"file_id"`
+			}
+			if json.Unmarshal([]byte(toolFiles.String), &fs) == nil {
+				for _, f := range fs {
+					if f.FileID != "" {
+						fileSet[f.FileID] = true
+					}
+				}
+			}
 		}
 	}
 	if err := rows.Close(); err != nil {
@@ -214,8 +228,14 @@ func purgeParts(t *tx, tenant, session string, n int) (int, int, error) {
 	files := 0
 	for f := range fileSet {
 		var one int
-		err := t.queryRow(`SELECT 1 FROM parts WHERE tenant = ? AND type = 'file' AND json_extract(data, '$.file_id') = ? LIMIT 1`,
-			tenant, f).Scan(&one)
+		// A file part (parts_file) or a tool result (parts_tool_files)
+		// that still names it keeps it.
+		err := t.queryRow(`SELECT 1 FROM parts WHERE tenant = ? AND type = 'file' AND json_extract(data, '$.file_id') = ?
+			UNION ALL
+			SELECT 1 FROM parts p, json_each(p.data, '$.files') j
+			WHERE p.tenant = ? AND p.type = 'tool' AND json_type(p.data, '$.files') = 'array'
+				AND json_extract(j.value, '$.file_id') = ?
+			LIMIT 1`, tenant, f, tenant, f).Scan(&one)
 		if err == nil {
 			continue // still referenced
 		}

@@ -79,7 +79,60 @@ func (f *fixture) filePart(m *forge.Message, id string) *forge.Part {
 	return p
 }
 
+// toolPart is a completed tool part of m whose result carries the files
+// ids (an MCP tool's images: data.files).
+func (f *fixture) toolPart(m *forge.Message, ids ...string) *forge.Part {
+	p := f.textPart(m, "", forge.StateCompleted)
+	p.Type, p.CallID, p.Tool = forge.PartTool, "call_"+p.ID, "shot"
+	out := "[image]"
+	p.Output = &out
+	d := forge.ToolOutputData{}
+	for _, id := range ids {
+		d.Files = append(d.Files, forge.FileData{FileID: id, Filename: "i.png", MimeType: "image/png", Bytes: 3})
+	}
+	p.Data, _ = json.Marshal(d)
+	return p
+}
+
 var retentionTests = []test{
+	{name: "PurgeDeletesTheFilesOnlyItsToolResultsReferenced", run: func(f *fixture) {
+		r, fs := f.retention(), f.files()
+		ses, keep, other := f.newSession(tenantA), f.newSession(tenantA), f.newSession(tenantA)
+		only := f.putFile(fs, tenantA, "only.pdf", []byte("only this tool result"))
+		byTool := f.putFile(fs, tenantA, "tool.pdf", []byte("another tool result too"))
+		byFile := f.putFile(fs, tenantA, "file.pdf", []byte("an attachment too"))
+		commit := func(s *forge.Session, parts func(m *forge.Message) []*forge.Part) {
+			st := f.start(s, nil, "turn")
+			m := f.message(st.turn, s.MainThreadID, forge.RoleAssistant, "a")
+			m.Parts = append(m.Parts, parts(m)...)
+			f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: s.ID, TurnID: st.turn.ID,
+				Messages: []*forge.Message{m}, Parts: m.Parts}), "Commit")
+			f.end(s, st.turn)
+		}
+		commit(ses, func(m *forge.Message) []*forge.Part {
+			return []*forge.Part{f.toolPart(m, only.ID, byTool.ID), f.toolPart(m, byFile.ID)}
+		})
+		commit(keep, func(m *forge.Message) []*forge.Part { return []*forge.Part{f.toolPart(m, byTool.ID)} })
+		commit(other, func(m *forge.Message) []*forge.Part { return []*forge.Part{f.filePart(m, byFile.ID)} })
+		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
+		files := 0
+		for range 100 {
+			res, err := r.PurgeSession(f.ctx, tenantA, ses.ID, 1000)
+			f.ok(err, "PurgeSession")
+			files += res.Files
+			if res.Done {
+				break
+			}
+		}
+		eq(f, files, 1, "files deleted with the session")
+		_, err := fs.GetFile(f.ctx, tenantA, only.ID)
+		f.is(err, forge.ErrNotFound, "the file only the purged session's tool result referenced")
+		for _, kept := range []*forge.File{byTool, byFile} {
+			if _, err := f.readFile(fs, tenantA, kept.ID); err != nil {
+				f.Fatalf("the file %s another session still references: %v", kept.Filename, err)
+			}
+		}
+	}},
 	{name: "ExpiredSessionsFollowTheAgentsTTLOrTheDefault", run: func(f *fixture) {
 		f.retention()
 		f.agentWithTTL(tenantA, "short", time.Hour)
