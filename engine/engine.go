@@ -151,6 +151,9 @@ type Config struct {
 	// forge.Kind* (the forum registers forums and monologues: forum.Kinds).
 	// A session of a kind neither direct nor here takes no turns.
 	Kinds map[string]SessionKind
+	// MaxFileBytes bounds a file a tool result carries (an MCP tool's
+	// image), as --max-file-bytes bounds uploads; 0 is files.DefaultMaxBytes.
+	MaxFileBytes int64
 }
 
 // Peers carries control signals between replicas. *redis.Bus implements

@@ -32,7 +32,7 @@ func (th *thread) storeToolFiles(p *forge.Part, res []forge.ToolFile) (kept []fo
 			}
 			// The result is recorded even when the turn is being
 			// cancelled: its files too.
-			f, err = files.Take(context.WithoutCancel(x.ctx), x.e.files, bytes.NewReader(tf.Data), files.DefaultMaxBytes,
+			f, err = files.Take(context.WithoutCancel(x.ctx), x.e.files, bytes.NewReader(tf.Data), x.e.maxFileBytes(),
 				x.tenant, tf.MimeType, name, "tool_result")
 		}
 		if err != nil {
@@ -85,4 +85,12 @@ func (th *thread) recordFiles(p *forge.Part, out string, res []forge.ToolFile) s
 		p.Data = parts.ToolData(d)
 	}
 	return out + notes
+}
+
+// maxFileBytes is the most bytes a tool result's file may have.
+func (e *Engine) maxFileBytes() int64 {
+	if e.cfg.MaxFileBytes > 0 {
+		return e.cfg.MaxFileBytes
+	}
+	return files.DefaultMaxBytes
 }

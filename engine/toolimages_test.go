@@ -252,3 +252,44 @@ func TestToolImageNotKeptIsNamedInTheOutput(t *testing.T) {
 		t.Fatalf("result sent %+v", res)
 	}
 }
+
+// TestToolImageOverTheFileLimitIsNotKept: a tool's image is held to the
+// server's file limit (Config.MaxFileBytes, --max-file-bytes) like an
+// upload: over it, nothing is stored and the output says so.
+func TestToolImageOverTheFileLimitIsNotKept(t *testing.T) {
+	t.Parallel()
+	// A 1x1 PNG: valid, 70 bytes.
+	dot, _ := base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+	srv := sdk.NewServer(&sdk.Implementation{Name: "pics", Version: "1"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "snap", Description: "Take a picture"},
+		func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{MIMEType: "image/png", Data: dot}}}, nil, nil
+		})
+	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	m, _ := mcpManager(t)
+	for _, limit := range []int64{int64(len(dot)) - 1, int64(len(dot))} {
+		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {
+			h := newHarness(t, func(c *engine.Config) { c.MCP, c.MaxFileBytes = m, limit })
+			h.agent("a", func(a *forge.Agent) { a.MCPServers = []forge.MCPServer{{Name: "pics", URL: ts.URL}} })
+			s := h.session("a")
+			h.model.push(reply{calls: []forge.ToolCall{call("pics_snap", `{}`)}}, reply{deltas: []string{"done"}})
+			turn := h.run(s.ID, msg("snap"))
+			tool := toolPart(t, h, s.ID, turn.ID)
+			kept := len(parts.ToolOf(tool).Files)
+			stored, _, err := h.store.ListFiles(h.ctx, forge.DefaultTenant, forge.ListOptions{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if limit < int64(len(dot)) {
+				if kept != 0 || len(stored) != 0 || tool.Output == nil || !strings.Contains(*tool.Output, "not kept") {
+					t.Fatalf("over the limit: %d kept, %d stored, output %v", kept, len(stored), tool.Output)
+				}
+				return
+			}
+			if kept != 1 || len(stored) != 1 {
+				t.Fatalf("at the limit: %d kept, %d stored", kept, len(stored))
+			}
+		})
+	}
+}

@@ -267,7 +267,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MaxParallelTools:   cfg.MaxParallelTools,
 		MaxTurnOutputBytes: cfg.MaxTurnOutputBytes, MaxTurnOutputTokens: cfg.MaxTurnOutputTokens,
 		Quota: scriptedQuota(cfg.ScriptedQuota, keyed, models, log),
-		Kinds: forum.Kinds(),
+		Kinds: forum.Kinds(), MaxFileBytes: cfg.MaxFileBytes,
 	}
 	ready := readiness(s.store)
 	if leases, ok := s.store.(forge.LeaseStore); ok {
