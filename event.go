@@ -203,6 +203,9 @@ type StepFinishData struct {
 	Finish    string `json:"finish"`
 	Iteration int    `json:"iteration"`
 	Usage     Usage  `json:"usage"`
+	// Estimated: the usage is the local estimate, not the provider's
+	// count (a step cut by a cancel, an error or a stream with no finish).
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // SubtaskData is the data of a subtask part: one delegation to a

@@ -194,17 +194,24 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 			msg.Usage = &u
 			th.usage.Add(u)
 		}
-		th.messageEvent(forge.EventMessageUpdated, msg)
 		var used forge.Usage
 		if msg.Usage != nil {
 			used = *msg.Usage
 		}
+		// A cut step closes like any other: its step-finish holds the
+		// estimate, marked so.
+		end := th.newPart(msg, forge.PartStepFinish)
+		end.Data = mustJSON(forge.StepFinishData{Iteration: iteration, Finish: forge.FinishError, Usage: used, Estimated: true})
+		msg.Parts = append(msg.Parts, end)
+		th.partEvent(forge.EventStepFinished, end)
+		th.messageEvent(forge.EventMessageUpdated, msg)
 		x.output.ended(used)
 		observed.ended(th, forge.FinishError, used, streamErr)
 		return streamErr
 	}
 	closePart(&text, forge.StateCompleted, nil)
 	closePart(&reasoning, forge.StateCompleted, nil)
+	estimated := finish == nil
 	if finish == nil {
 		// The stream ended without a finish: cut. Estimate its usage.
 		finish = &forge.Finish{Reason: forge.FinishStop, Usage: estimateUsage(req, streamed)}
@@ -219,7 +226,7 @@ func (th *thread) stream(msg *forge.Message, model forge.Model, req *forge.Model
 	th.usage.Add(usage)
 	x.output.ended(usage)
 	end := th.newPart(msg, forge.PartStepFinish)
-	end.Data = mustJSON(forge.StepFinishData{Iteration: iteration, Finish: finish.Reason, Usage: usage})
+	end.Data = mustJSON(forge.StepFinishData{Iteration: iteration, Finish: finish.Reason, Usage: usage, Estimated: estimated})
 	msg.Parts = append(msg.Parts, end)
 	msg.Finish = finish.Reason
 	msg.Usage = &usage

@@ -10,6 +10,7 @@ import (
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/engine"
+	"github.com/forge-runtime/forge/parts"
 )
 
 func (m *testModel) pushFor(instructions string, r ...reply) {
@@ -282,5 +283,35 @@ func TestSubtaskPartRecordsEachDelegation(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A step cut by an error or by a stream with no finish still gets a
+// step-finish part, its usage the local estimate and marked so.
+func TestStepFinishForCutSteps(t *testing.T) {
+	t.Parallel()
+	for name, r := range map[string]reply{
+		"error": {deltas: []string{"partial answer"}, err: errors.New("model broke")},
+		"cut":   {deltas: []string{"partial answer"}, cut: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.agent("solo", func(a *forge.Agent) { a.Instructions = "you work" })
+			s := h.session("solo")
+			h.model.pushFor("you work", r)
+			turn := h.run(s.ID, msg("go"))
+			msgs, _, _ := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID, ThreadID: s.MainThreadID})
+			var found []forge.StepFinishData
+			for _, m := range msgs {
+				for _, p := range m.Parts {
+					if d, ok := parts.StepFinishOf(p); ok {
+						found = append(found, d)
+					}
+				}
+			}
+			if len(found) != 1 || !found[0].Estimated || found[0].Usage.OutputTokens == 0 {
+				t.Fatalf("turn %s: step-finish %+v", turn.Status, found)
+			}
+		})
 	}
 }
