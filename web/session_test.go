@@ -385,7 +385,7 @@ func TestErrorsShown(t *testing.T) {
 	if got := eval[string](b, `document.querySelector('.turn-end.error').textContent`); !strings.HasPrefix(got, "Error model_error: ") || !strings.Contains(got, "the upstream model fell over") {
 		t.Fatalf("turn error %q", got)
 	}
-	if got := eval[string](b, `[...document.querySelectorAll('.role-assistant')].map(m => m.querySelector('.msg-info').textContent + ':' + m.querySelector('.parts').textContent).pop()`); !strings.HasSuffix(got, "· finish: error:Step 2partial answer") {
+	if got := eval[string](b, `[...document.querySelectorAll('.role-assistant')].map(m => m.querySelector('.msg-info').textContent + ':' + m.querySelector('.parts').textContent).pop()`); !strings.HasSuffix(got, "· finish: error:Step 2partial answerStep 2 finished (error) · estimated: 79 in · 4 out · $0") {
 		t.Fatalf("the failed step's message %q", got)
 	}
 	b.checkConsole()

@@ -56,6 +56,11 @@ func (e *encoder) step(s protocol.Step) {
 		e.write(chunk{Type: "start-step"})
 	case protocol.StepFinished:
 		e.lastFinish = s.Finish
+		if s.Finish == forge.FinishError {
+			// A cut step: the error chunk that follows closes it, as
+			// the AI SDK's own streams do.
+			return
+		}
 		e.write(chunk{Type: "finish-step"})
 	case protocol.PartStarted:
 		if e.types == nil {

@@ -669,7 +669,8 @@ class PartView {
       case 'step-finish': {
         const d = p.data || {};
         clear(this.el).append(h('div', {class: 'step-usage'},
-          'Step ' + (d.iteration || '') + ' finished' + (d.finish ? ' (' + d.finish + ')' : '') + ' · ',
+          'Step ' + (d.iteration || '') + ' finished' + (d.finish ? ' (' + d.finish + ')' : '') + ' · ' +
+            (d.estimated ? 'estimated: ' : ''),
           fmtUsage(d.usage) + ' · ' + fmtCost(d.usage && d.usage.cost)));
         break;
       }
