@@ -131,6 +131,7 @@ func (x *execution) startCheckpoints() {
 	}
 	l := &checkpointLoop{stop: make(chan struct{}), done: make(chan struct{})}
 	x.checkpoints = l
+	x.coveredAt.Store(time.Now().UnixNano())
 	go func() {
 		defer close(l.done)
 		t := time.NewTicker(x.e.cfg.CheckpointInterval)
@@ -140,7 +141,13 @@ func (x *execution) startCheckpoints() {
 			case <-l.stop:
 				return
 			case <-t.C:
-				x.checkpoint()
+				// A checkpoint that landed late (its retries outlasted an
+				// outage) covers only what had streamed when it was taken:
+				// take the next one now, not a tick later, so the deltas
+				// withheld meanwhile go out.
+				if x.checkpoint() && x.uncovered(time.Now()) {
+					x.checkpoint()
+				}
 			}
 		}
 	}()
@@ -164,8 +171,9 @@ func (x *execution) stopCheckpoints() {
 // row writes by x.rows (a part's completed row, written after it stopped
 // streaming, is never overwritten by an older checkpoint), not by the
 // session's sequencer: deltas published meanwhile do not wait for it.
-func (x *execution) checkpoint() {
+func (x *execution) checkpoint() (landed bool) {
 	x.rows.Lock()
+	takenAt := time.Now()
 	rows, saved := x.streams.dirty(x.e.clock.Now())
 	var err error
 	if len(rows) > 0 {
@@ -182,5 +190,25 @@ func (x *execution) checkpoint() {
 		x.loseTurn(err.Error())
 	case err != nil:
 		x.e.log.Warn("checkpoint failed", "session_id", x.session.ID, "turn_id", x.turn.ID, "err", err)
+	default:
+		x.coveredAt.Store(takenAt.UnixNano())
+		return true
 	}
+	return false
+}
+
+// uncovered reports whether the stored text lags the stream by more than
+// a checkpoint interval and a quarter: the last checkpoint that landed
+// was taken longer ago (the store is failing or slow). Deltas are then
+// withheld (thread.delta), so that what a client is shown of a turn is at
+// most about one interval ahead of what a store outage lets it keep
+// (DESIGN.md: at most about a second; issue 22 measured 1.8-4.3 s shown
+// and lost before).
+func (x *execution) uncovered(now time.Time) bool {
+	at := x.coveredAt.Load()
+	if at == 0 {
+		return false
+	}
+	iv := x.e.cfg.CheckpointInterval
+	return now.Sub(time.Unix(0, at)) > iv+iv/4
 }

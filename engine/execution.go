@@ -79,6 +79,11 @@ type execution struct {
 	// streams are the parts of every thread receiving deltas, checkpointed
 	// about once per CheckpointInterval.
 	streams checkpointer
+	// coveredAt (unix nanoseconds, 0 until the checkpoint loop starts) is
+	// when the streamed text last was all stored: the last checkpoint
+	// taken that committed. Deltas are withheld while it lags (see
+	// uncovered).
+	coveredAt atomic.Int64
 	// rows orders the commits of the turn's rows: its batches (taken
 	// inside the session's sequencer) and its checkpoints (which do not
 	// take the sequencer).

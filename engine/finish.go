@@ -31,6 +31,11 @@ func (x *execution) finish(out outcome) {
 		x.e.unregister(x)
 		return
 	}
+	if len(th.withheld) > 0 {
+		// Before the rows that complete their parts: shown if the
+		// terminal write stores them.
+		th.foldWithheld()
+	}
 	// Anything still streaming, in any thread, was cut off.
 	for thread, rows := range x.streams.takeOpen() {
 		for _, row := range rows {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,5 +193,152 @@ func TestTerminalWriteThatKeepsFailingEndsStoreError(t *testing.T) {
 	h.model.push(reply{deltas: []string{"fine"}})
 	if next := h.run(s.ID, msg("again")); next.Status != forge.TurnDone {
 		t.Fatalf("next turn %+v", next)
+	}
+}
+
+// TestStoreOutageWithholdsWhatItCannotKeep (issue 22): while checkpoints
+// fail, the deltas of a streaming reply are withheld, so that when the
+// outage outlasts the turn, what a client was shown is at most about one
+// checkpoint interval ahead of what the store kept. Before, every delta
+// was shown and the text after the last checkpoint was lost.
+func TestStoreOutageWithholdsWhatItCannotKeep(t *testing.T) {
+	t.Parallel()
+	const interval = 40 * time.Millisecond
+	fs, sl := &faultyStore{}, &sleeps{}
+	h := newHarness(t, withFaults(fs, sl), func(c *engine.Config) { c.CheckpointInterval = interval })
+	h.agent("a", nil)
+	s := h.session("a")
+	var checkpoints atomic.Int64
+	fs.setFail(func(b *forge.Batch) bool {
+		if b.Turn != nil && b.Turn.Error != nil && b.Turn.Error.Code == forge.CodeStoreError {
+			return false // the minimal terminal write lands
+		}
+		if b.Turn == nil && len(b.Events) == 0 && len(b.Parts) > 0 {
+			// A checkpoint: the store goes down after the third.
+			return checkpoints.Add(1) > 3
+		}
+		return checkpoints.Load() > 3
+	})
+	deltas := make([]string, 100)
+	for i := range deltas {
+		deltas[i] = "ab"
+	}
+	const gap = 5 * time.Millisecond
+	h.model.push(reply{deltas: deltas, gap: gap})
+	ctx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	defer cancel()
+	turn, stream, err := h.eng.StreamTurn(ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := 0
+	for ev, err := range stream {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == forge.EventModelDelta {
+			var d forge.DeltaData
+			_ = json.Unmarshal(ev.Data, &d)
+			shown += len(d.Delta)
+		}
+		if ev.Type == forge.EventTurnDone {
+			break
+		}
+	}
+	turn = h.wait(s.ID, turn.ID)
+	if turn.Status != forge.TurnErrored || turn.Error == nil || turn.Error.Code != forge.CodeStoreError {
+		t.Fatalf("turn %+v %+v", turn, turn.Error)
+	}
+	msgs, _, err := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if m.Role == forge.RoleAssistant && p.Type == forge.PartText {
+				kept = max(kept, len(p.Text))
+			}
+		}
+	}
+	if kept == 0 || kept >= 200 {
+		t.Fatalf("kept %d of 200 characters: the outage did not cut the reply", kept)
+	}
+	// Shown beyond kept: what streamed in the interval and a quarter past
+	// the last checkpoint that landed, at 2 characters a gap. Allow three
+	// times that for a loaded machine; before the fix it was everything
+	// after the checkpoint (well over 100 characters).
+	bound := 3 * 2 * int((interval+interval/4)/gap)
+	if shown-kept > bound {
+		t.Fatalf("shown %d characters, kept %d: %d shown and lost (at most %d)", shown, kept, shown-kept, bound)
+	}
+	t.Logf("shown %d, kept %d of 200", shown, kept)
+}
+
+// TestStoreBlipReleasesWithheldDeltas: checkpoints that fail for a while
+// withhold the deltas, and once one lands they all go out, in order: the
+// stream has every character, no gap and no duplicate.
+func TestStoreBlipReleasesWithheldDeltas(t *testing.T) {
+	t.Parallel()
+	const interval = 30 * time.Millisecond
+	fs, sl := &faultyStore{}, &sleeps{}
+	h := newHarness(t, withFaults(fs, sl), func(c *engine.Config) {
+		c.CheckpointInterval = interval
+		c.StoreRetryDelays = []time.Duration{time.Millisecond}
+	})
+	h.agent("a", nil)
+	s := h.session("a")
+	var checkpoints atomic.Int64
+	fs.setFail(func(b *forge.Batch) bool {
+		if b.Turn == nil && len(b.Events) == 0 && len(b.Parts) > 0 {
+			n := checkpoints.Add(1)
+			return n > 2 && n <= 8 // a blip: tries 3 to 8 fail
+		}
+		return false
+	})
+	var want strings.Builder
+	deltas := make([]string, 100)
+	for i := range deltas {
+		deltas[i] = fmt.Sprintf("%02d", i)
+		want.WriteString(deltas[i])
+	}
+	h.model.push(reply{deltas: deltas, gap: 5 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	defer cancel()
+	turn, stream, err := h.eng.StreamTurn(ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown strings.Builder
+	var last int64
+	for ev, err := range stream {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq <= last {
+			t.Fatalf("seq %d after %d", ev.Seq, last)
+		}
+		last = ev.Seq
+		if ev.Type == forge.EventModelDelta {
+			var d forge.DeltaData
+			_ = json.Unmarshal(ev.Data, &d)
+			shown.WriteString(d.Delta)
+		}
+		if ev.Type == forge.EventTurnDone {
+			break
+		}
+	}
+	turn = h.wait(s.ID, turn.ID)
+	if turn.Status != forge.TurnDone || turn.Output == nil || turn.Output.Text != want.String() {
+		t.Fatalf("turn %+v", turn)
+	}
+	if shown.String() != want.String() {
+		t.Fatalf("shown %q\nwant  %q", shown.String(), want.String())
+	}
+	fs.mu.Lock()
+	failed := fs.failed
+	fs.mu.Unlock()
+	if failed == 0 {
+		t.Fatal("no checkpoint failed: the blip never happened")
 	}
 }

@@ -27,6 +27,9 @@ type thread struct {
 	heldErr error
 	// heldSince is when the batch's first held delta was queued.
 	heldSince time.Time
+	// withheld are deltas streamed while the store lagged, not yet
+	// published (thread.delta).
+	withheld []withheldDelta
 	// iterations counts this thread's model calls; usage sums its calls'
 	// usage and its children's.
 	iterations int
@@ -118,6 +121,9 @@ func (th *thread) messageEvent(typ string, m *forge.Message) {
 // is recorded (the turn ends store_error) and the batch keeps it all for
 // the terminal write, which completes every part.
 func (th *thread) beforeStored(id string, completes bool) {
+	if len(th.withheld) > 0 {
+		th.foldWithheld()
+	}
 	w := &th.w
 	if len(w.heldOpen) == 0 {
 		return
@@ -131,7 +137,12 @@ func (th *thread) beforeStored(id string, completes bool) {
 }
 
 // flush commits the thread's pending writes (see execution.commit).
-func (th *thread) flush() error { return th.x.commit(&th.w, nil, nil) }
+func (th *thread) flush() error {
+	if len(th.withheld) > 0 {
+		th.foldWithheld()
+	}
+	return th.x.commit(&th.w, nil, nil)
+}
 
 // delta publishes a text or reasoning delta. When the thread has nothing
 // pending (the part's row and everything before it are committed) it is
@@ -148,6 +159,18 @@ func (th *thread) flush() error { return th.x.commit(&th.w, nil, nil) }
 // first delta is not held until its end.
 func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 	x := th.x
+	if x.uncovered(time.Now()) {
+		// The store is not keeping up (an outage): what is not stored is
+		// not shown either, until a checkpoint lands.
+		x.streams.append(sp, text)
+		th.withhold(sp, text)
+		return nil
+	}
+	if len(th.withheld) > 0 {
+		if err := th.releaseWithheld(); err != nil {
+			return err
+		}
+	}
 	d := eventlog.Draft{Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
 		Data: forge.DeltaData{Delta: text}}
 	if th.w.empty() {
@@ -183,6 +206,65 @@ func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 	}
 	x.streams.append(sp, text)
 	return nil
+}
+
+// withheldDelta is text streamed while the store lagged (execution.uncovered),
+// not yet published; the checkpointer has it already.
+type withheldDelta struct {
+	sp   *streamingPart
+	text string
+}
+
+// withhold keeps text back, joined to the last withheld delta when that is
+// of the same part.
+func (th *thread) withhold(sp *streamingPart, text string) {
+	if n := len(th.withheld); n > 0 && th.withheld[n-1].sp == sp {
+		th.withheld[n-1].text += text
+		return
+	}
+	th.withheld = append(th.withheld, withheldDelta{sp: sp, text: text})
+}
+
+// releaseWithheld publishes the withheld deltas, the store having caught
+// up, as deltas are published (the checkpointer has their text already).
+func (th *thread) releaseWithheld() error {
+	x := th.x
+	if !th.w.empty() {
+		return th.flush() // it publishes them after what is pending
+	}
+	for len(th.withheld) > 0 {
+		wd := th.withheld[0]
+		d := eventlog.Draft{Type: forge.EventModelDelta, ID: wd.sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
+			Data: forge.DeltaData{Delta: wd.text}}
+		if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
+			return x.writeFailed(err)
+		}
+		th.withheld = th.withheld[1:]
+	}
+	th.withheld = nil
+	return nil
+}
+
+// foldWithheld moves the withheld deltas into the thread's batch, held
+// back until it commits (eventlog.Draft.BusOnly): a stored event is about
+// to join it, and the deltas must keep their place before it. Shown once
+// that write lands, they are shown only if stored.
+func (th *thread) foldWithheld() {
+	x := th.x
+	for _, wd := range th.withheld {
+		d := eventlog.Draft{Type: forge.EventModelDelta, ID: wd.sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
+			Data: forge.DeltaData{Delta: wd.text}, BusOnly: true}
+		if th.w.held == 0 {
+			th.heldSince = time.Now()
+		}
+		th.w.event(d)
+		th.w.held++
+		if th.w.heldOpen == nil {
+			th.w.heldOpen = map[string]bool{}
+		}
+		th.w.heldOpen[wd.sp.part.ID] = true
+	}
+	th.withheld = nil
 }
 
 // releaseHeld flushes the thread's writes when they hold deltas back: the
