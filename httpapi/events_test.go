@@ -290,6 +290,10 @@ func TestAuthAndTenants(t *testing.T) {
 		{method: "GET", path: sp + "/messages"},
 		{method: "GET", path: sp + "/messages?view=model"},
 		{method: "POST", path: sp + "/turns", body: msgTurn("hi")},
+		// With a key, twice: the second is not_found too, not a replay.
+		{method: "POST", path: sp + "/turns", body: msgTurn("hi"), header: keyed("t2-key")},
+		{method: "POST", path: sp + "/turns", body: msgTurn("hi"), header: keyed("t2-key")},
+		{method: "POST", path: sp + "/turns", body: msgTurn("hi"), header: map[string]string{"Idempotency-Key": "t2-key", "Accept": "text/event-stream"}},
 		{method: "GET", path: sp + "/turns"},
 		{method: "GET", path: sp + "/turns/" + turn.ID},
 		{method: "GET", path: sp + "/events"},

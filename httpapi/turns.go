@@ -264,12 +264,10 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if q != nil {
-		// A key is recorded only for a session of the caller's: check it
-		// before. Without one, the engine's read of the session is the
-		// only one.
-		if _, err := s.session(r); err != nil {
-			return err
-		}
+		// The engine's read of the session is the only one: a key of a
+		// session that is not the caller's is recorded in the caller's
+		// tenant, pending, and its requests are answered not_found by
+		// the engine like any other.
 		req.IdempotencyKey = q.key
 	}
 	if mode == modeStream {
