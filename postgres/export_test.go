@@ -68,3 +68,18 @@ func MigrateTo(ctx context.Context, url string, version int) error {
 // tenant, $2 session, $3 tip turn, $4 cursor, $5 thread, $6 limit, $7
 // from).
 func PageSQL() string { return branchPageSQL }
+
+// OnCheckpointGroup makes the leader of each group of checkpoints call f
+// with the group's size before writing it.
+func OnCheckpointGroup(s *Store, f func(n int)) {
+	s.checkpoints.mu.Lock()
+	defer s.checkpoints.mu.Unlock()
+	s.checkpoints.onGroup = f
+}
+
+// QueuedCheckpoints is how many checkpoints wait for a group.
+func QueuedCheckpoints(s *Store) int {
+	s.checkpoints.mu.Lock()
+	defer s.checkpoints.mu.Unlock()
+	return len(s.checkpoints.queue)
+}

@@ -100,6 +100,8 @@ type Store struct {
 	dicts *eventpack.DictCache
 	// cache keeps the session and agent rows turns begin from (cache.go).
 	cache *turnCache
+	// checkpoints groups the checkpoints of streaming text (checkpoints.go).
+	checkpoints checkpointGroups
 
 	closeOnce sync.Once
 }

@@ -241,7 +241,11 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 			ON CONFLICT (tenant, turn_id) DO UPDATE SET body = excluded.body`,
 			cb.Tenant, cb.TurnID, cb.SessionID, *snap)
 	}
-	if err := s.write(ctx, b); err != nil {
+	write := s.write
+	if isCheckpoint(cb) {
+		write = func(ctx context.Context, b *pgx.Batch) error { return s.checkpoints.write(ctx, s, b) }
+	}
+	if err := write(ctx, b); err != nil {
 		return err
 	}
 	if cb.Turn != nil && t.Ended() {
@@ -250,6 +254,12 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	}
 	storeutil.Committed(cb, &t, last)
 	return nil
+}
+
+// isCheckpoint reports whether cb only rewrites a running turn's part rows
+// (the engine's checkpoint of streaming text): such writes are grouped.
+func isCheckpoint(cb *forge.Batch) bool {
+	return cb.Turn == nil && cb.Snapshot == nil && len(cb.Events) == 0 && len(cb.Messages) == 0 && len(cb.Parts) > 0
 }
 
 const turnCols = `t.tenant, t.id, t.session_id, t.previous_turn_id, t.agent_id, t.agent_version, t.status,

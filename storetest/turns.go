@@ -299,6 +299,92 @@ var beginTurnTests = []test{
 }
 
 var commitTests = []test{
+	{name: "ConcurrentCheckpointsLandEachOnItsOwn", run: func(f *fixture) {
+		// Checkpoints (part rows alone) of many running turns at once, of
+		// two tenants: a store may write them together (PostgreSQL groups
+		// them), yet each lands or fails on its own fence and tenant.
+		type streaming struct {
+			ses   *forge.Session
+			turn  *forge.Turn
+			part  *forge.Part
+			ended bool
+		}
+		var all []*streaming
+		for i := range 12 {
+			tenant := tenantA
+			if i%2 == 1 {
+				tenant = tenantB
+			}
+			ses := f.newSession(tenant)
+			st := f.start(ses, nil, "hi")
+			reply := f.message(st.turn, ses.MainThreadID, forge.RoleAssistant)
+			reply.ParentID = ptr(st.msg.ID)
+			part := f.textPart(reply, "", forge.StateStreaming)
+			seq := f.seqs(ses, 2)
+			f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenant, SessionID: ses.ID, TurnID: st.turn.ID,
+				Messages: []*forge.Message{reply}, Parts: []*forge.Part{part},
+				Events: []forge.Event{f.event(st.turn, seq[0], forge.EventMessageCreated, reply.ID, reply),
+					f.event(st.turn, seq[1], forge.EventModelMessage, part.ID, part)}}), "Commit")
+			all = append(all, &streaming{ses: ses, turn: st.turn, part: part})
+		}
+		for _, i := range []int{3, 8} { // these turns end: their checkpoints are fenced out
+			f.end(all[i].ses, all[i].turn)
+			all[i].ended = true
+		}
+		const rounds = 5
+		var wg sync.WaitGroup
+		errs := make([][]error, len(all))
+		foreign := make([]error, len(all))
+		for i, st := range all {
+			errs[i] = make([]error, rounds)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds {
+					row := st.part.Clone()
+					row.Text = fmt.Sprintf("so far %d", r)
+					errs[i][r] = f.s.Commit(f.ctx, &forge.Batch{Tenant: st.ses.Tenant, SessionID: st.ses.ID,
+						TurnID: st.turn.ID, Parts: []*forge.Part{row}})
+				}
+				// The same checkpoint under the other tenant finds no turn.
+				other := tenantA
+				if st.ses.Tenant == tenantA {
+					other = tenantB
+				}
+				row := st.part.Clone()
+				row.Text = "foreign"
+				foreign[i] = f.s.Commit(f.ctx, &forge.Batch{Tenant: other, SessionID: st.ses.ID, TurnID: st.turn.ID,
+					Parts: []*forge.Part{row}})
+			}()
+		}
+		wg.Wait()
+		for i, st := range all {
+			for r, err := range errs[i] {
+				if st.ended {
+					f.is(err, forge.ErrTurnEnded, fmt.Sprintf("checkpoint %d of ended turn %d", r, i))
+				} else {
+					f.ok(err, fmt.Sprintf("checkpoint %d of turn %d", r, i))
+				}
+			}
+			if foreign[i] == nil {
+				f.Fatalf("turn %d: a checkpoint under another tenant landed", i)
+			}
+			want := fmt.Sprintf("so far %d", rounds-1)
+			if st.ended {
+				want = ""
+			}
+			ms, _ := f.branch(st.ses, st.turn.ID, st.ses.MainThreadID, 10, "")
+			got := "missing"
+			for _, m := range ms {
+				for _, p := range m.Parts {
+					if p.ID == st.part.ID {
+						got = p.Text
+					}
+				}
+			}
+			eq(f, got, want, fmt.Sprintf("turn %d's part text", i))
+		}
+	}},
 	{name: "WritesRowsAndUpsertsParts", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		st := f.start(ses, nil, "hi")
