@@ -1,9 +1,13 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf16"
 
 	"github.com/forge-runtime/forge"
@@ -86,10 +90,28 @@ func TestAgentPartsAskTheModelToDelegate(t *testing.T) {
 	}
 }
 
+// steerWaiting is a log handler that closes waiting when a steer message
+// waits for the running turn.
+type steerWaiting struct {
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (h *steerWaiting) Enabled(context.Context, slog.Level) bool { return true }
+func (h *steerWaiting) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "steer message waiting") {
+		h.once.Do(func() { close(h.waiting) })
+	}
+	return nil
+}
+func (h *steerWaiting) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *steerWaiting) WithGroup(string) slog.Handler      { return h }
+
 // A steer message joining a running turn gets its agent parts too.
 func TestAgentPartsOnASteerMessage(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	logs := &steerWaiting{waiting: make(chan struct{})}
+	h := newHarness(t, func(c *engine.Config) { c.Logger = slog.New(logs) })
 	subagentSetup(h)
 	s := h.session("lead")
 	release, called := make(chan struct{}), make(chan struct{})
@@ -100,11 +122,21 @@ func TestAgentPartsOnASteerMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-called
-	if _, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, engine.TurnRequest{
-		Input: []forge.Input{{Type: forge.InputMessage, Text: "and ask @writer"}}, IfBusy: forge.IfBusySteer}); err != nil {
-		t.Fatal(err)
+	steered := make(chan error, 1)
+	go func() {
+		_, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, engine.TurnRequest{
+			Input: []forge.Input{{Type: forge.InputMessage, Text: "and ask @writer"}}, IfBusy: forge.IfBusySteer})
+		steered <- err
+	}()
+	select {
+	case <-logs.waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the steer message never waited for the turn")
 	}
 	close(release)
+	if err := <-steered; err != nil {
+		t.Fatal(err)
+	}
 	if got := h.wait(s.ID, turn.ID); got.Status != forge.TurnDone {
 		t.Fatalf("turn %+v %+v", got, got.Error)
 	}
