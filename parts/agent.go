@@ -2,6 +2,7 @@ package parts
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -58,8 +59,9 @@ func DelegationRequest(name string) string {
 // Mentions finds the @mentions in text of the agents names lists: "@"
 // where no name character or letter comes before it, then a name that is
 // the whole token (the run of name characters after "@", or that run
-// without trailing dots ending a sentence). "a@writer.com" and
-// "@writer-2" mention no agent writer. Each agent is listed once, at its
+// without trailing dots ending a sentence; no letter, digit or "@" after
+// it). "a@writer.com", "@writer@host" and "@writer-2" mention no agent
+// writer. Each agent is listed once, at its
 // first mention, in order, and at most MaxAgentParts are. Offsets count
 // UTF-16 code units; a byte that is not UTF-8 counts one (it is U+FFFD to
 // a JSON reader).
@@ -73,35 +75,35 @@ func Mentions(text string, names []string) []forge.AgentData {
 	}
 	var out []forge.AgentData
 	seen := map[string]bool{}
-	units := 0             // UTF-16 code units before text[i]
-	prev := utf8.RuneError // the rune before text[i] (none at the start)
-	for i := 0; i < len(text) && len(out) < min(MaxAgentParts, len(want)); {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		if r == '@' && !wordRune(prev) {
-			j := i + 1
-			for j < len(text) && nameByte(text[j]) {
-				j++
-			}
+	// Code units are counted only up to a match: text without one is
+	// scanned at the speed of IndexByte.
+	units, counted := 0, 0 // UTF-16 code units in text[:counted]
+	for i := strings.IndexByte(text, '@'); i >= 0 && len(out) < min(MaxAgentParts, len(want)); {
+		j := i + 1
+		for j < len(text) && nameByte(text[j]) {
+			j++
+		}
+		if prev, _ := utf8.DecodeLastRuneInString(text[:i]); i == 0 || !wordRune(prev) {
 			name := text[i+1 : j]
 			if !want[name] {
 				for len(name) > 0 && name[len(name)-1] == '.' {
 					name = name[:len(name)-1]
 				}
 			}
-			// A letter or digit beyond ASCII right after the run
-			// continues the word.
+			// A letter or digit beyond ASCII, or "@" (an address),
+			// right after the run continues the token.
 			next, _ := utf8.DecodeRuneInString(text[j:])
-			if want[name] && !seen[name] && !unicode.IsLetter(next) && !unicode.IsDigit(next) {
+			if want[name] && !seen[name] && next != '@' && !unicode.IsLetter(next) && !unicode.IsDigit(next) {
 				seen[name] = true
+				units, counted = units+utf16Len(text[counted:i]), i
 				out = append(out, forge.AgentData{Name: name, Start: units, End: units + 1 + len(name)})
 			}
-			// The run is ASCII: one code unit a byte.
-			units += j - i
-			prev, i = rune(text[j-1]), j
-			continue
 		}
-		units += utf16Len(r)
-		prev, i = r, i+size
+		k := strings.IndexByte(text[j:], '@')
+		if k < 0 {
+			break
+		}
+		i = j + k
 	}
 	return out
 }
@@ -117,9 +119,16 @@ func wordRune(r rune) bool {
 	return r < utf8.RuneSelf && nameByte(byte(r)) || unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
-func utf16Len(r rune) int {
-	if r >= 0x10000 && r <= unicode.MaxRune {
-		return 2
+// utf16Len is the length of s in UTF-16 code units, a byte that is not
+// UTF-8 counting one (range decodes it as U+FFFD, one byte at a time).
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
 	}
-	return 1
+	return n
 }
