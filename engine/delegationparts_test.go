@@ -324,3 +324,56 @@ func TestSubtaskPartOfAResumedChild(t *testing.T) {
 		t.Fatalf("the paused turn's subtask changed: %+v", d)
 	}
 }
+
+// A delegation without a task starts no child thread and has no subtask
+// part: the model is told what the call needs.
+func TestDelegationWithoutATaskHasNoSubtask(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	subagentSetup(h)
+	s := h.session("lead")
+	h.model.pushFor("you lead", reply{calls: []forge.ToolCall{call("subagent_writer", `{"topic":"x"}`)}}, reply{deltas: []string{"sorry"}})
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v %+v", turn, turn.Error)
+	}
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	if ps, _ := subtaskParts(t, msgs); len(ps) != 0 || len(threadEvents(h, s.ID, forge.EventThreadCreated)) != 0 {
+		t.Fatalf("subtask parts %+v", ps)
+	}
+	var errText string
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == forge.PartTool && p.Error != nil {
+				errText = *p.Error
+			}
+		}
+	}
+	if !strings.Contains(errText, `{"task": "..."}`) {
+		t.Fatalf("call error %q", errText)
+	}
+}
+
+// When the write of the calls' running state (the running subtask parts
+// with them) keeps failing, no child thread starts.
+func TestFailedWriteBeforeADelegationStartsNoChild(t *testing.T) {
+	t.Parallel()
+	fs, sl := &faultyStore{}, &sleeps{}
+	h := newHarness(t, withFaults(fs, sl))
+	subagentSetup(h)
+	s := h.session("lead")
+	fs.setFail(hasRunningCall)
+	h.model.pushFor("you lead", reply{calls: []forge.ToolCall{call("subagent_writer", `{"task":"draft"}`)}})
+	turn := h.run(s.ID, msg("go"))
+	if turn.Status != forge.TurnErrored || turn.Error == nil || turn.Error.Code != forge.CodeStoreError {
+		t.Fatalf("turn %+v %+v", turn, turn.Error)
+	}
+	for _, r := range h.model.sent() {
+		if r.System == "you write" {
+			t.Fatal("the child ran on an unsaved state")
+		}
+	}
+	if n := len(threadEvents(h, s.ID, forge.EventThreadCreated)); n != 0 {
+		t.Fatalf("%d thread.created", n)
+	}
+}
