@@ -231,6 +231,40 @@ func TestSubtaskPartOfACancelledChild(t *testing.T) {
 	}
 }
 
+// A child still running when a cancel's ToolCancelWait runs out ends its
+// subtask cancelled (the call in doubt), and the turn ends.
+func TestSubtaskPartOfAChildThatOutlivesACancel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	subagentSetup(h)
+	s := h.session("lead")
+	stuck := make(chan struct{})
+	defer close(stuck) // the child ends, and the engine closes, after the test
+	h.model.pushFor("you lead", reply{calls: []forge.ToolCall{call("subagent_writer", `{"task":"long"}`)}})
+	h.model.pushFor("you write", reply{deltas: []string{"drafting"}, block: stuck, deaf: true})
+	turn, err := h.eng.StartTurn(h.ctx, forge.DefaultTenant, s.ID, msg("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, h, s.ID, forge.EventModelDelta)
+	cancelRunning(t, h, s.ID)
+	if got := h.wait(s.ID, turn.ID); got.Status != forge.TurnCancelled {
+		t.Fatalf("turn %+v", got)
+	}
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	ps, ds := subtaskParts(t, msgs)
+	if len(ps) != 1 || ps[0].State != forge.StateCompleted || ds[0].Status != forge.TurnCancelled {
+		t.Fatalf("subtask %+v %+v", ps, ds)
+	}
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == forge.PartTool && (p.Error == nil || !strings.HasPrefix(*p.Error, "in_doubt")) {
+				t.Fatalf("the delegating call %+v", p)
+			}
+		}
+	}
+}
+
 // A crash mid-child leaves the subtask running in the store; recovery
 // ends it cancelled, as it ends the turn, with a message.updated.
 func TestSubtaskPartAfterACrashMidChild(t *testing.T) {
