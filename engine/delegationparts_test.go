@@ -411,3 +411,43 @@ func TestFailedWriteBeforeADelegationStartsNoChild(t *testing.T) {
 		t.Fatalf("%d thread.created", n)
 	}
 }
+
+// A delegation that waits for approval starts no child, and has no
+// subtask, until it is approved; then its subtask is on the tool message
+// of the turn that runs it.
+func TestSubtaskPartOfAnApprovedDelegation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	subagentSetup(h)
+	h.agent("boss", func(a *forge.Agent) {
+		a.Instructions = "you lead"
+		a.Subagents = []string{"writer"}
+		a.Approval = map[string]string{"subagent_writer": forge.PolicyAsk}
+	})
+	s := h.session("boss")
+	h.model.pushFor("you lead", reply{calls: []forge.ToolCall{call("subagent_writer", `{"task":"draft"}`)}})
+	turn := h.run(s.ID, msg("go"))
+	if len(turn.RequiredActions) != 1 || turn.RequiredActions[0].Type != forge.ActionApproval {
+		t.Fatalf("turn %+v", turn)
+	}
+	first, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, turn.ID)
+	if ps, _ := subtaskParts(t, first); len(ps) != 0 {
+		t.Fatalf("subtask before approval %+v", ps)
+	}
+	h.model.pushFor("you write", reply{deltas: []string{"prose"}})
+	h.model.pushFor("you lead", reply{deltas: []string{"done"}})
+	next := h.run(s.ID, engine.TurnRequest{Input: []forge.Input{approve(turn.RequiredActions[0].CallID, true, "")}})
+	if next.Status != forge.TurnDone {
+		t.Fatalf("next %+v %+v", next, next.Error)
+	}
+	msgs, _ := h.store.TurnMessages(h.ctx, forge.DefaultTenant, next.ID)
+	ps, ds := subtaskParts(t, msgs)
+	if len(ps) != 1 || ds[0].Status != forge.TurnDone || ds[0].Prompt != "draft" || ds[0].CallID != turn.RequiredActions[0].CallID {
+		t.Fatalf("subtask %+v %+v", ps, ds)
+	}
+	for _, m := range msgs {
+		if m.ID == ps[0].MessageID && m.Role != forge.RoleTool {
+			t.Fatalf("subtask on a %s message", m.Role)
+		}
+	}
+}
