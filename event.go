@@ -208,6 +208,17 @@ type StepFinishData struct {
 	Estimated bool `json:"estimated,omitempty"`
 }
 
+// AgentData is the data of a direct session's agent part: an @mention
+// of one of the agent's subagents in a user message, which asks the model
+// to delegate to it. Start and End are the mention's offsets in the
+// message text ("@" included), in UTF-16 code units, as JavaScript
+// indexes a string.
+type AgentData struct {
+	Name  string `json:"name"`
+	Start int    `json:"start"`
+	End   int    `json:"end"`
+}
+
 // SubtaskData is the data of a subtask part: one delegation to a
 // subagent's child thread, and how it ended.
 type SubtaskData struct {

@@ -36,9 +36,11 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 			toRun = append(toRun, c)
 		}
 	}
+	th.startSubtasks(toRun)
 	if err := th.flush(); err != nil {
 		for _, c := range toRun {
 			th.toolError(c.part, "not run: the turn could not be saved before this call")
+			th.endSubtask(c, forge.TurnErrored)
 		}
 		return actions
 	}
@@ -98,6 +100,7 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 			// Calls still waiting for their turn never start.
 			for ; next < len(toRun); next++ {
 				th.toolError(toRun[next].part, "not run: the turn was cancelled before this call started")
+				th.endSubtask(toRun[next], forge.TurnCancelled)
 				remaining--
 			}
 			_ = th.flush()
@@ -109,6 +112,7 @@ func (th *thread) runCalls(calls []*call) []forge.RequiredAction {
 			for _, c := range toRun {
 				if c.part.State == forge.StateRunning {
 					th.toolError(c.part, "in_doubt: the turn was cancelled while this call ran; it may have had its effect")
+					th.endSubtask(c, forge.TurnCancelled)
 				}
 			}
 			return actions
@@ -231,6 +235,7 @@ func (th *thread) applyResolutions() []forge.RequiredAction {
 		case forge.InputToolResult:
 			p.State = forge.StateRunning
 			th.partEvent(forge.EventToolCall, p)
+			th.resumedSubtask(msg, res.subtask)
 			if in.IsError {
 				p.State = forge.StatePending // toolError emits the response
 				th.toolError(p, *in.Output)

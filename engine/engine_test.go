@@ -45,6 +45,9 @@ type reply struct {
 	// onCall runs when the model is called; onCancel when block ends by
 	// the call's cancellation.
 	onCall, onCancel func()
+	// deaf: block does not end with the call's cancellation (a model
+	// call that outlives a cancel).
+	deaf bool
 }
 
 // testModel answers calls from a queue and records what it was sent. It
@@ -110,9 +113,13 @@ func (m *testModel) Stream(ctx context.Context, req *forge.ModelRequest) iter.Se
 		}
 		if r.block != nil {
 			wait()
+			cancelled := ctx.Done()
+			if r.deaf {
+				cancelled = nil
+			}
 			select {
 			case <-r.block:
-			case <-ctx.Done():
+			case <-cancelled:
 				if r.onCancel != nil {
 					r.onCancel()
 				}

@@ -379,8 +379,11 @@ func (th *thread) takeSteers() {
 		p := th.newPart(msg, forge.PartText)
 		p.Text, p.State = s.text, forge.StateCompleted
 		msg.Parts = []*forge.Part{p}
+		th.addAgentParts(msg, s.text)
 		th.messageEvent(forge.EventMessageCreated, msg)
-		th.putPart(p)
+		for _, p := range msg.Parts {
+			th.putPart(p)
+		}
 		th.history = append(th.history, msg)
 		s.joined <- true
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -78,8 +79,16 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 	var drafts []eventlog.Draft
 	now := e.clock.Now()
 	for _, m := range msgs {
+		subtasks := false
 		for _, p := range m.Parts {
 			switch {
+			case p.Type == forge.PartSubtask && p.State == forge.StateRunning:
+				// The child thread died with the turn.
+				var d forge.SubtaskData
+				_ = json.Unmarshal(p.Data, &d)
+				d.Status = forge.TurnCancelled
+				p.State, p.Data = forge.StateCompleted, mustJSON(d)
+				subtasks = true
 			case (p.Type == forge.PartText || p.Type == forge.PartReasoning) && p.State == forge.StateStreaming:
 				p.State = forge.StateInterrupted
 				drafts = append(drafts, eventlog.Draft{Type: forge.EventModelMessage, ID: p.ID, TurnID: t.ID, ThreadID: m.ThreadID, Data: p.Clone()})
@@ -102,6 +111,9 @@ func (e *Engine) abandon(ctx context.Context, t *forge.Turn) error {
 			env := *m
 			env.Parts = nil
 			b.Messages = append(b.Messages, &env)
+		}
+		if subtasks {
+			drafts = append(drafts, eventlog.Draft{Type: forge.EventMessageUpdated, ID: m.ID, TurnID: t.ID, ThreadID: m.ThreadID, Data: m.Clone()})
 		}
 	}
 	reason := forge.CancelAbandoned

@@ -18,6 +18,8 @@ type call struct {
 	action *forge.RequiredAction
 	// run is set when the server answers the call now.
 	run *callable
+	// child is a delegation's child thread, set when it starts.
+	child *subtask
 }
 
 // step makes one model call and records it as an assistant message.

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/parts"
 )
 
 // subagentPrefix names the tool that delegates to a subagent.
-const subagentPrefix = "subagent_"
+const subagentPrefix = parts.SubagentPrefix
 
 var delegationSchema = json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","description":"What the agent should do, with everything it needs to know."}},"required":["task"]}`)
 
@@ -43,6 +45,21 @@ func (th *thread) prepareSubagents() {
 	}
 }
 
+// addAgentParts adds to msg, a user message of th with text, an agent part
+// per @mention of one of th's subagents (parts.Mentions), which asks the
+// model to delegate to it. Only a direct session's messages have them (a
+// forum's copies carry their own), and only where th may delegate.
+func (th *thread) addAgentParts(msg *forge.Message, text string) {
+	if th.x.session.Kind != forge.KindDirect || th.depth >= th.x.e.cfg.SubagentDepth {
+		return
+	}
+	for _, d := range parts.Mentions(text, th.agent.Subagents) {
+		p := th.newPart(msg, forge.PartAgent)
+		p.State, p.Data = forge.StateCompleted, mustJSON(d)
+		msg.Parts = append(msg.Parts, p)
+	}
+}
+
 // newChild returns the executor of a child thread of th running agent, in
 // the same turn: it shares the turn, its cancellation and its
 // checkpointer, and keeps its own messages, writes and iteration count.
@@ -60,17 +77,98 @@ type childResult struct {
 	usage  forge.Usage
 }
 
-// delegate runs a new child thread for call c (a delegation); its calls
-// are observed in obs (nil: the turn's context).
-func (th *thread) delegate(c *call, agent *forge.Agent, obs context.Context) childResult {
-	var in struct {
-		Task string `json:"task"`
+// subtask is a delegation's child thread and the subtask part that
+// records it on the message of the call.
+type subtask struct {
+	thread string
+	part   *forge.Part
+	data   forge.SubtaskData
+}
+
+// startSubtasks gives each delegation among calls its child thread's id
+// and a running subtask part (one message.updated per message), written
+// with the calls' running state before any of them starts. A delegation
+// without a task starts no thread and has none.
+func (th *thread) startSubtasks(calls []*call) {
+	var msgs []*forge.Message
+	for _, c := range calls {
+		if c.run.kind != delegation {
+			continue
+		}
+		var in struct {
+			Task string `json:"task"`
+		}
+		if json.Unmarshal(c.part.Arguments, &in) != nil || in.Task == "" {
+			continue
+		}
+		id := th.x.e.ids.New(forge.PrefixThread)
+		st := &subtask{thread: id, part: th.newPart(c.msg, forge.PartSubtask),
+			data: forge.SubtaskData{Agent: c.run.sub.Name, ThreadID: id, CallID: c.part.CallID, Prompt: in.Task, Status: forge.TurnRunning}}
+		st.part.State, st.part.Data = forge.StateRunning, mustJSON(st.data)
+		c.child = st
+		c.msg.Parts = append(c.msg.Parts, st.part)
+		th.putPart(st.part)
+		if !slices.Contains(msgs, c.msg) {
+			msgs = append(msgs, c.msg)
+		}
 	}
-	if err := json.Unmarshal(c.part.Arguments, &in); err != nil || in.Task == "" {
+	for _, m := range msgs {
+		th.messageEvent(forge.EventMessageUpdated, m)
+	}
+}
+
+// endSubtask records the end of c's child thread, status, on its subtask
+// part (the same part), with message.updated. A delegation that started
+// no thread, or whose part has ended, changes nothing.
+func (th *thread) endSubtask(c *call, status string) {
+	st := c.child
+	if st == nil || st.part.State != forge.StateRunning {
+		return
+	}
+	st.data.Status = status
+	st.part.State, st.part.Data = forge.StateCompleted, mustJSON(st.data)
+	st.part.UpdatedAt = th.x.e.clock.Now()
+	th.putPart(st.part)
+	th.messageEvent(forge.EventMessageUpdated, c.msg)
+}
+
+// resumedSubtask records how a child resumed in this turn ended, d, as a
+// subtask part of msg, the tool message that carries its result: the
+// message that delegated is an earlier turn's, whose rows never change
+// (other branches may fork from it), as a client tool's result joins the
+// resuming turn's tool message. Nothing for a nil d.
+func (th *thread) resumedSubtask(msg *forge.Message, d *forge.SubtaskData) {
+	if d == nil {
+		return
+	}
+	p := th.newPart(msg, forge.PartSubtask)
+	p.State, p.Data = forge.StateCompleted, mustJSON(d)
+	msg.Parts = append(msg.Parts, p)
+	th.putPart(p)
+	th.messageEvent(forge.EventMessageUpdated, msg)
+}
+
+// subtaskStatus is a subtask's status for a child's end: done,
+// user-input-required when it paused, else the child's status (errored,
+// cancelled).
+func subtaskStatus(out outcome) string {
+	switch {
+	case len(out.actions) > 0:
+		return forge.ThreadUserInputRequired
+	case out.output != nil:
+		return forge.TurnDone
+	}
+	return out.status
+}
+
+// delegate runs the child thread of call c (a delegation, started by
+// startSubtasks); its calls are observed in obs (nil: the turn's context).
+func (th *thread) delegate(c *call, agent *forge.Agent, obs context.Context) childResult {
+	if c.child == nil {
 		return childResult{out: outcome{status: forge.TurnErrored, err: &forge.TurnError{Code: forge.CodeToolError,
 			Message: `a subagent needs {"task": "..."}`}}}
 	}
-	id := th.x.e.ids.New(forge.PrefixThread)
+	id := c.child.thread
 	child := th.x.newThread(id, agent, th.depth+1, nil)
 	child.obsParent = obs
 	child.event(forge.EventThreadCreated, id, forge.ThreadCreatedData{
@@ -79,7 +177,7 @@ func (th *thread) delegate(c *call, agent *forge.Agent, obs context.Context) chi
 	child.prepareTools()
 	m := child.newMessage(forge.RoleUser)
 	p := child.newPart(m, forge.PartText)
-	p.Text, p.State = in.Task, forge.StateCompleted
+	p.Text, p.State = c.child.data.Prompt, forge.StateCompleted
 	m.Parts = append(m.Parts, p)
 	child.messageEvent(forge.EventMessageCreated, m)
 	child.putPart(p)
@@ -109,7 +207,7 @@ func (th *thread) finishChild(out outcome) childResult {
 func (th *thread) recordChild(c *call, res childResult) []forge.RequiredAction {
 	p := c.part
 	th.noteChild(res, p.CallID)
-	th.recordSubtask(c, res)
+	th.endSubtask(c, subtaskStatus(res.out))
 	switch {
 	case len(res.out.actions) > 0:
 		p.State = forge.StatePending
@@ -144,38 +242,6 @@ func (th *thread) noteChild(res childResult, callID string) {
 		}
 	}
 	th.children[res.thread] = st
-}
-
-// recordSubtask adds a subtask part, the delegation's record for clients,
-// to the assistant message that made call c. The model is never shown it
-// (parts.Subtask): the call and its result already carry the delegation.
-func (th *thread) recordSubtask(c *call, res childResult) {
-	var msg *forge.Message
-	for i := len(th.history) - 1; i >= 0 && msg == nil; i-- {
-		if th.history[i].ID == c.part.MessageID {
-			msg = th.history[i]
-		}
-	}
-	if msg == nil {
-		return
-	}
-	var in struct {
-		Task string `json:"task"`
-	}
-	_ = json.Unmarshal(c.part.Arguments, &in)
-	status := res.out.status
-	if len(res.out.actions) > 0 {
-		status = forge.ThreadUserInputRequired
-	} else if res.out.output != nil {
-		status = forge.TurnDone
-	}
-	sp := th.newPart(msg, forge.PartSubtask)
-	sp.State = forge.StateCompleted
-	sp.Data = mustJSON(forge.SubtaskData{Agent: c.run.sub.Name, ThreadID: res.thread,
-		CallID: c.part.CallID, Prompt: in.Task, Status: status})
-	msg.Parts = append(msg.Parts, sp)
-	th.putPart(sp)
-	th.messageEvent(forge.EventMessageUpdated, msg)
 }
 
 func subagentFailure(out outcome) string {
@@ -237,9 +303,13 @@ func (th *thread) resumeChildren() (own []resolution, actions []forge.RequiredAc
 			text := subagentFailure(res.out)
 			in.Output, in.IsError = &text, true
 		}
+		var task struct {
+			Task string `json:"task"`
+		}
+		_ = json.Unmarshal(parentCall.Arguments, &task)
 		own = append(own, resolution{input: in, action: forge.RequiredAction{
 			Type: forge.ActionClientTool, CallID: st.CallID, ThreadID: th.id, Tool: parentCall.Tool, Arguments: parentCall.Arguments,
-		}})
+		}, subtask: &forge.SubtaskData{Agent: st.Agent, ThreadID: id, CallID: st.CallID, Prompt: task.Task, Status: subtaskStatus(res.out)}})
 	}
 	return own, actions, nil
 }

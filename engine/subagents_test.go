@@ -242,6 +242,10 @@ func TestSubtaskPartRecordsEachDelegation(t *testing.T) {
 		t.Fatalf("turn %+v %+v", turn, turn.Error)
 	}
 	msgs, _, _ := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID, ThreadID: s.MainThreadID})
+	// Each parallel delegation has its own part, one for its whole life.
+	if ps, _ := subtaskParts(t, msgs); len(ps) != 2 || ps[0].ID == ps[1].ID || ps[0].MessageID != ps[1].MessageID {
+		t.Fatalf("subtask parts %+v", ps)
+	}
 	got := map[string]forge.SubtaskData{}
 	for _, m := range msgs {
 		for _, p := range m.Parts {

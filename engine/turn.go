@@ -275,6 +275,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 			msg.Parts = []*forge.Part{p}
 		}
 		th.fileParts(msg, attachments)
+		th.addAgentParts(msg, req.Input[0].Text)
 		msgs = append(msgs, msg)
 		th.history = append(th.history, msg)
 		drafts = append(drafts, eventlog.Draft{Type: forge.EventMessageCreated, ID: msg.ID, TurnID: turn.ID, ThreadID: msg.ThreadID, Data: msg})
@@ -446,6 +447,9 @@ func (e *Engine) agentLookup(ctx context.Context, tenant string, sess *forge.Ses
 type resolution struct {
 	input  forge.Input
 	action forge.RequiredAction
+	// subtask is set when the result is a resumed child's: its subtask
+	// as it ended.
+	subtask *forge.SubtaskData
 }
 
 // validateInput checks the input against the open calls of the turn chained

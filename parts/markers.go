@@ -9,8 +9,6 @@ import (
 // The kinds the model is never shown and that cost it nothing: records of
 // the turn for clients and the store.
 var (
-	// Agent names the agent that wrote a forum message (its Text).
-	Agent = register(&Kind{Type: forge.PartAgent})
 	// Subtask is a delegated call's child thread.
 	Subtask = register(&Kind{Type: forge.PartSubtask})
 	// StepStart opens a model call.
