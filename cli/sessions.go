@@ -441,6 +441,17 @@ func (p *printer) part(pt *forge.Part) {
 		var d forge.CompactionData
 		_ = json.Unmarshal(pt.Data, &d)
 		p.line(2, "[context compacted (%s)]", safe(d.Reason, 40))
+	case forge.PartSubtask:
+		var d forge.SubtaskData
+		_ = json.Unmarshal(pt.Data, &d)
+		p.line(2, "[subtask %s %s: %s]", safe(d.Agent, 80), safe(d.Status, 40), clip(sanitize(oneLine(d.Prompt, maxArgRunes)), maxArgRunes))
+	case forge.PartAgent:
+		var d forge.AgentData
+		name := pt.Text // a forum copy's agent part names its agent in text
+		if json.Unmarshal(pt.Data, &d) == nil && d.Name != "" {
+			name = d.Name
+		}
+		p.line(2, "[@%s]", safe(name, 80))
 	case forge.PartStepStart, forge.PartStepFinish:
 		// The turn line carries the usage; steps add nothing readable.
 	default:

@@ -441,3 +441,16 @@ func TestPrinterShowsOverrides(t *testing.T) {
 		t.Errorf("printed:\n%s\nwant it to hold:\n%s", out, want)
 	}
 }
+
+func TestPrinterShowsDelegationParts(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	p := &printer{w: &b}
+	p.part(&forge.Part{Type: forge.PartAgent, Data: json.RawMessage(`{"name":"writer","start":4,"end":11}`)})
+	p.part(&forge.Part{Type: forge.PartAgent, Text: "bob"}) // a forum copy's
+	p.part(&forge.Part{Type: forge.PartSubtask, Data: json.RawMessage(`{"agent":"writer","thread_id":"thr_1","call_id":"c1","prompt":"Draft the\nreply \u001b[31m","status":"running"}`)})
+	want := "    [@writer]\n    [@bob]\n    [subtask writer running: Draft the reply \\x1b[31m]\n"
+	if got := b.String(); got != want {
+		t.Fatalf("got\n%q\nwant\n%q", got, want)
+	}
+}
