@@ -184,6 +184,11 @@ type Options struct {
 	// larger than LineCountMaxSize, files are compared by size, times,
 	// inode and mode.
 	SnapshotHashBytes int64
+	// MaxSnapshots bounds the workspace snapshots a session keeps (100);
+	// the oldest are pruned, with the blobs no other one holds. The
+	// snapshots' store is also bounded by WorkspaceQuota: the oldest go
+	// first to make room (see snapshots.go).
+	MaxSnapshots int
 }
 
 // Limit defaults (Options).
@@ -198,6 +203,7 @@ const (
 	DefaultUIDBase           = 1_900_000_000
 	DefaultUIDCount          = 65536
 	DefaultSnapshotHashBytes = 256 << 20
+	DefaultMaxSnapshots      = 100
 )
 
 func (o *Options) setLimitDefaults() {
@@ -225,6 +231,7 @@ func (o *Options) setLimitDefaults() {
 	defInt(&o.SessionCommands, DefaultSessionCommands)
 	defInt(&o.MaxCommands, DefaultMaxCommands)
 	def64(&o.SnapshotHashBytes, DefaultSnapshotHashBytes)
+	defInt(&o.MaxSnapshots, DefaultMaxSnapshots)
 	if o.QuotaCheckInterval <= 0 {
 		o.QuotaCheckInterval = time.Second
 	}
@@ -455,6 +462,7 @@ func (m *Manager) Get(ctx context.Context, sessionID string) (*Sandbox, bool, er
 		gid:   -1,
 		procs: map[uint64]context.CancelCauseFunc{},
 		usage: -1,
+		snaps: newSnapStore(base),
 	}
 	if m.opts.SessionCommands > 0 {
 		sb.slots = make(chan struct{}, m.opts.SessionCommands)
