@@ -233,5 +233,8 @@ func (e *Engine) RestoreWorkspace(ctx context.Context, tenant, sessionID, snapsh
 	if t != nil {
 		return res, forge.Errorf(forge.ErrTurnInProgress, "turn %s is running in this session; restore its workspace once it has ended (or cancel it)", t.ID)
 	}
-	return r.RestoreSnapshot(ctx, sessionID, snapshotID)
+	// Once begun, a restore finishes (it is bounded by the snapshot
+	// store's size): a client gone halfway must not leave the files half
+	// restored.
+	return r.RestoreSnapshot(context.WithoutCancel(ctx), sessionID, snapshotID)
 }

@@ -7,7 +7,7 @@ package sandbox
 // a command can neither see nor change a snapshot.
 //
 //	snapshots/blobs/ab/abcdef…   file contents, named by their sha256
-//	snapshots/manifests/<id>.json.gz   path -> hash, size, mode, metadata; symlinks; directories
+//	snapshots/manifests/<id>   path -> hash, size, mode, metadata; symlinks; directories (manifest.go)
 //	snapshots/HEAD   the id the files were last saved as or restored to
 //
 // Snapshots of a session share blobs. A manifest is built from the previous
@@ -28,12 +28,10 @@ package sandbox
 // directories are never snapshotted nor touched by a restore.
 
 import (
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -83,28 +81,28 @@ type snapRef struct {
 // manifest is one snapshot: every file of the work directory (outside
 // .git) and every directory.
 type manifest struct {
-	ID    string            `json:"id"`
-	Seq   int64             `json:"seq"`
-	Files map[string]*entry `json:"files"`
-	Dirs  map[string]uint32 `json:"dirs,omitempty"`
+	ID    string
+	Seq   int64
+	Files map[string]*entry
+	Dirs  map[string]uint32
 	// Skipped are files that were there but could not be kept: a restore
 	// leaves them as they are.
-	Skipped []string `json:"skipped,omitempty"`
+	Skipped []string
 	// Truncated: the walk stopped at MaxSnapshotFiles.
-	Truncated bool `json:"truncated,omitempty"`
-	Partial   bool `json:"partial,omitempty"`
+	Truncated bool
+	Partial   bool
 }
 
 // entry is a regular file (Hash) or a symlink (Link). Entries are shared
 // between manifests in memory and never changed once made.
 type entry struct {
-	Hash string `json:"hash,omitempty"`
-	Size int64  `json:"size,omitempty"`
-	Mode uint32 `json:"mode,omitempty"`
-	Link string `json:"link,omitempty"`
+	Hash string
+	Size int64
+	Mode uint32
+	Link string
 	// Meta is mtime, ctime, device and inode as the file had them: the
 	// next manifest reuses the entry while they hold.
-	Meta [4]int64 `json:"meta"`
+	Meta [4]int64
 }
 
 func metaKey(m fileMeta) [4]int64 {
@@ -120,7 +118,7 @@ func (st *snapStore) blobPath(h string) string {
 }
 
 func (st *snapStore) manifestPath(id string) string {
-	return filepath.Join(st.dir, "manifests", id+".json.gz")
+	return filepath.Join(st.dir, "manifests", id)
 }
 
 // load reads the store once (st.mu held): the manifests' references, the
@@ -147,8 +145,8 @@ func (st *snapStore) load() error {
 	}
 	for _, de := range ents {
 		name := de.Name()
-		id, ok := strings.CutSuffix(name, ".json.gz")
-		if !ok || !snapshotIDPattern.MatchString(id) {
+		id := name
+		if !snapshotIDPattern.MatchString(id) {
 			_ = os.Remove(filepath.Join(st.dir, "manifests", name))
 			continue
 		}
@@ -193,27 +191,18 @@ func (st *snapStore) load() error {
 }
 
 func (st *snapStore) readManifest(id string) (*manifest, int64, error) {
-	f, err := os.Open(st.manifestPath(id))
+	data, err := os.ReadFile(st.manifestPath(id))
 	if err != nil {
 		return nil, 0, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	m, err := decodeManifest(data)
 	if err != nil {
-		return nil, 0, err
-	}
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, 0, err
-	}
-	var m manifest
-	if err := json.NewDecoder(zr).Decode(&m); err != nil {
 		return nil, 0, err
 	}
 	if m.ID != id {
 		return nil, 0, fmt.Errorf("manifest %s names %s", id, m.ID)
 	}
-	return &m, fi.Size(), nil
+	return m, int64(len(data)), nil
 }
 
 // writeAtomic writes a file of the store through a temporary file and a
@@ -441,15 +430,10 @@ func (s *Sandbox) keep(ctx context.Context, id string, after *Snapshot) (*forge.
 		take(p, e)
 	}
 	m.Partial = m.Truncated || len(m.Skipped) > 0
+	data := encodeManifest(m)
 	size, err := writeAtomic(st.manifestPath(id), func(w io.Writer) error {
-		zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
-		if err != nil {
-			return err
-		}
-		if err := json.NewEncoder(zw).Encode(m); err != nil {
-			return err
-		}
-		return zw.Close()
+		_, err := w.Write(data)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: snapshot manifest: %w", err)
@@ -609,6 +593,9 @@ func (s *Sandbox) Restore(ctx context.Context, id string) (forge.WorkspaceRestor
 	cur, err := s.walkState(ctx)
 	if err != nil {
 		return res, fmt.Errorf("sandbox: restore: %w", err)
+	}
+	if cur.truncated {
+		res.Partial = true // files past the walk's bound stay
 	}
 	var failed []error
 	fail := func(p string, err error) {
@@ -846,7 +833,7 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, sessionID, snapshotID str
 	if !validID.MatchString(sessionID) {
 		return res, forge.Errorf(forge.ErrSnapshotNotFound, "this session has no workspace snapshot %s", snapshotID)
 	}
-	if _, err := os.Lstat(filepath.Join(m.root, sessionID, "snapshots", "manifests", snapshotID+".json.gz")); err != nil {
+	if _, err := os.Lstat(filepath.Join(m.root, sessionID, "snapshots", "manifests", snapshotID)); err != nil {
 		return res, forge.Errorf(forge.ErrSnapshotNotFound, "this session has no workspace snapshot %s", snapshotID)
 	}
 	sb, _, err := m.Get(ctx, sessionID)
