@@ -398,3 +398,39 @@ func slicesContain(s []string, v string) bool {
 	}
 	return false
 }
+
+// Any name a file may have survives the manifest: spaces, quotes, newlines,
+// bytes that are not UTF-8; a damaged manifest is refused, not half read.
+func TestManifestRoundTrip(t *testing.T) {
+	t.Parallel()
+	h := strings.Repeat("ab", 32)
+	m := &manifest{ID: "snap_x", Seq: 7, Truncated: true, Partial: true,
+		Files: map[string]*entry{
+			"a b.txt":      {Hash: h, Size: 3, Mode: 0o644, Meta: [4]int64{1, 2, 3, 4}},
+			"new\nline":    {Hash: h, Size: 0, Mode: 0o600, Meta: [4]int64{-1, 0, 0, 9}},
+			`q"uote\x`:     {Link: "../target with spaces"},
+			"d/\xff\xfe.b": {Hash: h, Size: 5, Mode: 0o755},
+		},
+		Dirs:    map[string]uint32{"d": 0o750, "e mpty": 0o700},
+		Skipped: []string{"big one.bin"},
+	}
+	got, err := decodeManifest(encodeManifest(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != m.ID || got.Seq != m.Seq || !got.Truncated || !got.Partial || len(got.Files) != 4 ||
+		len(got.Dirs) != 2 || got.Dirs["e mpty"] != 0o700 || len(got.Skipped) != 1 || got.Skipped[0] != "big one.bin" {
+		t.Fatalf("decoded %+v", got)
+	}
+	for p, e := range m.Files {
+		if g := got.Files[p]; g == nil || *g != *e {
+			t.Errorf("%q: %+v, want %+v", p, g, e)
+		}
+	}
+	for _, bad := range []string{"", "forge-snapshot 2 snap_x 1 -\n", "forge-snapshot 1 snap_x 1 -\nf abc 1 644 1 2 3 4 \"a\"\n",
+		"forge-snapshot 1 snap_x 1 -\nd 755 a\n", "forge-snapshot 1 snap_x 1 -\nx \"a\"\n"} {
+		if _, err := decodeManifest([]byte(bad)); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
