@@ -258,6 +258,8 @@ type Manager struct {
 	// snapshotHook, set by tests, is called at each entry a snapshot
 	// walks.
 	snapshotHook func()
+	// stores bounds the memory of the workspace snapshot stores loaded.
+	stores *storeLRU
 
 	mu     sync.Mutex // guards the following
 	boxes  map[string]*Sandbox
@@ -314,7 +316,7 @@ func NewManager(root string, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: resolve root: %w", err)
 	}
-	m := &Manager{root: real, opts: opts, log: opts.Logger, boxes: map[string]*Sandbox{}}
+	m := &Manager{root: real, opts: opts, log: opts.Logger, boxes: map[string]*Sandbox{}, stores: newStoreLRU(snapshotMemoryEntries)}
 	var nofile syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err == nil {
 		m.nofileMax = nofile.Max
@@ -518,6 +520,9 @@ func (m *Manager) Remove(sessionID string) error {
 	m.mu.Unlock()
 	if sb != nil {
 		sb.removed()
+		if sb.snaps != nil {
+			m.stores.forget(sb.snaps)
+		}
 	}
 	if err := os.RemoveAll(filepath.Join(m.root, sessionID)); err != nil {
 		return fmt.Errorf("sandbox: remove: %w", err)

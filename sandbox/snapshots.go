@@ -28,6 +28,7 @@ package sandbox
 // directories are never snapshotted nor touched by a restore.
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -288,6 +289,99 @@ func (st *snapStore) room(need, limit int64) bool {
 	return st.bytes+need <= limit
 }
 
+// snapshotMemoryEntries bounds what the Manager keeps in memory of the
+// stores it loaded (the head manifest's entries and the blob counts: some
+// 200 bytes each); past it the stores used least recently are unloaded and
+// read again from disk when next used.
+const snapshotMemoryEntries = 500_000
+
+// storeLRU tracks the loaded snapshot stores of a Manager.
+type storeLRU struct {
+	mu     sync.Mutex // guards the following
+	budget int
+	total  int
+	order  *list.List // of *snapStore, most recently used first
+	elems  map[*snapStore]*list.Element
+	weight map[*snapStore]int
+}
+
+func newStoreLRU(budget int) *storeLRU {
+	return &storeLRU{budget: budget, order: list.New(), elems: map[*snapStore]*list.Element{}, weight: map[*snapStore]int{}}
+}
+
+// used records that st was just used, with weight w (0: not loaded), and
+// unloads the least recently used others while the total is over budget.
+// It is called with st.mu released; a store busy meanwhile (its lock
+// taken) is left loaded and counted again when its user is done.
+func (l *storeLRU) used(st *snapStore, w int) {
+	var victims []*snapStore
+	l.mu.Lock()
+	l.drop(st)
+	if w > 0 {
+		l.elems[st] = l.order.PushFront(st)
+		l.weight[st] = w
+		l.total += w
+	}
+	for l.total > l.budget && l.order.Len() > 1 {
+		v := l.order.Back().Value.(*snapStore)
+		l.drop(v)
+		victims = append(victims, v)
+	}
+	l.mu.Unlock()
+	for _, v := range victims {
+		if v.mu.TryLock() {
+			v.unload()
+			v.mu.Unlock()
+		}
+	}
+}
+
+func (l *storeLRU) forget(st *snapStore) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drop(st)
+}
+
+func (l *storeLRU) drop(st *snapStore) {
+	if e := l.elems[st]; e != nil {
+		l.order.Remove(e)
+		delete(l.elems, st)
+		l.total -= l.weight[st]
+		delete(l.weight, st)
+	}
+}
+
+// weight is what st holds in memory (st.mu held).
+func (st *snapStore) weight() int {
+	if !st.loaded {
+		return 0
+	}
+	n := len(st.refs)
+	if st.head != nil {
+		n += len(st.head.Files)
+	}
+	return n
+}
+
+// unload forgets what load read (st.mu held); the next use reads it again.
+func (st *snapStore) unload() {
+	st.loaded = false
+	st.list, st.refs, st.blobSize, st.head = nil, nil, nil, nil
+	st.bytes = 0
+}
+
+// lockSnapshots takes the store's lock; the func it returns releases it
+// and records the use (storeLRU).
+func (s *Sandbox) lockSnapshots() (st *snapStore, unlock func()) {
+	st = s.snaps
+	st.mu.Lock()
+	return st, func() {
+		w := st.weight()
+		st.mu.Unlock()
+		s.m.stores.used(st, w)
+	}
+}
+
 // TrackSnapshot is Track whose changes func also keeps a restorable
 // snapshot when the step changed files (forge.SnapshotSandbox). A snapshot
 // that cannot be kept is logged and returned nil: it never fails the step.
@@ -317,12 +411,11 @@ var _ forge.SnapshotSandbox = (*Sandbox)(nil)
 // LatestSnapshot is the snapshot the files were last saved as or restored
 // to, nil when there is none (or it was pruned).
 func (s *Sandbox) LatestSnapshot() *forge.WorkspaceSnapshot {
-	st := s.snaps
-	if st == nil {
+	if s.snaps == nil {
 		return nil
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := s.lockSnapshots()
+	defer unlock()
 	if err := st.load(); err != nil || st.head == nil || !st.has(st.head.ID) {
 		return nil
 	}
@@ -331,12 +424,11 @@ func (s *Sandbox) LatestSnapshot() *forge.WorkspaceSnapshot {
 
 // Snapshots lists the session's workspace snapshots, oldest first.
 func (s *Sandbox) Snapshots() ([]string, error) {
-	st := s.snaps
-	if st == nil {
+	if s.snaps == nil {
 		return nil, nil
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := s.lockSnapshots()
+	defer unlock()
 	if err := st.load(); err != nil {
 		return nil, err
 	}
@@ -350,15 +442,14 @@ func (s *Sandbox) Snapshots() ([]string, error) {
 // keep saves a snapshot named id of the files as after (the step's walk)
 // found them.
 func (s *Sandbox) keep(ctx context.Context, id string, after *Snapshot) (*forge.WorkspaceSnapshot, error) {
-	st := s.snaps
-	if st == nil {
+	if s.snaps == nil {
 		return nil, errors.New("sandbox: no snapshot store")
 	}
 	if !snapshotIDPattern.MatchString(id) {
 		return nil, fmt.Errorf("sandbox: invalid snapshot id %q", id)
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := s.lockSnapshots()
+	defer unlock()
 	if err := st.load(); err != nil {
 		return nil, err
 	}
@@ -565,12 +656,11 @@ func (s *Sandbox) Restore(ctx context.Context, id string) (forge.WorkspaceRestor
 	if !snapshotIDPattern.MatchString(id) {
 		return res, forge.Errorf(forge.ErrInvalid, "snapshot %q is not a snapshot id (snap_...)", id)
 	}
-	st := s.snaps
-	if st == nil {
+	if s.snaps == nil {
 		return res, forge.Errorf(forge.ErrSnapshotNotFound, "this session has no workspace snapshot %s", id)
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st, unlock := s.lockSnapshots()
+	defer unlock()
 	if err := st.load(); err != nil {
 		return res, err
 	}

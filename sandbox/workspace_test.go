@@ -434,3 +434,52 @@ func TestManifestRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Past the Manager's memory budget the stores used least recently are
+// unloaded; they are read again from disk when next used, whole.
+func TestSnapshotStoresUnloadPastTheirMemoryBudget(t *testing.T) {
+	t.Parallel()
+	m, a := newBox(t, Options{UseBwrap: BwrapOff})
+	m.stores.budget = 30
+	b, _, err := m.Get(t.Context(), "ses_b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := func(sb *Sandbox, content string) func() {
+		return func() {
+			for i := range 10 {
+				writeHost(t, fmt.Sprintf("%s/f%d", sb.Dir(), i), content+itoa(i))
+			}
+		}
+	}
+	step(t, a, "snap_a1", files(a, "a"))
+	step(t, a, "snap_a2", files(a, "A"))
+	if !a.snaps.loaded {
+		t.Fatal("a not loaded")
+	}
+	step(t, b, "snap_b1", files(b, "b")) // a (10 + 20) and b (10 + 10) exceed 30
+	a.snaps.mu.Lock()
+	loaded := a.snaps.loaded
+	a.snaps.mu.Unlock()
+	if loaded || !b.snaps.loaded {
+		t.Fatalf("loaded: a %v, b %v", loaded, b.snaps.loaded)
+	}
+	if got := a.LatestSnapshot(); got == nil || got.ID != "snap_a2" {
+		t.Fatalf("a's latest after reload %+v", got)
+	}
+	if _, err := a.Restore(t.Context(), "snap_a1"); err != nil {
+		t.Fatal(err)
+	}
+	if readHost(t, a.Dir()+"/f3") != "a3" {
+		t.Fatal("a not restored after reload")
+	}
+	if err := m.Remove("ses_b"); err != nil {
+		t.Fatal(err)
+	}
+	m.stores.mu.Lock()
+	_, kept := m.stores.elems[b.snaps]
+	m.stores.mu.Unlock()
+	if kept {
+		t.Fatal("a removed sandbox's store is still counted")
+	}
+}
