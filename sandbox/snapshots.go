@@ -735,7 +735,7 @@ func (s *Sandbox) Restore(ctx context.Context, id string) (forge.WorkspaceRestor
 	}
 	sort.Strings(dirs) // parents first
 	for _, p := range dirs {
-		if err := s.restoreDir(root, p, fs.FileMode(m.Dirs[p])); err != nil {
+		if err := s.restoreDir(root, p); err != nil {
 			fail(p, err)
 		}
 	}
@@ -762,6 +762,11 @@ func (s *Sandbox) Restore(ctx context.Context, id string) (forge.WorkspaceRestor
 			res.Written++
 		}
 	}
+	for i := len(dirs) - 1; i >= 0; i-- { // children first
+		if err := restoreDirMode(root, dirs[i], fs.FileMode(m.Dirs[dirs[i]])); err != nil {
+			fail(dirs[i], err)
+		}
+	}
 	// The quota is measured again before the next write.
 	s.mu.Lock()
 	s.usage = -1
@@ -778,15 +783,13 @@ func (s *Sandbox) Restore(ctx context.Context, id string) (forge.WorkspaceRestor
 	return res, nil
 }
 
-// restoreDir makes p a directory with perm, replacing whatever else is
-// there (a symlink is removed, not followed).
-func (s *Sandbox) restoreDir(root *os.Root, p string, perm fs.FileMode) error {
+// restoreDir makes p a directory, replacing whatever else is there (a
+// symlink is removed, not followed). Its mode is set after the files are
+// written (restoreDirModes): a read-only directory still takes them.
+func (s *Sandbox) restoreDir(root *os.Root, p string) error {
 	fi, err := root.Lstat(p)
 	switch {
 	case err == nil && fi.IsDir():
-		if fi.Mode().Perm() != perm {
-			return root.Chmod(p, perm)
-		}
 		return nil
 	case err == nil:
 		if err := root.Remove(p); err != nil {
@@ -795,16 +798,26 @@ func (s *Sandbox) restoreDir(root *os.Root, p string, perm fs.FileMode) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	if err := root.Mkdir(p, perm); err != nil {
-		return err
-	}
-	if err := root.Chmod(p, perm); err != nil {
+	if err := root.Mkdir(p, 0o700); err != nil {
 		return err
 	}
 	if s.uid >= 0 {
 		return root.Lchown(p, s.uid, s.gid)
 	}
 	return nil
+}
+
+// restoreDirMode sets a directory's permissions back (p was made a
+// directory by restoreDir).
+func restoreDirMode(root *os.Root, p string, perm fs.FileMode) error {
+	fi, err := root.Lstat(p)
+	if err != nil || !fi.IsDir() {
+		return err
+	}
+	if fi.Mode().Perm() == perm {
+		return nil
+	}
+	return root.Chmod(p, perm)
 }
 
 // restoreFile makes p the file or symlink e, unless cur (what the walk
