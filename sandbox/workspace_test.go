@@ -483,3 +483,28 @@ func TestSnapshotStoresUnloadPastTheirMemoryBudget(t *testing.T) {
 		t.Fatal("a removed sandbox's store is still counted")
 	}
 }
+
+// A snapshot that cannot be kept (here its store is not a directory) never
+// fails the step: the patch stands, without a snapshot.
+func TestWorkspaceSnapshotFailureLeavesThePatch(t *testing.T) {
+	t.Parallel()
+	_, sb := newBox(t, Options{UseBwrap: BwrapOff})
+	if err := os.WriteFile(sb.snaps.dir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := sb.TrackSnapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeHost(t, sb.Dir()+"/a.txt", "a")
+	patch, snap, err := changes(t.Context(), func() string { return "snap_1" })
+	if err != nil || len(patch.Files) != 1 || snap != nil {
+		t.Fatalf("patch %+v, snapshot %+v, %v", patch, snap, err)
+	}
+	if got := sb.LatestSnapshot(); got != nil {
+		t.Fatalf("latest %+v", got)
+	}
+	if _, err := sb.Restore(t.Context(), "snap_1"); err == nil {
+		t.Fatal("restored a snapshot that was never kept")
+	}
+}
