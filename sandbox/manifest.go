@@ -163,3 +163,21 @@ func decodeManifest(data []byte) (*manifest, error) {
 	}
 	return m, nil
 }
+
+// manifestHashes returns the blob hashes of a manifest's files (one per
+// file line) without decoding the rest: what pruning a snapshot needs.
+func manifestHashes(data []byte) []string {
+	var out []string
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(line) > 66 && line[0] == 'f' && line[1] == ' ' && line[66] == ' ' {
+			out = append(out, string(line[2:66]))
+		}
+	}
+	return out
+}

@@ -8,7 +8,7 @@ package sandbox
 //
 //	snapshots/blobs/ab/abcdef…   file contents, named by their sha256
 //	snapshots/manifests/<id>   path -> hash, size, mode, metadata; symlinks; directories (manifest.go)
-//	snapshots/HEAD   the id the files were last saved as or restored to
+//	snapshots/HEAD   after a restore, the id restored to (otherwise the newest is the head)
 //
 // Snapshots of a session share blobs. A manifest is built from the previous
 // one and the step's walk of the files (the one its patch needed): a file
@@ -71,6 +71,9 @@ type snapStore struct {
 	// (with the metadata they had then); nil before the first.
 	head *manifest
 	seq  int64
+	// headFile: HEAD names the head (written by a restore; a new
+	// snapshot deletes it, the newest being the head then).
+	headFile bool
 }
 
 type snapRef struct {
@@ -137,8 +140,9 @@ func (st *snapStore) load() error {
 	st.refs, st.blobSize = map[string]int{}, map[string]int64{}
 	st.list, st.bytes, st.head = nil, 0, nil
 	headID := ""
+	st.headFile = false
 	if b, err := os.ReadFile(filepath.Join(st.dir, "HEAD")); err == nil {
-		headID = strings.TrimSpace(string(b))
+		headID, st.headFile = strings.TrimSpace(string(b)), true
 	}
 	ents, err := os.ReadDir(filepath.Join(st.dir, "manifests"))
 	if err != nil {
@@ -164,7 +168,7 @@ func (st *snapStore) load() error {
 		st.list = append(st.list, snapRef{id: id, seq: m.Seq, bytes: size})
 		st.bytes += size
 		st.seq = max(st.seq, m.Seq)
-		if id == headID {
+		if id == headID || (!st.headFile && (st.head == nil || m.Seq > st.head.Seq)) {
 			st.head = m
 		}
 	}
@@ -237,6 +241,29 @@ func writeAtomic(p string, write func(io.Writer) error) (int64, error) {
 	return fi.Size(), nil
 }
 
+// writeBlob writes a blob under its final name: a blob is named by its
+// content and held only once a manifest naming it is saved, so one a crash
+// cut short is held by none and deleted by the next load.
+func writeBlob(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
+			f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(p)
+	}
+	return err
+}
+
 func (st *snapStore) ref(h string) { st.refs[h]++ }
 
 // unref drops one reference to a blob, deleting it with the last.
@@ -255,21 +282,20 @@ func (st *snapStore) unref(h string) {
 func (st *snapStore) pruneOldest() {
 	ref := st.list[0]
 	st.list = st.list[1:]
-	m := st.head
-	if m == nil || m.ID != ref.id {
-		var err error
-		if m, _, err = st.readManifest(ref.id); err != nil {
-			m = nil // its blobs stay until the next load finds them unheld
-		}
-	}
-	_ = os.Remove(st.manifestPath(ref.id))
-	st.bytes -= ref.bytes
-	if m != nil {
+	var hashes []string
+	if m := st.head; m != nil && m.ID == ref.id {
 		for _, e := range m.Files {
 			if e.Link == "" {
-				st.unref(e.Hash)
+				hashes = append(hashes, e.Hash)
 			}
 		}
+	} else if data, err := os.ReadFile(st.manifestPath(ref.id)); err == nil {
+		hashes = manifestHashes(data)
+	} // else its blobs stay until the next load finds them unheld
+	_ = os.Remove(st.manifestPath(ref.id))
+	st.bytes -= ref.bytes
+	for _, h := range hashes {
+		st.unref(h)
 	}
 }
 
@@ -534,8 +560,10 @@ func (s *Sandbox) keep(ctx context.Context, id string, after *Snapshot) (*forge.
 	st.list = append(st.list, snapRef{id: id, seq: m.Seq, bytes: size})
 	st.bytes += size
 	st.head = m
-	if err := st.writeHead(id); err != nil {
-		s.m.log.Warn("sandbox: snapshot head not written", "session_id", s.id, "err", err)
+	if st.headFile {
+		if err := os.Remove(filepath.Join(st.dir, "HEAD")); err == nil || errors.Is(err, fs.ErrNotExist) {
+			st.headFile = false
+		}
 	}
 	for opts.MaxSnapshots > 0 && len(st.list) > opts.MaxSnapshots {
 		st.pruneOldest()
@@ -587,10 +615,7 @@ func (s *Sandbox) storeFile(rel string) (e *entry, n int64, err error) {
 	if !st.room(n, s.m.opts.WorkspaceQuota) {
 		return nil, n, errors.New("no room left in the snapshot store")
 	}
-	if _, err := writeAtomic(st.blobPath(h), func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	}); err != nil {
+	if err := writeBlob(st.blobPath(h), data); err != nil {
 		return nil, n, err
 	}
 	st.blobSize[h] = n
@@ -774,6 +799,8 @@ func (s *Sandbox) Restore(ctx context.Context, id string) (forge.WorkspaceRestor
 	st.head = head
 	if err := st.writeHead(id); err != nil {
 		s.m.log.Warn("sandbox: snapshot head not written", "session_id", s.id, "err", err)
+	} else {
+		st.headFile = true
 	}
 	if len(failed) > 0 {
 		res.Partial = true

@@ -199,6 +199,27 @@ func TestWorkspaceSnapshotSharesUnchangedFiles(t *testing.T) {
 	if readHost(t, d+"/src/f7.txt") != "file 7\n" || readHost(t, d+"/src/f8.txt") != "file 8\n" {
 		t.Fatal("snap_a not restored after the restart")
 	}
+	// The head after a restore is the restored snapshot, across a
+	// restart too; a new snapshot is the head again.
+	reopen := func() *Sandbox {
+		m3, err := NewManager(root, Options{UseBwrap: BwrapOff, UIDBase: DefaultUIDBase + 3_000_000, UIDCount: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m3.Close(context.Background()) })
+		sb3, _, err := m3.Get(t.Context(), "ses_share")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb3
+	}
+	if got := reopen().LatestSnapshot(); got == nil || got.ID != "snap_a" {
+		t.Fatalf("head after a restore and a restart %+v", got)
+	}
+	step(t, sb2, "snap_d", func() { writeHost(t, d+"/src/f9.txt", "nine\n") })
+	if got := reopen().LatestSnapshot(); got == nil || got.ID != "snap_d" {
+		t.Fatalf("head after a new snapshot and a restart %+v", got)
+	}
 	// Deleting the session deletes its snapshots.
 	if err := m2.Remove("ses_share"); err != nil {
 		t.Fatal(err)
@@ -220,15 +241,15 @@ func TestWorkspaceSnapshotsOutsideTheWorkDirectory(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("store %v %v", fi.Mode(), err)
 	}
-	head := filepath.Join(sb.snaps.dir, "HEAD")
-	if _, err := os.Stat(head); err != nil {
+	manifest := sb.snaps.manifestPath("snap_x")
+	if _, err := os.Stat(manifest); err != nil {
 		t.Fatal(err)
 	}
-	res, err := sb.Run(t.Context(), fmt.Sprintf("ls %s; cat %s || echo hidden", filepath.Dir(sb.snaps.dir), head), 0)
+	res, err := sb.Run(t.Context(), fmt.Sprintf("ls %s; cat %s || echo hidden", filepath.Dir(sb.snaps.dir), manifest), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(res.Output, "snap_x") || !strings.Contains(res.Output, "hidden") {
+	if strings.Contains(res.Output, manifestMagic) || strings.Contains(res.Output, "snapshots\n") || !strings.Contains(res.Output, "hidden") {
 		t.Fatalf("a command sees the snapshots: %s", res.Output)
 	}
 }
