@@ -13,18 +13,56 @@ import (
 // A manifest on disk is text, one record a line, paths and link targets
 // quoted as Go strings (so any name, newlines included, fits on a line):
 //
-//	forge-snapshot 1 <id> <seq> <flags: t truncated, p partial, - none>
+//	forge-snapshot 1 <id> <seq> <flags: t truncated, p partial, - none> [<base id>]
 //	d <mode> <path>                                         a directory
 //	f <sha256> <size> <mode> <mtime> <ctime> <dev> <ino> <path>   a file
 //	l <target> <path>                                       a symlink
 //	s <path>                                                a file not kept
+//	x <path>                                                (delta) a file of the base gone
+//	X <path>                                                (delta) a directory of the base gone
 //
+// A manifest with a base id is a delta: the base (a whole manifest) with
+// the lines that differ from it. A file unchanged since the base costs the
+// delta nothing.
 // It costs about a tenth of encoding/json plus gzip on a step's path (the
 // manifest is written at every changing step), at about 130 bytes a file.
 const manifestMagic = "forge-snapshot 1"
 
 func encodeManifest(m *manifest) []byte {
-	b := make([]byte, 0, 64+len(m.Files)*140+len(m.Dirs)*40)
+	return encodeLines(m, nil)
+}
+
+// maxDeltaLines is how many lines, past a quarter of the files, a delta
+// may have before a whole manifest is written instead (the new base).
+const maxDeltaLines = 64
+
+// encodeDelta encodes m as a delta against base (a whole manifest); false
+// when it differs from it too much to be worth one.
+func encodeDelta(m, base *manifest) ([]byte, bool) {
+	n := 0
+	for p, e := range m.Files {
+		if be := base.Files[p]; be == nil || *be != *e {
+			n++
+		}
+	}
+	for p := range base.Files {
+		if m.Files[p] == nil {
+			n++
+		}
+	}
+	if n > len(m.Files)/4+maxDeltaLines {
+		return nil, false
+	}
+	return encodeLines(m, base), true
+}
+
+// encodeLines writes m whole (base nil) or as a delta against base.
+func encodeLines(m, base *manifest) []byte {
+	size := len(m.Files)*140 + len(m.Dirs)*40
+	if base != nil {
+		size = 4096
+	}
+	b := make([]byte, 0, 64+size)
 	flags := ""
 	if m.Truncated {
 		flags += "t"
@@ -35,8 +73,35 @@ func encodeManifest(m *manifest) []byte {
 	if flags == "" {
 		flags = "-"
 	}
-	b = fmt.Appendf(b, "%s %s %d %s\n", manifestMagic, m.ID, m.Seq, flags)
+	b = fmt.Appendf(b, "%s %s %d %s", manifestMagic, m.ID, m.Seq, flags)
+	if base != nil {
+		b = append(b, ' ')
+		b = append(b, base.ID...)
+	}
+	b = append(b, '\n')
+	line := func(kind, p string) {
+		b = append(b, kind...)
+		b = strconv.AppendQuote(b, p)
+		b = append(b, '\n')
+	}
+	if base != nil {
+		for _, p := range sortedKeys(base.Dirs) {
+			if _, ok := m.Dirs[p]; !ok {
+				line("X ", p)
+			}
+		}
+		for _, p := range sortedKeys(base.Files) {
+			if m.Files[p] == nil {
+				line("x ", p)
+			}
+		}
+	}
 	for _, p := range sortedKeys(m.Dirs) {
+		if base != nil {
+			if v, ok := base.Dirs[p]; ok && v == m.Dirs[p] {
+				continue
+			}
+		}
 		b = append(b, "d "...)
 		b = strconv.AppendUint(b, uint64(m.Dirs[p]), 8)
 		b = append(b, ' ')
@@ -45,6 +110,11 @@ func encodeManifest(m *manifest) []byte {
 	}
 	for _, p := range sortedKeys(m.Files) {
 		e := m.Files[p]
+		if base != nil {
+			if be := base.Files[p]; be != nil && *be == *e {
+				continue
+			}
+		}
 		if e.Link != "" {
 			b = append(b, "l "...)
 			b = strconv.AppendQuote(b, e.Link)
@@ -65,9 +135,7 @@ func encodeManifest(m *manifest) []byte {
 		b = append(b, '\n')
 	}
 	for _, p := range m.Skipped {
-		b = append(b, "s "...)
-		b = strconv.AppendQuote(b, p)
-		b = append(b, '\n')
+		line("s ", p)
 	}
 	return b
 }
@@ -90,7 +158,7 @@ func decodeManifest(data []byte) (*manifest, error) {
 		return nil, errManifest
 	}
 	head := strings.Fields(sc.Text())
-	if len(head) != 5 || head[0]+" "+head[1] != manifestMagic {
+	if (len(head) != 5 && len(head) != 6) || head[0]+" "+head[1] != manifestMagic {
 		return nil, errManifest
 	}
 	seq, err := strconv.ParseInt(head[3], 10, 64)
@@ -99,6 +167,9 @@ func decodeManifest(data []byte) (*manifest, error) {
 	}
 	m := &manifest{ID: head[2], Seq: seq, Files: map[string]*entry{}, Dirs: map[string]uint32{},
 		Truncated: strings.Contains(head[4], "t"), Partial: strings.Contains(head[4], "p")}
+	if len(head) == 6 {
+		m.Base = head[5]
+	}
 	for sc.Scan() {
 		line := sc.Text()
 		if len(line) < 3 || line[1] != ' ' {
@@ -148,12 +219,19 @@ func decodeManifest(data []byte) (*manifest, error) {
 				return nil, errManifest
 			}
 			m.Files[p] = e
-		case 's':
+		case 's', 'x', 'X':
 			p, err := strconv.Unquote(rest)
-			if err != nil {
+			if err != nil || (kind != 's' && m.Base == "") {
 				return nil, errManifest
 			}
-			m.Skipped = append(m.Skipped, p)
+			switch kind {
+			case 's':
+				m.Skipped = append(m.Skipped, p)
+			case 'x':
+				m.goneFiles = append(m.goneFiles, p)
+			default:
+				m.goneDirs = append(m.goneDirs, p)
+			}
 		default:
 			return nil, errManifest
 		}
@@ -180,4 +258,30 @@ func manifestHashes(data []byte) []string {
 		}
 	}
 	return out
+}
+
+// applyDelta resolves a delta (as decoded) against its base: the manifest
+// it stands for, whole.
+func applyDelta(d, base *manifest) *manifest {
+	m := &manifest{ID: d.ID, Seq: d.Seq, Skipped: d.Skipped, Truncated: d.Truncated, Partial: d.Partial, Base: d.Base,
+		Files: make(map[string]*entry, len(base.Files)+len(d.Files)), Dirs: make(map[string]uint32, len(base.Dirs)+len(d.Dirs))}
+	for p, e := range base.Files {
+		m.Files[p] = e
+	}
+	for p, v := range base.Dirs {
+		m.Dirs[p] = v
+	}
+	for _, p := range d.goneFiles {
+		delete(m.Files, p)
+	}
+	for _, p := range d.goneDirs {
+		delete(m.Dirs, p)
+	}
+	for p, e := range d.Files {
+		m.Files[p] = e
+	}
+	for p, v := range d.Dirs {
+		m.Dirs[p] = v
+	}
+	return m
 }

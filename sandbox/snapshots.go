@@ -74,12 +74,20 @@ type snapStore struct {
 	// headFile: HEAD names the head (written by a restore; a new
 	// snapshot deletes it, the newest being the head then).
 	headFile bool
+	// base is the newest whole manifest: the next snapshot is written as
+	// a delta of it while it differs little. hidden are whole manifests
+	// pruned as snapshots but kept (<id>.base, with their sizes) for the
+	// deltas standing on them; cache the last whole one read.
+	base   *manifest
+	hidden map[string]int64
+	cache  []*manifest
 }
 
 type snapRef struct {
 	id    string
 	seq   int64
-	bytes int64 // the manifest file's size
+	bytes int64  // the manifest file's size
+	base  string // the whole manifest it is a delta of ("": whole)
 }
 
 // manifest is one snapshot: every file of the work directory (outside
@@ -95,6 +103,11 @@ type manifest struct {
 	// Truncated: the walk stopped at MaxSnapshotFiles.
 	Truncated bool
 	Partial   bool
+	// Base is the whole manifest this one is stored as a delta of ("":
+	// stored whole); goneFiles and goneDirs are a decoded delta's
+	// removals (applyDelta).
+	Base                string
+	goneFiles, goneDirs []string
 }
 
 // entry is a regular file (Hash) or a symlink (Link). Entries are shared
@@ -126,8 +139,9 @@ func (st *snapStore) manifestPath(id string) string {
 }
 
 // load reads the store once (st.mu held): the manifests' references, the
-// head, and the blobs' sizes; blobs no manifest holds (a crash's leftovers)
-// and temporary files are deleted.
+// head, the base for the next delta and the blobs' sizes; blobs no
+// manifest holds (a crash's leftovers), bases no delta needs and temporary
+// files are deleted.
 func (st *snapStore) load() error {
 	if st.loaded {
 		return nil
@@ -137,8 +151,8 @@ func (st *snapStore) load() error {
 			return fmt.Errorf("sandbox: snapshots: %w", err)
 		}
 	}
-	st.refs, st.blobSize = map[string]int{}, map[string]int64{}
-	st.list, st.bytes, st.head = nil, 0, nil
+	st.refs, st.blobSize, st.hidden = map[string]int{}, map[string]int64{}, map[string]int64{}
+	st.list, st.bytes, st.head, st.base, st.cache = nil, 0, nil, nil, nil
 	headID := ""
 	st.headFile = false
 	if b, err := os.ReadFile(filepath.Join(st.dir, "HEAD")); err == nil {
@@ -148,28 +162,70 @@ func (st *snapStore) load() error {
 	if err != nil {
 		return fmt.Errorf("sandbox: snapshots: %w", err)
 	}
+	raw := map[string]*manifest{}
+	sizes := map[string]int64{}
+	var hidden []string
 	for _, de := range ents {
 		name := de.Name()
-		id := name
+		id, isBase := strings.CutSuffix(name, ".base")
 		if !snapshotIDPattern.MatchString(id) {
 			_ = os.Remove(filepath.Join(st.dir, "manifests", name))
 			continue
 		}
-		m, size, err := st.readManifest(id)
-		if err != nil {
-			_ = os.Remove(st.manifestPath(id)) // unreadable: not restorable
+		data, err := os.ReadFile(filepath.Join(st.dir, "manifests", name))
+		var m *manifest
+		if err == nil {
+			m, err = decodeManifest(data)
+		}
+		if err != nil || m.ID != id || (isBase && m.Base != "") {
+			_ = os.Remove(filepath.Join(st.dir, "manifests", name)) // unreadable: not restorable
 			continue
+		}
+		raw[id], sizes[id] = m, int64(len(data))
+		if isBase {
+			hidden = append(hidden, id)
+		}
+	}
+	isHidden := map[string]bool{}
+	for _, id := range hidden {
+		isHidden[id] = true
+	}
+	for id, m := range raw {
+		if isHidden[id] {
+			continue
+		}
+		if m.Base != "" {
+			b := raw[m.Base]
+			if b == nil || b.Base != "" {
+				_ = os.Remove(st.manifestPath(id)) // its base is gone: not restorable
+				continue
+			}
+			m = applyDelta(m, b)
 		}
 		for _, e := range m.Files {
 			if e.Link == "" {
 				st.refs[e.Hash]++
 			}
 		}
-		st.list = append(st.list, snapRef{id: id, seq: m.Seq, bytes: size})
-		st.bytes += size
+		st.list = append(st.list, snapRef{id: id, seq: m.Seq, bytes: sizes[id], base: m.Base})
+		st.bytes += sizes[id]
 		st.seq = max(st.seq, m.Seq)
 		if id == headID || (!st.headFile && (st.head == nil || m.Seq > st.head.Seq)) {
 			st.head = m
+		}
+		if m.Base == "" && (st.base == nil || m.Seq > st.base.Seq) {
+			st.base = m
+		}
+	}
+	for _, id := range hidden {
+		if st.dependents(id) == 0 {
+			_ = os.Remove(st.basePath(id))
+			continue
+		}
+		st.hidden[id] = sizes[id]
+		st.bytes += sizes[id]
+		if st.base == nil || raw[id].Seq > st.base.Seq {
+			st.base = raw[id]
 		}
 	}
 	sort.Slice(st.list, func(i, j int) bool { return st.list[i].seq < st.list[j].seq })
@@ -195,19 +251,65 @@ func (st *snapStore) load() error {
 	return nil
 }
 
-func (st *snapStore) readManifest(id string) (*manifest, int64, error) {
+// basePath is where a whole manifest pruned as a snapshot stays while
+// deltas of snapshots still kept need it.
+func (st *snapStore) basePath(id string) string {
+	return filepath.Join(st.dir, "manifests", id+".base")
+}
+
+// dependents counts the snapshots kept that are deltas of id.
+func (st *snapStore) dependents(id string) int {
+	n := 0
+	for _, r := range st.list {
+		if r.base == id {
+			n++
+		}
+	}
+	return n
+}
+
+// readManifest reads the snapshot id (or the base id), resolved whole.
+func (st *snapStore) readManifest(id string) (*manifest, error) {
+	if m := st.head; m != nil && m.ID == id {
+		return m, nil
+	}
+	if m := st.base; m != nil && m.ID == id {
+		return m, nil
+	}
+	for _, m := range st.cache {
+		if m.ID == id {
+			return m, nil
+		}
+	}
 	data, err := os.ReadFile(st.manifestPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		data, err = os.ReadFile(st.basePath(id))
+	}
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	m, err := decodeManifest(data)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if m.ID != id {
-		return nil, 0, fmt.Errorf("manifest %s names %s", id, m.ID)
+		return nil, fmt.Errorf("manifest %s names %s", id, m.ID)
 	}
-	return m, int64(len(data)), nil
+	if m.Base != "" {
+		b, err := st.readManifest(m.Base)
+		if err != nil {
+			return nil, fmt.Errorf("the base of %s: %w", id, err)
+		}
+		if b.Base != "" {
+			return nil, fmt.Errorf("the base of %s is a delta", id)
+		}
+		m = applyDelta(m, b)
+	} else {
+		// A whole one is read again for the deltas of the snapshots
+		// after it (pruning walks them in order): keep the last.
+		st.cache = []*manifest{m}
+	}
+	return m, nil
 }
 
 // writeAtomic writes a file of the store through a temporary file and a
@@ -278,24 +380,44 @@ func (st *snapStore) unref(h string) {
 	delete(st.blobSize, h)
 }
 
-// pruneOldest deletes the oldest snapshot and the blobs only it held.
+// pruneOldest deletes the oldest snapshot and the blobs only it held. A
+// whole manifest that deltas of kept snapshots stand on stays, as a base,
+// until the last of them goes.
 func (st *snapStore) pruneOldest() {
 	ref := st.list[0]
 	st.list = st.list[1:]
-	var hashes []string
-	if m := st.head; m != nil && m.ID == ref.id {
-		for _, e := range m.Files {
-			if e.Link == "" {
-				hashes = append(hashes, e.Hash)
+	m, err := st.readManifest(ref.id)
+	switch {
+	case ref.base == "" && st.dependents(ref.id) > 0:
+		if os.Rename(st.manifestPath(ref.id), st.basePath(ref.id)) == nil {
+			st.hidden[ref.id] = ref.bytes
+		} else {
+			st.bytes -= ref.bytes
+		}
+	default:
+		_ = os.Remove(st.manifestPath(ref.id))
+		st.bytes -= ref.bytes
+		if st.base != nil && st.base.ID == ref.id {
+			st.base = nil
+		}
+	}
+	if ref.base != "" {
+		if size, ok := st.hidden[ref.base]; ok && st.dependents(ref.base) == 0 {
+			_ = os.Remove(st.basePath(ref.base))
+			st.bytes -= size
+			delete(st.hidden, ref.base)
+			if st.base != nil && st.base.ID == ref.base {
+				st.base = nil
 			}
 		}
-	} else if data, err := os.ReadFile(st.manifestPath(ref.id)); err == nil {
-		hashes = manifestHashes(data)
-	} // else its blobs stay until the next load finds them unheld
-	_ = os.Remove(st.manifestPath(ref.id))
-	st.bytes -= ref.bytes
-	for _, h := range hashes {
-		st.unref(h)
+	}
+	if err != nil {
+		return // its blobs stay until the next load finds them unheld
+	}
+	for _, e := range m.Files {
+		if e.Link == "" {
+			st.unref(e.Hash)
+		}
 	}
 }
 
@@ -383,8 +505,10 @@ func (st *snapStore) weight() int {
 		return 0
 	}
 	n := len(st.refs)
-	if st.head != nil {
-		n += len(st.head.Files)
+	for _, m := range append([]*manifest{st.head, st.base}, st.cache...) {
+		if m != nil {
+			n += len(m.Files)
+		}
 	}
 	return n
 }
@@ -393,6 +517,7 @@ func (st *snapStore) weight() int {
 func (st *snapStore) unload() {
 	st.loaded = false
 	st.list, st.refs, st.blobSize, st.head = nil, nil, nil, nil
+	st.base, st.hidden, st.cache = nil, nil, nil
 	st.bytes = 0
 }
 
@@ -547,7 +672,18 @@ func (s *Sandbox) keep(ctx context.Context, id string, after *Snapshot) (*forge.
 		take(p, e)
 	}
 	m.Partial = m.Truncated || len(m.Skipped) > 0
-	data := encodeManifest(m)
+	// A delta of the base while it differs little: an unchanged file
+	// costs the manifest nothing either.
+	var data []byte
+	delta := false
+	if st.base != nil {
+		data, delta = encodeDelta(m, st.base)
+	}
+	if delta {
+		m.Base = st.base.ID
+	} else {
+		data = encodeManifest(m)
+	}
 	size, err := writeAtomic(st.manifestPath(id), func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
@@ -557,9 +693,12 @@ func (s *Sandbox) keep(ctx context.Context, id string, after *Snapshot) (*forge.
 	}
 	saved = true
 	st.seq = m.Seq
-	st.list = append(st.list, snapRef{id: id, seq: m.Seq, bytes: size})
+	st.list = append(st.list, snapRef{id: id, seq: m.Seq, bytes: size, base: m.Base})
 	st.bytes += size
 	st.head = m
+	if !delta {
+		st.base = m
+	}
 	if st.headFile {
 		if err := os.Remove(filepath.Join(st.dir, "HEAD")); err == nil || errors.Is(err, fs.ErrNotExist) {
 			st.headFile = false
@@ -692,12 +831,9 @@ func (s *Sandbox) Restore(ctx context.Context, id string) (forge.WorkspaceRestor
 	if !st.has(id) {
 		return res, forge.Errorf(forge.ErrSnapshotNotFound, "this session has no workspace snapshot %s", id)
 	}
-	m := st.head
-	if m == nil || m.ID != id {
-		var err error
-		if m, _, err = st.readManifest(id); err != nil {
-			return res, fmt.Errorf("sandbox: snapshot %s: %w", id, err)
-		}
+	m, err := st.readManifest(id)
+	if err != nil {
+		return res, fmt.Errorf("sandbox: snapshot %s: %w", id, err)
 	}
 	res.Partial = m.Partial
 	root, err := os.OpenRoot(s.dir)

@@ -529,3 +529,113 @@ func TestWorkspaceSnapshotFailureLeavesThePatch(t *testing.T) {
 		t.Fatal("restored a snapshot that was never kept")
 	}
 }
+
+// Manifests after the first are deltas of it while the workspace differs
+// little: an unchanged file costs them nothing. Pruning the whole one
+// keeps it (as a base) while deltas stand on it, every snapshot kept stays
+// restorable, across a restart too, and the base goes with the last delta.
+func TestWorkspaceSnapshotDeltas(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	opts := Options{UseBwrap: BwrapOff, MaxSnapshots: 3, UIDBase: DefaultUIDBase + 5_000_000, UIDCount: 100}
+	m, err := NewManager(root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _, err := m.Get(t.Context(), "ses_delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sb.Dir()
+	step(t, sb, "snap_0", func() {
+		for i := range 200 {
+			writeHost(t, fmt.Sprintf("%s/src/f%d.txt", d, i), fmt.Sprintf("file %d\n", i))
+		}
+	})
+	size := func(id string) int64 {
+		fi, err := os.Stat(sb.snaps.manifestPath(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	for i := 1; i <= 3; i++ {
+		step(t, sb, "snap_"+itoa(i), func() {
+			writeHost(t, fmt.Sprintf("%s/src/f%d.txt", d, i), "changed "+itoa(i)+"\n")
+			_ = os.Remove(fmt.Sprintf("%s/src/f%d.txt", d, 100+i))
+		})
+	}
+	if whole, delta := sizeOf(t, sb.snaps.basePath("snap_0")), size("snap_3"); delta*10 > whole {
+		t.Fatalf("delta %d bytes against a whole manifest of %d", delta, whole)
+	}
+	// snap_0 was pruned (three kept) but stays as the base of the others.
+	if ids, _ := sb.Snapshots(); strings.Join(ids, " ") != "snap_1 snap_2 snap_3" {
+		t.Fatalf("snapshots %v", ids)
+	}
+	if _, err := sb.Restore(t.Context(), "snap_0"); !errors.Is(err, forge.ErrSnapshotNotFound) {
+		t.Fatalf("the pruned base restored: %v", err)
+	}
+	if _, err := sb.Restore(t.Context(), "snap_1"); err != nil {
+		t.Fatal(err)
+	}
+	if readHost(t, d+"/src/f1.txt") != "changed 1\n" || readHost(t, d+"/src/f2.txt") != "file 2\n" || readHost(t, d+"/src/f102.txt") != "file 102\n" {
+		t.Fatal("snap_1 not restored")
+	}
+	mustNotExist(t, d+"/src/f101.txt")
+	// After a restart the deltas resolve against the base on disk.
+	if err := m.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := NewManager(root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m2.Close(context.Background()) })
+	sb2, _, err := m2.Get(t.Context(), "ses_delta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb2.Restore(t.Context(), "snap_3"); err != nil {
+		t.Fatal(err)
+	}
+	if readHost(t, d+"/src/f3.txt") != "changed 3\n" || readHost(t, d+"/src/f1.txt") != "changed 1\n" {
+		t.Fatal("snap_3 not restored after the restart")
+	}
+	mustNotExist(t, d+"/src/f103.txt")
+	// Steps that change most files write whole manifests; once no delta
+	// stands on snap_0 it goes, and every blob on disk is held.
+	for i := 4; i <= 8; i++ {
+		step(t, sb2, "snap_"+itoa(i), func() {
+			for j := range 200 {
+				writeHost(t, fmt.Sprintf("%s/src/f%d.txt", d, j), fmt.Sprintf("round %d %d\n", i, j))
+			}
+		})
+	}
+	mustNotExist(t, sb2.snaps.basePath("snap_0"))
+	if _, err := sb2.Restore(t.Context(), "snap_6"); err != nil || readHost(t, d+"/src/f5.txt") != "round 6 5\n" {
+		t.Fatalf("snap_6: %v", err)
+	}
+	var onDisk int64
+	_ = filepath.WalkDir(sb2.snaps.dir, func(p string, de fs.DirEntry, err error) error {
+		if err == nil && !de.IsDir() && de.Name() != "HEAD" {
+			fi, _ := de.Info()
+			onDisk += fi.Size()
+		}
+		return nil
+	})
+	if onDisk != sb2.snaps.bytes {
+		t.Fatalf("store counts %d bytes, disk holds %d", sb2.snaps.bytes, onDisk)
+	}
+	if n := blobCount(t, sb2); n != 3*200 {
+		t.Fatalf("%d blobs, want those of the three snapshots kept (600)", n)
+	}
+}
+
+func sizeOf(t testing.TB, p string) int64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
