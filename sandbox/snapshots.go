@@ -7,7 +7,8 @@ package sandbox
 // a command can neither see nor change a snapshot.
 //
 //	snapshots/blobs/ab/abcdef…   file contents, named by their sha256
-//	snapshots/manifests/<id>   path -> hash, size, mode, metadata; symlinks; directories (manifest.go)
+//	snapshots/manifests/<id>   path -> hash, size, mode, metadata; symlinks; directories (manifest.go):
+//	                           whole, or a delta of the newest whole one (<id>.base once pruned)
 //	snapshots/HEAD   after a restore, the id restored to (otherwise the newest is the head)
 //
 // Snapshots of a session share blobs. A manifest is built from the previous
