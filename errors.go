@@ -41,6 +41,9 @@ var (
 	// ErrTooManySubscribers refuses an event stream over the cap of
 	// streams open at once on a session or for a tenant.
 	ErrTooManySubscribers = errors.New("too_many_subscribers")
+	// ErrSnapshotNotFound is a workspace snapshot the session does not
+	// have (never taken, pruned, or another session's).
+	ErrSnapshotNotFound = errors.New("snapshot not found")
 
 	// ErrTurnEnded is returned by a write fenced on a turn that already has
 	// its terminal status: the first terminal write won, this one lost.
@@ -84,6 +87,7 @@ var errorKinds = []ErrorKind{
 	{ErrRateLimited, "rate_limited"},
 	{ErrTooManySubscribers, "too_many_subscribers"},
 	{ErrTurnEnded, "conflict"},
+	{ErrSnapshotNotFound, "not_found"},
 	{ErrLocked, CodeStoreError},
 }
 

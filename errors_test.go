@@ -41,6 +41,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"ErrIdempotencyMismatch": forge.ErrIdempotencyMismatch, "ErrStore": forge.ErrStore, "ErrUnavailable": forge.ErrUnavailable,
 		"ErrTurnEnded": forge.ErrTurnEnded, "ErrLocked": forge.ErrLocked,
 		"ErrRateLimited": forge.ErrRateLimited, "ErrTooManySubscribers": forge.ErrTooManySubscribers,
+		"ErrSnapshotNotFound": forge.ErrSnapshotNotFound,
 	}
 	if len(names) < len(byName) {
 		t.Fatalf("found %d sentinels in errors.go: %v", len(names), names)

@@ -206,6 +206,12 @@ type StepFinishData struct {
 	// Estimated: the usage is the local estimate, not the provider's
 	// count (a step cut by a cancel, an error or a stream with no finish).
 	Estimated bool `json:"estimated,omitempty"`
+	// Snapshot is the workspace snapshot kept after the step's tool calls
+	// changed sandbox files (API.md: the workspace can be restored to it);
+	// empty when they changed none. SnapshotPartial: some files could not
+	// be kept (WorkspaceSnapshot.Partial).
+	Snapshot        string `json:"snapshot,omitempty"`
+	SnapshotPartial bool   `json:"snapshot_partial,omitempty"`
 }
 
 // AgentData is the data of a direct session's agent part: an @mention

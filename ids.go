@@ -21,6 +21,7 @@ const (
 	PrefixFile        = "file_"
 	PrefixSchedule    = "sch_"
 	PrefixScheduleRun = "run_"
+	PrefixSnapshot    = "snap_"
 )
 
 // IDGen makes opaque, time-sortable ids with a type prefix.

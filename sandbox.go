@@ -39,3 +39,51 @@ type FileChange struct {
 	Binary   bool   `json:"binary,omitempty"`
 	TooLarge bool   `json:"too_large,omitempty"`
 }
+
+// SnapshotSandbox is a Sandbox that keeps restorable snapshots of its
+// files (the sandbox package's does).
+type SnapshotSandbox interface {
+	Sandbox
+	// TrackSnapshot is Track whose changes func, when the step changed
+	// files, also keeps a restorable snapshot of the files as it found
+	// them, named by newID (called only then). A snapshot that cannot be
+	// kept is no error: the snapshot is nil (or partial), the Patch stands.
+	TrackSnapshot(ctx context.Context) (changes func(ctx context.Context, newID func() string) (Patch, *WorkspaceSnapshot, error), err error)
+	// LatestSnapshot is the snapshot the files were last saved as or
+	// restored to (nil: none yet).
+	LatestSnapshot() *WorkspaceSnapshot
+}
+
+// WorkspaceSnapshot names a restorable state of a sandbox's files.
+type WorkspaceSnapshot struct {
+	ID string `json:"id"`
+	// Files is how many files (and symlinks) it holds.
+	Files int `json:"files"`
+	// Partial: some files could not be kept (larger than the sandbox
+	// keeps, past its read budget or its store's room, or past the files a
+	// snapshot records); a restore leaves those as they are.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// WorkspaceRestore is what restoring a workspace snapshot did.
+type WorkspaceRestore struct {
+	Snapshot string `json:"snapshot"`
+	// Partial: the snapshot is partial, so some files were left as they
+	// are.
+	Partial bool `json:"partial"`
+	// Written and Removed count the files (and symlinks) rewritten and
+	// the files and directories removed.
+	Written int `json:"written"`
+	Removed int `json:"removed"`
+}
+
+// SandboxInfo is the sandbox's part of a turn snapshot (Snapshot.Extra
+// "sandbox"): facts that do not depend on where the server keeps it.
+type SandboxInfo struct {
+	// Isolated: commands run process-isolated (bubblewrap).
+	Isolated bool `json:"isolated"`
+	// Snapshot is the workspace snapshot the files were last saved as or
+	// restored to when the turn ended; SnapshotPartial says it is partial.
+	Snapshot        string `json:"snapshot,omitempty"`
+	SnapshotPartial bool   `json:"snapshot_partial,omitempty"`
+}

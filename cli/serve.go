@@ -72,6 +72,7 @@ type serveOptions struct {
 type sandboxFlags struct {
 	memory, maxFileSize, tmpSize, workspaceQuota int64
 	maxProcs, sessionCommands, maxCommands       int
+	maxSnapshots                                 int
 	cpuTime                                      time.Duration
 	uidBase, uidCount                            uint32
 }
@@ -80,6 +81,7 @@ func (f sandboxFlags) options(o sandbox.Options) sandbox.Options {
 	o.MemoryLimit, o.MaxFileSize, o.TmpSize, o.WorkspaceQuota = f.memory, f.maxFileSize, f.tmpSize, f.workspaceQuota
 	o.MaxProcs, o.SessionCommands, o.MaxCommands = f.maxProcs, f.sessionCommands, f.maxCommands
 	o.CPUTime, o.UIDBase, o.UIDCount = f.cpuTime, f.uidBase, f.uidCount
+	o.MaxSnapshots = f.maxSnapshots
 	return o
 }
 
@@ -215,6 +217,8 @@ docs/distributed.md.`,
 	sizeFlag(f, &o.sandbox.workspaceQuota, "sandbox-workspace-quota", sandbox.DefaultWorkspaceQuota, "disk space a session's work and home directories may use (0: no limit)")
 	f.IntVar(&o.sandbox.sessionCommands, "sandbox-session-commands", sandbox.DefaultSessionCommands, "commands a session runs at once; more wait their turn (-1: no limit)")
 	f.IntVar(&o.sandbox.maxCommands, "sandbox-max-commands", sandbox.DefaultMaxCommands, "commands the server runs at once, all sessions together (-1: no limit)")
+	f.IntVar(&o.sandbox.maxSnapshots, "sandbox-max-snapshots", sandbox.DefaultMaxSnapshots,
+		"restorable workspace snapshots a session keeps, the oldest pruned (their store also stays within --sandbox-workspace-quota; -1: no limit)")
 	f.Uint32Var(&o.sandbox.uidBase, "sandbox-uid-base", sandbox.DefaultUIDBase, "first host uid given to sandboxes when the server runs as root (servers sharing a host need disjoint ranges)")
 	f.Uint32Var(&o.sandbox.uidCount, "sandbox-uid-count", sandbox.DefaultUIDCount, "how many uids from --sandbox-uid-base sandboxes get, one each (1: all run as --sandbox-uid-base)")
 	f.IntVar(&o.maxParallelTools, "max-parallel-tools", engine.DefaultMaxParallelTools, "tool calls of one step that run at once; the others wait their turn")

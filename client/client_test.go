@@ -268,3 +268,22 @@ func TestCreateAgentSendsEverySetField(t *testing.T) {
 		t.Fatalf("sent %v", body)
 	}
 }
+
+func TestRestoreWorkspace(t *testing.T) {
+	t.Parallel()
+	srv, seen := jsonServer(t, map[string]route{
+		"POST /v1/sessions/ses_1/sandbox/restore": {200, `{"snapshot":"snap_1","partial":false,"written":2,"removed":1}`},
+	})
+	c := newTestClient(t, srv.URL)
+	res, err := c.RestoreWorkspace(context.Background(), "ses_1", "snap_1")
+	if err != nil || res.Snapshot != "snap_1" || res.Written != 2 || res.Removed != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if r := seen(); r[0].Body != `{"snapshot":"snap_1"}` {
+		t.Errorf("request %+v", r[0])
+	}
+	var ae *APIError
+	if _, err := c.RestoreWorkspace(context.Background(), "ses_2", "snap_1"); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Fatalf("unknown: %v", err)
+	}
+}

@@ -134,6 +134,18 @@ func (c *Client) Compact(ctx context.Context, sessionID string, background bool)
 	return &out, nil
 }
 
+// RestoreWorkspace restores the session's sandbox files to a workspace
+// snapshot, the id a step-finish part names (forge.StepFinishData.Snapshot).
+// A running turn refuses it (turn_in_progress).
+func (c *Client) RestoreWorkspace(ctx context.Context, sessionID, snapshotID string) (*forge.WorkspaceRestore, error) {
+	var out forge.WorkspaceRestore
+	body := map[string]string{"snapshot": snapshotID}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/sessions/"+seg(sessionID)+"/sandbox/restore", nil, body, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // EventsOptions select stored events for ListEvents.
 type EventsOptions struct {
 	// TurnID limits the list to one turn's events; empty lists the session's.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -271,7 +272,10 @@ func (th *thread) applyResolutions() []forge.RequiredAction {
 
 // recordPatch tracks the sandbox's files when calls may change them, and
 // returns a func that, after they ran, records what changed as a patch
-// part of the step's message (with its event).
+// part of the step's message (with its event). When they changed files
+// and the sandbox keeps workspace snapshots, the step's step-finish part
+// gets the id of the snapshot kept (a message.updated event carries it);
+// a snapshot that could not be kept leaves the step as it was.
 func (th *thread) recordPatch(calls []*call) func() {
 	sb := th.tools.sandbox
 	if sb == nil || !slices.ContainsFunc(calls, func(c *call) bool { return c.run.inSandbox }) {
@@ -281,7 +285,18 @@ func (th *thread) recordPatch(calls []*call) func() {
 	// The turn's context: a cancel ends a snapshot of a large workspace
 	// at once (the patch of a cancelled step is then not recorded).
 	ctx := th.x.ctx
-	changes, err := sb.Track(ctx)
+	var changes func(context.Context, func() string) (forge.Patch, *forge.WorkspaceSnapshot, error)
+	var err error
+	if ss, ok := sb.(forge.SnapshotSandbox); ok {
+		changes, err = ss.TrackSnapshot(ctx)
+	} else {
+		var plain func(context.Context) (forge.Patch, error)
+		plain, err = sb.Track(ctx)
+		changes = func(ctx context.Context, _ func() string) (forge.Patch, *forge.WorkspaceSnapshot, error) {
+			p, err := plain(ctx)
+			return p, nil, err
+		}
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("sandbox snapshot failed", "err", err)
@@ -289,7 +304,7 @@ func (th *thread) recordPatch(calls []*call) func() {
 		return func() {}
 	}
 	return func() {
-		patch, err := changes(ctx)
+		patch, snap, err := changes(ctx, func() string { return th.x.e.ids.New(forge.PrefixSnapshot) })
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("sandbox diff failed", "err", err)
@@ -304,6 +319,31 @@ func (th *thread) recordPatch(calls []*call) func() {
 		p.Data = mustJSON(patch)
 		msg.Parts = append(msg.Parts, p)
 		th.partEvent(forge.EventPatch, p)
+		if snap != nil {
+			th.x.noteSnapshot(snap)
+			th.markSnapshot(msg, snap)
+		}
 		_ = th.flush() // a failure is recorded; the loop ends the turn
+	}
+}
+
+// markSnapshot records the workspace snapshot on the step-finish part of
+// the step's message, which was written before its calls ran.
+func (th *thread) markSnapshot(msg *forge.Message, snap *forge.WorkspaceSnapshot) {
+	for i := len(msg.Parts) - 1; i >= 0; i-- {
+		end := msg.Parts[i]
+		if end.Type != forge.PartStepFinish {
+			continue
+		}
+		var d forge.StepFinishData
+		if err := json.Unmarshal(end.Data, &d); err != nil {
+			return
+		}
+		d.Snapshot, d.SnapshotPartial = snap.ID, snap.Partial
+		end.Data = mustJSON(d)
+		end.UpdatedAt = th.x.e.clock.Now()
+		th.putPart(end)
+		th.messageEvent(forge.EventMessageUpdated, msg)
+		return
 	}
 }

@@ -196,3 +196,45 @@ func (e *Engine) stopRunning(ctx context.Context, tenant, sessionID string) erro
 	_, err = e.cancelRemote(ctx, t, forge.CancelClient, "")
 	return err
 }
+
+// WorkspaceRestorer is a Sandboxes that can restore a session's workspace
+// to a snapshot a step kept (*sandbox.Manager is one).
+type WorkspaceRestorer interface {
+	RestoreSnapshot(ctx context.Context, sessionID, snapshotID string) (forge.WorkspaceRestore, error)
+}
+
+// RestoreWorkspace restores the session's sandbox files to the workspace
+// snapshot a step kept (its step-finish part names it). It is refused with
+// ErrTurnInProgress while a turn of the session runs, and holds the
+// session meanwhile as a delete does: a turn asked for during the restore
+// starts after it. A snapshot the session does not have (another
+// session's, a pruned one) is ErrSnapshotNotFound.
+func (e *Engine) RestoreWorkspace(ctx context.Context, tenant, sessionID, snapshotID string) (forge.WorkspaceRestore, error) {
+	res := forge.WorkspaceRestore{Snapshot: snapshotID}
+	if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
+		return res, err
+	}
+	r, ok := e.cfg.Sandboxes.(WorkspaceRestorer)
+	if !ok {
+		return res, forge.Errorf(forge.ErrSnapshotNotFound, "this server keeps no workspace snapshots (no sandbox)")
+	}
+	done, err := e.markDeleting(ctx, sessionID)
+	if err != nil {
+		return res, err
+	}
+	defer done()
+	if x := e.runningTurn(sessionID); x != nil {
+		return res, forge.Errorf(forge.ErrTurnInProgress, "turn %s is running in this session; restore its workspace once it has ended (or cancel it)", x.turn.ID)
+	}
+	t, err := e.runningElsewhere(ctx, tenant, sessionID)
+	if err != nil {
+		return res, err
+	}
+	if t != nil {
+		return res, forge.Errorf(forge.ErrTurnInProgress, "turn %s is running in this session; restore its workspace once it has ended (or cancel it)", t.ID)
+	}
+	// Once begun, a restore finishes (it is bounded by the snapshot
+	// store's size): a client gone halfway must not leave the files half
+	// restored.
+	return r.RestoreSnapshot(context.WithoutCancel(ctx), sessionID, snapshotID)
+}

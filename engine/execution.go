@@ -102,6 +102,10 @@ type execution struct {
 	storeErr error
 	// mcpInits are the MCP servers started by this turn's threads.
 	mcpInits []forge.MCPInitialized
+	// sandbox is the session's sandbox once a thread of the turn opened
+	// it; workspace the last workspace snapshot a step of the turn kept.
+	sandbox   forge.Sandbox
+	workspace *forge.WorkspaceSnapshot
 	// checkpoints runs the checkpointer's loop once a streaming part's row
 	// is stored; checkpointsOff is set when the turn's loop has ended.
 	checkpoints    *checkpointLoop
@@ -219,6 +223,49 @@ func (x *execution) noteMCP(inits []forge.MCPInitialized) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.mcpInits = append(x.mcpInits, inits...)
+}
+
+func (x *execution) noteSandbox(sb forge.Sandbox) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.sandbox = sb
+}
+
+func (x *execution) noteSnapshot(snap *forge.WorkspaceSnapshot) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.workspace = snap
+}
+
+// sandboxSnapshot is the sandbox info the turn snapshot keeps (Extra
+// "sandbox", forge.SandboxInfo) when the turn opened the sandbox: whether
+// commands are isolated, and the workspace snapshot the files were last
+// saved as or restored to. Nil when the turn did not open it (the base
+// turn's info is carried).
+func (x *execution) sandboxSnapshot() json.RawMessage {
+	x.mu.Lock()
+	sb, snap := x.sandbox, x.workspace
+	x.mu.Unlock()
+	if sb == nil || x.e.cfg.Sandboxes == nil {
+		return nil
+	}
+	info := forge.SandboxInfo{Isolated: x.e.cfg.Sandboxes.Isolated()}
+	if ss, ok := sb.(forge.SnapshotSandbox); ok {
+		if latest := ss.LatestSnapshot(); latest != nil {
+			snap = latest
+		}
+	}
+	if snap == nil {
+		// None kept yet: the one an earlier turn named still stands.
+		var base forge.SandboxInfo
+		if raw := x.base.Extra["sandbox"]; raw != nil && json.Unmarshal(raw, &base) == nil && base.Snapshot != "" {
+			snap = &forge.WorkspaceSnapshot{ID: base.Snapshot, Partial: base.SnapshotPartial}
+		}
+	}
+	if snap != nil {
+		info.Snapshot, info.SnapshotPartial = snap.ID, snap.Partial
+	}
+	return mustJSON(info)
 }
 
 // mcpSnapshot is the MCP info the snapshot keeps: the base turn's, updated

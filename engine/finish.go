@@ -199,6 +199,12 @@ func (x *execution) snapshot(out outcome) *forge.Snapshot {
 		}
 		snap.Extra["mcp"] = raw
 	}
+	if raw := x.sandboxSnapshot(); raw != nil {
+		if snap.Extra == nil {
+			snap.Extra = map[string]json.RawMessage{}
+		}
+		snap.Extra["sandbox"] = raw
+	}
 	return snap
 }
 

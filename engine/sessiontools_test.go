@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/internal/testenv"
 	"github.com/forge-runtime/forge/mcp"
+	"github.com/forge-runtime/forge/parts"
 	"github.com/forge-runtime/forge/sandbox"
 	"github.com/forge-runtime/forge/tools"
 
@@ -472,5 +474,99 @@ func TestRecoveredTurnKeepsTheBaseTurnsState(t *testing.T) {
 	}
 	if got := h2.model.sent()[1].Messages; got[len(got)-1].Parts[0].Output != "1. [pending] ship it" {
 		t.Fatalf("todo_read after recovery: %q", got[len(got)-1].Parts[0].Output)
+	}
+}
+
+// A step whose tool changes sandbox files gets a workspace snapshot: its
+// step-finish part names it (a message.updated event after the patch
+// carries it; step.finished itself was written before the calls ran), a
+// step that only reads gets none, the turn snapshot keeps the sandbox info,
+// and RestoreWorkspace brings the files back.
+func TestSandboxStepKeepsWorkspaceSnapshot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withSandboxes(t))
+	h.agent("a", func(a *forge.Agent) {
+		a.Tools = []forge.ToolSpec{{Name: "write_file", BuiltIn: true}, {Name: "read_file", BuiltIn: true}}
+	})
+	s := h.session("a")
+	h.model.push(
+		reply{calls: []forge.ToolCall{call("write_file", `{"path":"a.txt","content":"one\n"}`)}},
+		reply{calls: []forge.ToolCall{call("read_file", `{"path":"a.txt"}`)}},
+		reply{deltas: []string{"done"}},
+	)
+	turn := h.run(s.ID, msg("write it"))
+	if turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+	var snapID string
+	var finished, updated int
+	for _, ev := range h.events(s.ID, 0) {
+		switch ev.Type {
+		case forge.EventStepFinished:
+			finished++
+			var p forge.Part
+			_ = json.Unmarshal(ev.Data, &p)
+			if d, _ := parts.StepFinishOf(&p); d.Snapshot != "" {
+				t.Fatalf("step.finished already names a snapshot: %s", p.Data)
+			}
+		case forge.EventMessageUpdated:
+			var m forge.Message
+			_ = json.Unmarshal(ev.Data, &m)
+			for _, p := range m.Parts {
+				if d, ok := parts.StepFinishOf(p); ok && d.Snapshot != "" {
+					updated++
+					snapID = d.Snapshot
+				}
+			}
+		}
+	}
+	if finished != 3 || updated != 1 || !strings.HasPrefix(snapID, forge.PrefixSnapshot) {
+		t.Fatalf("step.finished %d, message.updated with a snapshot %d, id %q", finished, updated, snapID)
+	}
+	// The stored rows agree: the writing step alone names it.
+	var named []string
+	msgs, _, err := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if d, ok := parts.StepFinishOf(p); ok {
+				named = append(named, d.Snapshot)
+			}
+		}
+	}
+	if len(named) != 3 || named[0] != snapID || named[1] != "" || named[2] != "" {
+		t.Fatalf("stored step-finish snapshots %q", named)
+	}
+	snap, err := h.store.GetSnapshot(h.ctx, forge.DefaultTenant, turn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info forge.SandboxInfo
+	if err := json.Unmarshal(snap.Extra["sandbox"], &info); err != nil || info.Snapshot != snapID {
+		t.Fatalf("sandbox info %s %v", snap.Extra["sandbox"], err)
+	}
+	// Restoring it undoes what came later.
+	var dir string
+	for _, ev := range h.events(s.ID, 0) {
+		if ev.Type == forge.EventSandboxCreated {
+			var d struct{ Dir string }
+			_ = json.Unmarshal(ev.Data, &d)
+			dir = d.Dir
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.eng.RestoreWorkspace(h.ctx, forge.DefaultTenant, s.ID, snapID)
+	if err != nil || res.Written != 1 {
+		t.Fatalf("restore %+v %v", res, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" {
+		t.Fatalf("a.txt %q", b)
+	}
+	if _, err := h.eng.RestoreWorkspace(h.ctx, "another-tenant", s.ID, snapID); !errors.Is(err, forge.ErrNotFound) {
+		t.Fatalf("another tenant: %v", err)
 	}
 }

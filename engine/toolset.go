@@ -78,6 +78,7 @@ func (th *thread) prepareTools() {
 			e.log.Error("sandbox unavailable", "session_id", x.session.ID, "err", err)
 		} else {
 			ts.sandbox = sb
+			x.noteSandbox(sb)
 			if created {
 				th.event(forge.EventSandboxCreated, x.session.ID, forge.SandboxCreatedData{Dir: sb.Dir(), Isolated: m.Isolated()})
 			}

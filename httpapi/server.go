@@ -35,6 +35,9 @@ type Runtime interface {
 	Events(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) iter.Seq2[forge.Event, error]
 	OpenEvents(ctx context.Context, tenant, sessionID string, q engine.EventsQuery) (iter.Seq2[forge.Event, error], error)
 	DeleteSession(ctx context.Context, tenant, sessionID string) error
+	// RestoreWorkspace restores a session's sandbox files to a workspace
+	// snapshot.
+	RestoreWorkspace(ctx context.Context, tenant, sessionID, snapshotID string) (forge.WorkspaceRestore, error)
 	ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error)
 	IsBuiltin(name string) bool
 	// CheckOutputSchema validates an agent's output_schema.
@@ -260,6 +263,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/sessions/{sid}/turns/{tid}", s.getTurn, false},
 		{"POST", "/v1/sessions/{sid}/cancel", s.cancel, false},
 		{"POST", "/v1/sessions/{sid}/compact", s.compact, false},
+		{"POST", "/v1/sessions/{sid}/sandbox/restore", s.restoreWorkspace, false},
 
 		{"GET", "/v1/sessions/{sid}/events", s.sessionEvents, false},
 		{"GET", "/v1/sessions/{sid}/turns/{tid}/events", s.turnEvents, false},

@@ -38,7 +38,10 @@ const MaxSnapshotFiles = 50000
 // a hash and per-line hashes of the small ones, the metadata of all). .git
 // is skipped.
 type Snapshot struct {
-	files   map[string]*fileState
+	files map[string]*fileState
+	// dirs are the directories below the work directory, with their
+	// permissions (a workspace snapshot recreates them, empty ones too).
+	dirs    map[string]fs.FileMode
 	partial bool
 	// hashedBytes is how much of the files' content the snapshot read.
 	hashedBytes int64
@@ -55,6 +58,7 @@ type fileState struct {
 	lines    []uint64 // per-line hashes; nil when binary, too large or not hashed
 	binary   bool
 	tooLarge bool
+	target   string // a symlink's target
 }
 
 // fileMeta identifies a version of a file without reading it: any write
@@ -80,7 +84,7 @@ func metaOf(fi fs.FileInfo) fileMeta {
 // whatever the files hold (a 16 GiB sparse file included). It stops with
 // ctx's error when ctx ends.
 func (s *Sandbox) Snapshot(ctx context.Context) (*Snapshot, error) {
-	snap := &Snapshot{files: map[string]*fileState{}}
+	snap := &Snapshot{files: map[string]*fileState{}, dirs: map[string]fs.FileMode{}}
 	limit := s.m.opts.LineCountMaxSize
 	budget := s.m.opts.SnapshotHashBytes
 	hook := s.m.snapshotHook
@@ -98,8 +102,14 @@ func (s *Sandbox) Snapshot(ctx context.Context) (*Snapshot, error) {
 			return nil
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" && p != s.dir {
+			if p == s.dir {
+				return nil
+			}
+			if d.Name() == ".git" {
 				return filepath.SkipDir
+			}
+			if fi, err := d.Info(); err == nil {
+				snap.dirs[s.rel(p)] = fi.Mode().Perm()
 			}
 			return nil
 		}
@@ -114,7 +124,7 @@ func (s *Sandbox) Snapshot(ctx context.Context) (*Snapshot, error) {
 			if err != nil {
 				return nil
 			}
-			snap.files[rel] = &fileState{mode: fs.ModeSymlink, hashed: true, hash: sha256.Sum256([]byte(t)), binary: true}
+			snap.files[rel] = &fileState{mode: fs.ModeSymlink, hashed: true, hash: sha256.Sum256([]byte(t)), binary: true, target: t}
 		case d.Type().IsRegular():
 			fi, err := d.Info()
 			if err != nil {

@@ -25,6 +25,7 @@ type Sandbox struct {
 	// own uid (the server is not root).
 	uid, gid int
 	slots    chan struct{} // SessionCommands slots (nil: no limit)
+	snaps    *snapStore    // workspace snapshots (nil for the probe's sandbox)
 
 	mu    sync.Mutex // guards the following
 	procs map[uint64]context.CancelCauseFunc

@@ -184,6 +184,11 @@ type Options struct {
 	// larger than LineCountMaxSize, files are compared by size, times,
 	// inode and mode.
 	SnapshotHashBytes int64
+	// MaxSnapshots bounds the workspace snapshots a session keeps (100);
+	// the oldest are pruned, with the blobs no other one holds. The
+	// snapshots' store is also bounded by WorkspaceQuota: the oldest go
+	// first to make room (see snapshots.go).
+	MaxSnapshots int
 }
 
 // Limit defaults (Options).
@@ -198,6 +203,7 @@ const (
 	DefaultUIDBase           = 1_900_000_000
 	DefaultUIDCount          = 65536
 	DefaultSnapshotHashBytes = 256 << 20
+	DefaultMaxSnapshots      = 100
 )
 
 func (o *Options) setLimitDefaults() {
@@ -225,6 +231,7 @@ func (o *Options) setLimitDefaults() {
 	defInt(&o.SessionCommands, DefaultSessionCommands)
 	defInt(&o.MaxCommands, DefaultMaxCommands)
 	def64(&o.SnapshotHashBytes, DefaultSnapshotHashBytes)
+	defInt(&o.MaxSnapshots, DefaultMaxSnapshots)
 	if o.QuotaCheckInterval <= 0 {
 		o.QuotaCheckInterval = time.Second
 	}
@@ -251,6 +258,8 @@ type Manager struct {
 	// snapshotHook, set by tests, is called at each entry a snapshot
 	// walks.
 	snapshotHook func()
+	// stores bounds the memory of the workspace snapshot stores loaded.
+	stores *storeLRU
 
 	mu     sync.Mutex // guards the following
 	boxes  map[string]*Sandbox
@@ -307,7 +316,7 @@ func NewManager(root string, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: resolve root: %w", err)
 	}
-	m := &Manager{root: real, opts: opts, log: opts.Logger, boxes: map[string]*Sandbox{}}
+	m := &Manager{root: real, opts: opts, log: opts.Logger, boxes: map[string]*Sandbox{}, stores: newStoreLRU(snapshotMemoryEntries)}
 	var nofile syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err == nil {
 		m.nofileMax = nofile.Max
@@ -455,6 +464,7 @@ func (m *Manager) Get(ctx context.Context, sessionID string) (*Sandbox, bool, er
 		gid:   -1,
 		procs: map[uint64]context.CancelCauseFunc{},
 		usage: -1,
+		snaps: newSnapStore(base),
 	}
 	if m.opts.SessionCommands > 0 {
 		sb.slots = make(chan struct{}, m.opts.SessionCommands)
@@ -510,6 +520,9 @@ func (m *Manager) Remove(sessionID string) error {
 	m.mu.Unlock()
 	if sb != nil {
 		sb.removed()
+		if sb.snaps != nil {
+			m.stores.forget(sb.snaps)
+		}
 	}
 	if err := os.RemoveAll(filepath.Join(m.root, sessionID)); err != nil {
 		return fmt.Errorf("sandbox: remove: %w", err)
