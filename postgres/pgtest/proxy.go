@@ -19,6 +19,8 @@ import (
 type Proxy struct {
 	ln    net.Listener
 	trips atomic.Int64
+	// down: the database is unreachable (Cut): connections are refused.
+	down atomic.Bool
 
 	mu    sync.Mutex // guards conns
 	conns map[net.Conn]struct{}
@@ -46,6 +48,20 @@ func NewProxy(tb testing.TB, rawURL string) (*Proxy, string) {
 	return p, u.String()
 }
 
+// Cut makes the database unreachable through the proxy: the open
+// connections are closed and new ones are closed at once, until Restore.
+func (p *Proxy) Cut() {
+	p.down.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// Restore ends a Cut.
+func (p *Proxy) Restore() { p.down.Store(false) }
+
 // RoundTrips is the number of round trips so far, on every connection.
 func (p *Proxy) RoundTrips() int64 { return p.trips.Load() }
 
@@ -55,6 +71,10 @@ func (p *Proxy) accept(target string) {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.down.Load() {
+			_ = c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", target)
 		if err != nil {
