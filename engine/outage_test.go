@@ -47,10 +47,10 @@ func TestPostgresOutageWithholdsWhatItCannotKeep(t *testing.T) {
 			shown += len(d.Delta)
 			if n++; n == 60 {
 				proxy.Cut()
-				// Back once the turn has given up its writes (three
-				// retries, the last 1 s after the second): it then ends
+				// Back once the turn has given up its writes (each
+				// tried four times over 1.25 s, with margin): it then ends
 				// store_error in a minimal write.
-				back := time.Duration(len(deltas)-n)*gap + 4*time.Second
+				back := time.Duration(len(deltas)-n)*gap + 8*time.Second
 				go func() {
 					defer close(restored)
 					time.Sleep(back)
