@@ -360,6 +360,34 @@ func TestSubagentThreadAndPatch(t *testing.T) {
 	if got := eval[string](b, `document.querySelector('.turn > .turn-body > .msg:last-child').textContent`); !strings.Contains(got, "The writer is done.") {
 		t.Fatalf("last message %q", got)
 	}
+	// The delegation's subtask part, and the workspace snapshots of the
+	// writer's steps that changed files.
+	if got := eval[string](b, `[...document.querySelectorAll('.subtask')].map(e => e.textContent).join('|')`); !strings.HasPrefix(got, "Delegated to writer · done thread thr_") || !strings.HasSuffix(got, "write notes") {
+		t.Fatalf("subtask part %q", got)
+	}
+	if n := eval[int](b, `[...document.querySelectorAll('.step-usage')].filter(e => /workspace snap_/.test(e.textContent)).length`); n != 2 {
+		t.Fatalf("%d step-finish parts name a workspace snapshot, want 2 (the writer's two file steps)", n)
+	}
+	b.checkConsole()
+}
+
+// TestAgentMentionShown: an @name of a subagent in the user's message
+// shows as the message's agent part.
+func TestAgentMentionShown(t *testing.T) {
+	s := newServer(t)
+	s.createAgent(map[string]any{"name": "writer", "model": "scripted/echo"})
+	s.createAgent(map[string]any{"name": "lead", "model": "scripted/echo", "subagents": []any{"writer"},
+		"model_params": map[string]any{"script": scripted.Script(scripted.Step{Text: "Noted."})}})
+	ses := s.createSession("lead", "Mention")
+	if turn := s.turn(ses.ID, "ask @writer for a draft"); turn.Status != forge.TurnDone {
+		t.Fatalf("turn %+v", turn)
+	}
+	b := newBrowser(t)
+	b.navigate(s.URL + "/ui/sessions/" + ses.ID)
+	b.waitFor(`document.querySelector('.turn[data-status=done]')`)
+	if got := eval[[]string](b, `[...document.querySelectorAll('.role-user .agent-mention')].map(e => e.textContent)`); len(got) != 1 || got[0] != "@writer" {
+		t.Fatalf("agent parts shown %q", got)
+	}
 	b.checkConsole()
 }
 

@@ -671,7 +671,23 @@ class PartView {
         clear(this.el).append(h('div', {class: 'step-usage'},
           'Step ' + (d.iteration || '') + ' finished' + (d.finish ? ' (' + d.finish + ')' : '') + ' · ' +
             (d.estimated ? 'estimated: ' : ''),
-          fmtUsage(d.usage) + ' · ' + fmtCost(d.usage && d.usage.cost)));
+          fmtUsage(d.usage) + ' · ' + fmtCost(d.usage && d.usage.cost) +
+            (d.snapshot ? ' · workspace ' + d.snapshot + (d.snapshot_partial ? ' (partial)' : '') : '')));
+        break;
+      }
+      case 'agent': {
+        // A mention of a subagent (direct sessions: data.name; a forum
+        // copy names its agent in text).
+        const name = (p.data && p.data.name) || p.text || '';
+        clear(this.el).append(h('div', {class: 'agent-mention', text: '@' + name}));
+        break;
+      }
+      case 'subtask': {
+        const d = p.data || {};
+        clear(this.el).append(h('div', {class: 'subtask'},
+          h('span', {class: 'subtask-head', text: 'Delegated to ' + (d.agent || '?') + ' · ' + (d.status || '')}),
+          h('span', {class: 'muted', text: ' thread ' + (d.thread_id || '')}),
+          h('pre', {class: 'subtask-prompt', text: d.prompt || ''})));
         break;
       }
       case 'patch':
