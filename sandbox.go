@@ -1,6 +1,9 @@
 package forge
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Sandbox is a session's working directory as the engine uses it: the
 // tools that act in it, and the changes a step made to its files. The
@@ -63,6 +66,13 @@ type WorkspaceSnapshot struct {
 	// keeps, past its read budget or its store's room, or past the files a
 	// snapshot records); a restore leaves those as they are.
 	Partial bool `json:"partial,omitempty"`
+}
+
+// WorkspaceSnapshotInfo is one workspace snapshot a session's sandbox
+// keeps (GET /v1/sessions/{id}/sandbox/snapshots).
+type WorkspaceSnapshotInfo struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // WorkspaceRestore is what restoring a workspace snapshot did.

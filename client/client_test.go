@@ -287,3 +287,19 @@ func TestRestoreWorkspace(t *testing.T) {
 		t.Fatalf("unknown: %v", err)
 	}
 }
+
+func TestWorkspaceSnapshots(t *testing.T) {
+	t.Parallel()
+	srv, _ := jsonServer(t, map[string]route{
+		"GET /v1/sessions/ses_1/sandbox/snapshots": {200, `{"data":[{"id":"snap_1","created_at":"2026-12-03T10:00:00Z"},{"id":"snap_2","created_at":"2026-12-03T10:01:00Z"}]}`},
+	})
+	c := newTestClient(t, srv.URL)
+	list, err := c.WorkspaceSnapshots(context.Background(), "ses_1")
+	if err != nil || len(list) != 2 || list[1].ID != "snap_2" || list[1].CreatedAt.Minute() != 1 {
+		t.Fatalf("%+v %v", list, err)
+	}
+	var ae *APIError
+	if _, err := c.WorkspaceSnapshots(context.Background(), "ses_2"); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Fatalf("unknown: %v", err)
+	}
+}

@@ -146,6 +146,18 @@ func (c *Client) RestoreWorkspace(ctx context.Context, sessionID, snapshotID str
 	return &out, nil
 }
 
+// WorkspaceSnapshots lists the workspace snapshots the session's sandbox
+// keeps, oldest first.
+func (c *Client) WorkspaceSnapshots(ctx context.Context, sessionID string) ([]forge.WorkspaceSnapshotInfo, error) {
+	var out struct {
+		Data []forge.WorkspaceSnapshotInfo `json:"data"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(sessionID)+"/sandbox/snapshots", nil, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Data, nil
+}
+
 // EventsOptions select stored events for ListEvents.
 type EventsOptions struct {
 	// TurnID limits the list to one turn's events; empty lists the session's.

@@ -203,6 +203,26 @@ type WorkspaceRestorer interface {
 	RestoreSnapshot(ctx context.Context, sessionID, snapshotID string) (forge.WorkspaceRestore, error)
 }
 
+// WorkspaceLister is a Sandboxes that lists a session's workspace
+// snapshots (*sandbox.Manager is one).
+type WorkspaceLister interface {
+	ListSnapshots(ctx context.Context, sessionID string) ([]forge.WorkspaceSnapshotInfo, error)
+}
+
+// WorkspaceSnapshots lists the workspace snapshots a session's sandbox
+// keeps, oldest first: the ids its step-finish parts name, less those
+// pruned. A server without sandboxes lists none.
+func (e *Engine) WorkspaceSnapshots(ctx context.Context, tenant, sessionID string) ([]forge.WorkspaceSnapshotInfo, error) {
+	if _, err := e.store.GetSession(ctx, tenant, sessionID); err != nil {
+		return nil, err
+	}
+	l, ok := e.cfg.Sandboxes.(WorkspaceLister)
+	if !ok {
+		return []forge.WorkspaceSnapshotInfo{}, nil
+	}
+	return l.ListSnapshots(ctx, sessionID)
+}
+
 // RestoreWorkspace restores the session's sandbox files to the workspace
 // snapshot a step kept (its step-finish part names it). It is refused with
 // ErrTurnInProgress while a turn of the session runs, and holds the

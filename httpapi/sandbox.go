@@ -30,3 +30,17 @@ func (s *Server) restoreWorkspace(w http.ResponseWriter, r *http.Request) error 
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }
+
+// listWorkspaceSnapshots lists the workspace snapshots the session's
+// sandbox keeps, oldest first: {"data": [{"id", "created_at"}]}. A session
+// whose agent never touched a sandbox (or a server without sandboxes)
+// lists none.
+func (s *Server) listWorkspaceSnapshots(w http.ResponseWriter, r *http.Request) error {
+	sid := r.PathValue("sid")
+	list, err := s.rt.WorkspaceSnapshots(r.Context(), tenantOf(r), sid)
+	if err != nil {
+		return notFound(err, "session", sid)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": list})
+	return nil
+}

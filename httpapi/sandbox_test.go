@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/forge-runtime/forge"
@@ -174,5 +175,53 @@ func TestRestoreWorkspaceRefusals(t *testing.T) {
 	s.call("POST", "/v1/sessions/"+mine.ID+"/cancel", map[string]any{}, 200, nil)
 	if a := restore(mine.ID, map[string]any{"snapshot": snapMine}, "k1"); a.status != 200 {
 		t.Fatalf("restore after the turn: %s", a)
+	}
+}
+
+// TestListWorkspaceSnapshots: the snapshots a session's sandbox keeps are
+// the ids its step-finish parts name, oldest first; a session that never
+// used a sandbox lists none; another tenant's session is not found.
+func TestListWorkspaceSnapshots(t *testing.T) {
+	t.Parallel()
+	s, _ := sandboxStack(t, withKeys(map[string]string{"ka": "acme", "kb": "globex"}))
+	s.key = "ka"
+	s.call("POST", "/v1/agents", map[string]any{"name": "w", "model": "scripted/w", "tools": []string{"write_file"},
+		"model_params": map[string]any{"script": scripted.Script(
+			writeCall("a.txt", "one\n"), writeCall("b.txt", "two\n"), scripted.Step{Text: "written"},
+		)}}, 201, nil)
+	s.call("POST", "/v1/agents", map[string]any{"name": "plain", "model": "scripted/echo"}, 201, nil)
+	ses := s.createSession("w")
+	sp := "/v1/sessions/" + ses.ID
+	var list struct{ Data []forge.WorkspaceSnapshotInfo }
+	s.call("GET", sp+"/sandbox/snapshots", nil, 200, &list)
+	if len(list.Data) != 0 {
+		t.Fatalf("before any turn: %+v", list.Data)
+	}
+	s.call("POST", sp+"/turns", msgTurn("write"), 200, nil)
+	var want []string
+	for _, id := range stepSnapshots(t, s, ses.ID) {
+		if id != "" {
+			want = append(want, id)
+		}
+	}
+	s.call("GET", sp+"/sandbox/snapshots", nil, 200, &list)
+	var got []string
+	for _, sn := range list.Data {
+		if sn.CreatedAt.IsZero() {
+			t.Fatalf("snapshot without a time: %+v", sn)
+		}
+		got = append(got, sn.ID)
+	}
+	if len(want) != 2 || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("listed %q, the steps name %q", got, want)
+	}
+	plain := s.createSession("plain")
+	s.call("GET", "/v1/sessions/"+plain.ID+"/sandbox/snapshots", nil, 200, &list)
+	if len(list.Data) != 0 {
+		t.Fatalf("a session without a sandbox lists %+v", list.Data)
+	}
+	s.key = "kb"
+	if a := s.do(req{method: "GET", path: sp + "/sandbox/snapshots"}); a.status != 404 || a.errCode() != "not_found" {
+		t.Fatalf("another tenant: %s", a)
 	}
 }

@@ -38,6 +38,8 @@ type Runtime interface {
 	// RestoreWorkspace restores a session's sandbox files to a workspace
 	// snapshot.
 	RestoreWorkspace(ctx context.Context, tenant, sessionID, snapshotID string) (forge.WorkspaceRestore, error)
+	// WorkspaceSnapshots lists a session's workspace snapshots.
+	WorkspaceSnapshots(ctx context.Context, tenant, sessionID string) ([]forge.WorkspaceSnapshotInfo, error)
 	ModelView(ctx context.Context, tenant, sessionID string, opts forge.ListOptions) ([]*forge.Message, string, error)
 	IsBuiltin(name string) bool
 	// CheckOutputSchema validates an agent's output_schema.
@@ -264,6 +266,7 @@ func (s *Server) routeTable() []route {
 		{"POST", "/v1/sessions/{sid}/cancel", s.cancel, false},
 		{"POST", "/v1/sessions/{sid}/compact", s.compact, false},
 		{"POST", "/v1/sessions/{sid}/sandbox/restore", s.restoreWorkspace, false},
+		{"GET", "/v1/sessions/{sid}/sandbox/snapshots", s.listWorkspaceSnapshots, false},
 
 		{"GET", "/v1/sessions/{sid}/events", s.sessionEvents, false},
 		{"GET", "/v1/sessions/{sid}/turns/{tid}/events", s.turnEvents, false},

@@ -1089,6 +1089,39 @@ func (s *Sandbox) sameContent(root *os.Root, p, want string) bool {
 	return hex.EncodeToString(h.Sum(nil)) == want
 }
 
+// ListSnapshots lists the workspace snapshots the session's sandbox keeps,
+// oldest first, without provisioning a sandbox (none: an empty list).
+func (m *Manager) ListSnapshots(_ context.Context, sessionID string) ([]forge.WorkspaceSnapshotInfo, error) {
+	out := []forge.WorkspaceSnapshotInfo{}
+	if !validID.MatchString(sessionID) {
+		return out, nil
+	}
+	entries, err := os.ReadDir(filepath.Join(m.root, sessionID, "snapshots", "manifests"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: list snapshots: %w", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !snapshotIDPattern.MatchString(e.Name()) {
+			continue // a pruned base kept for its deltas, a temporary file
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // pruned meanwhile
+		}
+		out = append(out, forge.WorkspaceSnapshotInfo{ID: e.Name(), CreatedAt: fi.ModTime().UTC()})
+	}
+	slices.SortFunc(out, func(a, b forge.WorkspaceSnapshotInfo) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
 // RestoreSnapshot restores the session's work directory to a workspace
 // snapshot (Sandbox.Restore). A session without a sandbox has no
 // snapshots: none is provisioned for the asking.
