@@ -91,7 +91,7 @@ type topic struct {
 	rows map[string]forge.Event
 	// trimmed is the highest seq trimmed from events (0: none).
 	trimmed int64
-	turn string // the running turn, "" when none
+	turn    string // the running turn, "" when none
 	// turnFirst is the seq of the running turn's first kept event (0:
 	// none yet).
 	turnFirst int64
