@@ -18,9 +18,10 @@ import (
 	"github.com/forge-runtime/forge/bus"
 )
 
-// Subscribe returns what the session's stream holds after after (led by
-// the text so far of parts whose deltas after after were trimmed) and a
-// subscription to every event published from then on.
+// Subscribe returns what the session's stream holds after after (with the
+// text so far rows of parts whose deltas after after may be trimmed, in
+// place of their deltas at or below the rows' seqs) and a subscription to
+// every event published from then on.
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, after int64) ([]forge.Event, forge.BusSubscription, error) {
 	s := &subscription{bus: b, node: b.pick(sessionID), session: sessionID, notify: make(chan struct{}, 1)}
 	// Registered before the snapshot is read, so that nothing published
