@@ -68,6 +68,9 @@ for k = 0, n - 1 do
     end
     if kind ~= 'd' then deltasOnly = false end
     prev = seq
+  else
+    -- A row may create the open hash: it needs its TTL.
+    deltasOnly = false
   end
 end
 for k = 0, n - 1 do
