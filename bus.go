@@ -43,11 +43,19 @@ type Bus interface {
 	// seq above after, in seq order, and a subscription that returns every
 	// event published from then on.
 	//
-	// When the bus trimmed events above after that belong to parts still
-	// streaming, held starts with one model.message event per such part:
-	// the part's row with the text through its last trimmed delta, at that
-	// delta's seq (the "text so far" of DESIGN.md). Stored events the bus
-	// no longer holds are not returned: readers take them from the store.
+	// The bus keeps, per part, the latest "text so far" row published
+	// with an event (Event.TextSoFar: the part's model.message with its
+	// text through a delta, at that delta's seq; the event log folds the
+	// text, the bus decodes nothing) and forgets it at the part's next
+	// model.message. When the bus trimmed events above after, held
+	// includes the kept rows with a seq above after, in seq order among
+	// the events, and leaves out the deltas of their parts at or below
+	// their seqs: the rows carry that text (the "text so far" of
+	// DESIGN.md). The event log publishes a row before a part's unfolded
+	// deltas are a quarter of the bus's backlog bound old (Backlogger),
+	// and a bus trims at most its oldest half, so no text is lost. Stored
+	// events the bus no longer holds are not returned: readers take them
+	// from the store.
 	Subscribe(ctx context.Context, sessionID string, after int64) (held []Event, sub BusSubscription, err error)
 	// PublishEphemeral hands ev, an event with no seq (Seq 0: a forum's
 	// forum.typing), to the session's subscribers open now, on every
@@ -55,6 +63,13 @@ type Bus interface {
 	// and carries no order with the session's other events; a subscriber
 	// that falls behind may miss it.
 	PublishEphemeral(ctx context.Context, ev Event) error
+}
+
+// Backlogger is implemented by a bus whose per-session backlog is
+// bounded: Backlog is the bound, in events. The event log publishes text
+// so far rows (Event.TextSoFar) often enough for it.
+type Backlogger interface {
+	Backlog() int
 }
 
 // BusSubscription is one subscriber's position in a session's stream. It

@@ -46,6 +46,23 @@ type Event struct {
 	// event: subscribers write these bytes instead of encoding the event
 	// again each. Data is then a slice of it.
 	Wire []byte `json:"-"`
+	// Bus-only fields, never encoded: the event log sets them on what it
+	// publishes, so that neither it nor a bus decodes Data again.
+	//
+	// Delta is a model.message.delta's text; Part a model.message's part
+	// when it is still streaming (nil otherwise). TextSoFar are rows the
+	// bus keeps in place of deltas it may trim (see Bus.Subscribe): per
+	// part still streaming, its model.message with its text through its
+	// last published delta, at that delta's seq.
+	Delta     string  `json:"-"`
+	Part      *Part   `json:"-"`
+	TextSoFar []Event `json:"-"`
+}
+
+// WithoutBusFields returns e without its bus-only fields (what a bus keeps).
+func (e Event) WithoutBusFields() Event {
+	e.Delta, e.Part, e.TextSoFar = "", nil, nil
+	return e
 }
 
 // Encode sets e.Wire to e's envelope as JSON and makes e.Data the slice of

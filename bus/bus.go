@@ -6,8 +6,9 @@
 // Next returns forge.ErrLagged once it has read what was buffered) and
 // resubscribes from its own cursor. A session's events are kept while a
 // turn runs (bounded by BacklogMax: the oldest half is dropped when it is
-// reached, and the text of dropped deltas of parts still streaming is
-// folded into their "text so far" rows). Once a turn has ended its stored
+// reached; the deltas of parts still streaming are covered by the "text
+// so far" rows the event log publishes with its events, which the bus
+// keeps, one per part, until the part's next model.message). Once a turn has ended its stored
 // events are dropped but its turn.done (they are in the store, where
 // readers take them), and its deltas are kept for Retention after its
 // end, across the next turn's start, so a subscriber cut off near a
@@ -21,8 +22,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -87,10 +86,12 @@ type topic struct {
 	subs   map[*subscription]struct{}
 	events []forge.Event // recent events in seq order, deltas included
 	last   int64         // last published seq
-	// open are the parts streaming now, by part id, with the text of
-	// their deltas already dropped from events.
-	open map[string]*openPart
-	turn string // the running turn, "" when none
+	// rows are the latest text so far row of each part still
+	// streaming, by part id (Event.TextSoFar).
+	rows map[string]forge.Event
+	// trimmed is the highest seq trimmed from events (0: none).
+	trimmed int64
+	turn    string // the running turn, "" when none
 	// turnFirst is the seq of the running turn's first kept event (0:
 	// none yet).
 	turnFirst int64
@@ -104,16 +105,6 @@ type topic struct {
 type endedTurn struct {
 	lastSeq int64
 	at      time.Time // when its events go
-}
-
-// openPart is a part still streaming: its row as its model.message start
-// event gave it, and the text of its trimmed deltas.
-type openPart struct {
-	start   forge.Event
-	row     forge.Part
-	text    []byte
-	lastSeq int64 // the seq of its last trimmed delta, 0 when none
-	lastAt  time.Time
 }
 
 // New returns a bus with the given subscriber buffer and backlog bound (0
@@ -159,7 +150,7 @@ func (b *Bus) lock(session string, now time.Time, create bool) *topic {
 			}
 			b.mu.Lock()
 			if t = b.topics[session]; t == nil {
-				t = &topic{session: session, subs: map[*subscription]struct{}{}, open: map[string]*openPart{}}
+				t = &topic{session: session, subs: map[*subscription]struct{}{}, rows: map[string]forge.Event{}}
 				b.topics[session] = t
 			}
 			b.mu.Unlock()
@@ -174,7 +165,7 @@ func (b *Bus) lock(session string, now time.Time, create bool) *topic {
 
 // emptyLocked reports whether t holds nothing and nobody reads it.
 func (t *topic) emptyLocked() bool {
-	return len(t.subs) == 0 && t.turn == "" && len(t.events) == 0 && len(t.open) == 0
+	return len(t.subs) == 0 && t.turn == "" && len(t.events) == 0 && len(t.rows) == 0
 }
 
 // forget removes t from the map when it holds nothing. b.mu is held for
@@ -238,8 +229,8 @@ func (b *Bus) sweep(now time.Time) {
 			// Published to again while idle: wait for the new deadline.
 		default:
 			t.events, t.expires = nil, time.Time{}
-			t.ended = nil
-			clear(t.open)
+			t.ended, t.trimmed = nil, 0
+			clear(t.rows)
 		}
 		if next := t.nextDeadline(); !next.IsZero() {
 			b.expireLocked(t, next)
@@ -299,25 +290,13 @@ func (b *Bus) Publish(_ context.Context, ev forge.Event) error {
 		return forge.Errorf(forge.ErrConflict, "bus: seq %d of session %s is not above the last published seq %d", ev.Seq, ev.SessionID, t.last)
 	}
 	t.last = ev.Seq
-	if ev.Type == forge.EventModelMessage {
-		// The part's id and state say what to do; the whole part is
-		// decoded only when it starts streaming (most parts arrive
-		// complete).
-		var head struct {
-			ID    string `json:"id"`
-			State string `json:"state"`
-		}
-		if err := json.Unmarshal(ev.Data, &head); err == nil {
-			if head.State == forge.StateStreaming {
-				var p forge.Part
-				if err := json.Unmarshal(ev.Data, &p); err == nil {
-					t.open[p.ID] = &openPart{start: ev, row: p}
-				}
-			} else {
-				delete(t.open, head.ID)
-			}
-		}
+	for _, row := range ev.TextSoFar {
+		t.rows[row.ID] = row.WithoutBusFields()
 	}
+	if ev.Type == forge.EventModelMessage {
+		delete(t.rows, ev.ID) // the part's own event supersedes its row
+	}
+	ev = ev.WithoutBusFields()
 	if len(t.events) >= b.opts.BacklogMax {
 		b.trimLocked(t)
 	}
@@ -355,24 +334,11 @@ func (b *Bus) PublishEphemeral(_ context.Context, ev forge.Event) error {
 	return nil
 }
 
-// trimLocked drops the oldest half of t's events, folding the deltas of
-// parts still streaming into their text so far.
+// trimLocked drops the oldest half of t's events (the text of the deltas
+// of parts still streaming is in their rows already).
 func (b *Bus) trimLocked(t *topic) {
 	n := len(t.events) / 2
-	for _, ev := range t.events[:n] {
-		if ev.Type != forge.EventModelDelta {
-			continue
-		}
-		op := t.open[ev.ID]
-		if op == nil {
-			continue
-		}
-		var d forge.DeltaData
-		if json.Unmarshal(ev.Data, &d) == nil {
-			op.text = append(op.text, d.Delta...)
-		}
-		op.lastSeq, op.lastAt = ev.Seq, ev.CreatedAt
-	}
+	t.trimmed = max(t.trimmed, t.events[n-1].Seq)
 	m := copy(t.events, t.events[n:])
 	clear(t.events[m:])
 	t.events = t.events[:m]
@@ -431,45 +397,55 @@ func (b *Bus) compactTurnLocked(t *topic, turnID string) {
 	t.events = kept
 }
 
-// Subscribe returns the session's kept events after after (led by the
-// text so far of parts whose deltas after after were trimmed) and a
+// Subscribe returns the session's kept events after after (with the text
+// so far of parts whose deltas after after may be trimmed) and a
 // subscription to every event published later.
 func (b *Bus) Subscribe(_ context.Context, session string, after int64) ([]forge.Event, forge.BusSubscription, error) {
 	t := b.lock(session, b.opts.Clock.Now(), true)
 	defer t.mu.Unlock()
-	held, err := textSoFar(t, after)
-	if err != nil {
-		return nil, nil, err
-	}
 	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].Seq > after })
-	held = append(held, t.events[i:]...)
+	var held []forge.Event
+	if t.trimmed > after {
+		held = WithTextSoFar(t.rows, t.events[i:], after)
+	} else {
+		held = slices.Clone(t.events[i:])
+	}
 	s := &subscription{bus: b, session: session, limit: b.opts.Buffer, notify: make(chan struct{}, 1)}
 	t.subs[s] = struct{}{}
 	return held, s, nil
 }
 
-// textSoFar returns a model.message per part still streaming whose trimmed
-// deltas include one after after: the part's row with the text of its
-// trimmed deltas, at the seq of the last of them (which the subscriber
-// never got), in seq order.
-func textSoFar(t *topic, after int64) ([]forge.Event, error) {
-	var rows []forge.Event
-	for _, op := range t.open {
-		if op.lastSeq <= after {
+// WithTextSoFar merges into evs (a bus's kept events after after, in seq
+// order) the rows (by part id) with a seq above after, in seq order, and
+// leaves out the deltas of each row's part at or below its seq: the row
+// carries their text. For buses (the Redis bus uses it too).
+func WithTextSoFar(rows map[string]forge.Event, evs []forge.Event, after int64) []forge.Event {
+	var use []forge.Event
+	for _, row := range rows {
+		if row.Seq > after {
+			use = append(use, row)
+		}
+	}
+	if len(use) == 0 {
+		return slices.Clone(evs)
+	}
+	slices.SortFunc(use, func(a, b forge.Event) int { return cmpSeq(a.Seq, b.Seq) })
+	through := make(map[string]int64, len(use))
+	for _, row := range use {
+		through[row.ID] = row.Seq
+	}
+	out := make([]forge.Event, 0, len(evs)+len(use))
+	for _, ev := range evs {
+		for len(use) > 0 && use[0].Seq <= ev.Seq {
+			out = append(out, use[0])
+			use = use[1:]
+		}
+		if ev.Type == forge.EventModelDelta && ev.Seq <= through[ev.ID] {
 			continue
 		}
-		row := op.row
-		row.Text = string(op.text)
-		data, err := json.Marshal(&row)
-		if err != nil {
-			return nil, fmt.Errorf("bus: text so far of %s: %w", row.ID, err)
-		}
-		ev := op.start
-		ev.Seq, ev.CreatedAt, ev.Data, ev.Wire = op.lastSeq, op.lastAt, data, nil
-		rows = append(rows, ev)
+		out = append(out, ev)
 	}
-	slices.SortFunc(rows, func(a, b forge.Event) int { return cmpSeq(a.Seq, b.Seq) })
-	return rows, nil
+	return append(out, use...)
 }
 
 func cmpSeq(a, b int64) int {
@@ -599,6 +575,9 @@ func (s *subscription) Close() error {
 	}
 	return nil
 }
+
+// Backlog is the bound of a session's kept events (forge.Backlogger).
+func (b *Bus) Backlog() int { return b.opts.BacklogMax }
 
 // ProcessLocal reports that every subscriber of this bus is in this
 // process: eventlog.Log may then publish a held-back delta after a commit

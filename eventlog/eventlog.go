@@ -109,6 +109,10 @@ type Log struct {
 	// local: every subscriber of the bus reads through this Log (see
 	// Local).
 	local bool
+	// quarter is a quarter of the bus's backlog bound: how far behind
+	// the newest event a part's deltas may lie before a text so far row
+	// covers them (textsofar.go); 0 when the bus is unbounded.
+	quarter int64
 
 	mu   sync.Mutex // guards seqs
 	seqs map[string]*sequencer
@@ -145,7 +149,11 @@ func New(cfg Config) *Log {
 		cfg.PageSize = DefaultPageSize
 	}
 	pl, ok := cfg.Bus.(processLocal)
-	return &Log{store: cfg.Store, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, block: cfg.SeqBlock,
+	var quarter int64
+	if bl, ok := cfg.Bus.(forge.Backlogger); ok && bl.Backlog() > 0 {
+		quarter = max(int64(bl.Backlog())/4, 1)
+	}
+	return &Log{quarter: quarter, store: cfg.Store, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Logger, block: cfg.SeqBlock,
 		retry: cfg.RetryDelays, sleep: cfg.Sleep, pageSize: cfg.PageSize, fence: cfg.Fence, seqs: map[string]*sequencer{},
 		local: ok && pl.ProcessLocal(), closing: make(chan struct{})}
 }
@@ -200,6 +208,10 @@ type sequencer struct {
 	// is committed above them until they are: a delta is never skipped
 	// (the stream's links are Redis's, so a subscriber could not tell).
 	unsent []forge.Event
+
+	// folds are the session's parts still streaming, with the text the
+	// bus took (textsofar.go; guarded by mu).
+	folds folds
 }
 
 func (l *Log) sequencer(tenant, session string) *sequencer {
@@ -333,6 +345,9 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 	if err := ev.EncodeTrusted(); err != nil {
 		return forge.Event{}, fmt.Errorf("encode %s event: %w", d.Type, err)
 	}
+	if l.quarter > 0 || l.fence != nil {
+		typed(&ev, d.Data)
+	}
 	return ev, nil
 }
 
@@ -404,7 +419,7 @@ func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, draf
 		return evs, nil
 	}
 	for _, ev := range evs {
-		l.publishLocked(ctx, ev)
+		l.publishLocked(ctx, sq, ev)
 	}
 	return evs, nil
 }
@@ -584,8 +599,16 @@ func (l *Log) settle(sessionID string) {
 	}
 }
 
-func (l *Log) publishLocked(ctx context.Context, ev forge.Event) {
+// publishLocked publishes ev on the bus (no Fence), with the text so far
+// rows it must carry; the fold counts ev once the bus took it.
+func (l *Log) publishLocked(ctx context.Context, sq *sequencer, ev forge.Event) {
 	ctx = context.WithoutCancel(ctx)
+	if l.quarter > 0 {
+		if sq.folds == nil {
+			sq.folds = folds{}
+		}
+		ev.TextSoFar = sq.folds.rowsFor(&ev, l.quarter)
+	}
 	if ev.Type == forge.EventTurnCreated && ev.TurnID != nil {
 		if err := l.bus.BeginTurn(ctx, ev.SessionID, *ev.TurnID); err != nil {
 			l.log.Warn("bus: begin turn failed", "session_id", ev.SessionID, "turn_id", *ev.TurnID, "err", err)
@@ -593,6 +616,8 @@ func (l *Log) publishLocked(ctx context.Context, ev forge.Event) {
 	}
 	if err := l.bus.Publish(ctx, ev); err != nil {
 		l.log.Warn("bus: publish failed", "session_id", ev.SessionID, "seq", ev.Seq, "type", ev.Type, "err", err)
+	} else if l.quarter > 0 {
+		sq.folds.apply(&ev)
 	}
 	if ev.Type == forge.EventTurnDone && ev.TurnID != nil {
 		if err := l.bus.EndTurn(ctx, ev.SessionID, *ev.TurnID); err != nil {
@@ -674,7 +699,7 @@ func (l *Log) PublishDelta(ctx context.Context, tenant, sessionID string, d Draf
 	if err != nil {
 		return forge.Event{}, err
 	}
-	l.publishLocked(ctx, ev)
+	l.publishLocked(ctx, sq, ev)
 	return ev, nil
 }
 
@@ -896,18 +921,22 @@ func (l *Log) sendLocked(ctx context.Context, sq *sequencer, hold string, evs []
 		}
 		return true, nil
 	}
+	// The rows are folded from what the bus took before: the unsent
+	// events count once it takes them.
+	send, next := sq.folds.foldBatch(all, l.quarter)
 	var ok bool
 	var err error
 	if hold != "" {
-		err = l.fence.Release(ctx, sq.session, hold, all)
+		err = l.fence.Release(ctx, sq.session, hold, send)
 		ok = err == nil
 	} else {
-		ok, err = l.fence.PublishUnheld(ctx, all...)
+		ok, err = l.fence.PublishUnheld(ctx, send...)
 	}
 	switch {
 	case err == nil:
 		if ok {
 			sq.unsent = nil
+			sq.folds = next
 		}
 		return ok, nil
 	case final(err) && len(sq.unsent) > 0:

@@ -392,3 +392,35 @@ func TestLocksAcrossProcesses(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestTextSoFarRowsExpire: a text so far row carried by a delta of a
+// running turn may create the session's rows hash; it gets the session's
+// TTL like the stream (else it would outlive it).
+func TestTextSoFarRowsExpire(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	b := open(t, prefix, redis.Options{Retention: 2 * time.Second, RunningTTL: time.Hour})
+	admin := redistest.Client(t)
+	_ = b.BeginTurn(ctx, "ses_1", "turn_1")
+	if err := b.Publish(ctx, stored("ses_1", "turn_1", forge.EventTurnCreated, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Publish(ctx, delta("ses_1", "turn_1", 2, "x")); err != nil {
+		t.Fatal(err)
+	}
+	ev := delta("ses_1", "turn_1", 3, "y")
+	row := stored("ses_1", "turn_1", forge.EventModelMessage, 2)
+	row.ID = "prt_x"
+	ev.TextSoFar = []forge.Event{row}
+	if err := b.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	rows := prefix + ":{ses_1}:o"
+	if admin.Exists(ctx, rows).Val() != 1 {
+		t.Fatal("the row was not kept")
+	}
+	if ttl := admin.PTTL(ctx, rows).Val(); ttl < 50*time.Minute {
+		t.Fatalf("running turn's rows TTL %v", ttl)
+	}
+}

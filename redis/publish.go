@@ -103,6 +103,9 @@ func (b *Bus) PublishUnheld(ctx context.Context, evs ...forge.Event) (bool, erro
 	return b.publish(ctx, "unheld", b.opts.WriterID, evs[0].SessionID, evs)
 }
 
+// Backlog is the bound of a session's kept entries (forge.Backlogger).
+func (b *Bus) Backlog() int { return b.opts.MaxLen }
+
 // publish runs publishScript and maps its answer: done is false for an
 // unheld publish that needs a hold.
 func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []forge.Event) (done bool, err error) {
@@ -116,6 +119,14 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 		}
 		if ev.Seq <= 0 {
 			return false, forge.Errorf(forge.ErrInvalid, "redis: event without a seq (use PublishEphemeral)")
+		}
+		for j := range ev.TextSoFar {
+			row := &ev.TextSoFar[j]
+			raw, err := row.JSON()
+			if err != nil {
+				return false, fmt.Errorf("redis: encode the text so far of %s: %w", row.ID, err)
+			}
+			args = append(args, row.Seq, "r", "", row.ID, "", 0, "", raw)
 		}
 		kind, part, delta, err := entryKind(ev)
 		if err != nil {
@@ -165,7 +176,8 @@ func at(s []string, i int) string {
 }
 
 // entryKind tells the publish script what ev does to the session's state:
-// a turn begins or ends, a part starts or stops streaming, a delta.
+// a turn begins or ends, a part's row is forgotten, a delta (its text from
+// Event.Delta, which the event log sets; decoded only when it is empty).
 func entryKind(ev *forge.Event) (kind, part, delta string, err error) {
 	switch ev.Type {
 	case forge.EventTurnCreated:
@@ -173,20 +185,16 @@ func entryKind(ev *forge.Event) (kind, part, delta string, err error) {
 	case forge.EventTurnDone:
 		return "e", "", "", nil
 	case forge.EventModelDelta:
+		if ev.Delta != "" {
+			return "d", ev.ID, ev.Delta, nil
+		}
 		var d forge.DeltaData
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return "", "", "", forge.Errorf(forge.ErrInvalid, "redis: delta %d: %v", ev.Seq, err)
 		}
 		return "d", ev.ID, d.Delta, nil
 	case forge.EventModelMessage:
-		var p forge.Part
-		if err := json.Unmarshal(ev.Data, &p); err != nil {
-			return "", "", "", nil // not a part: nothing to track
-		}
-		if p.State == forge.StateStreaming {
-			return "o", ev.ID, "", nil
-		}
-		return "c", ev.ID, "", nil
+		return "m", ev.ID, "", nil
 	}
 	return "", "", "", nil
 }

@@ -7,8 +7,9 @@
 //
 // Retention (docs/distributed.md): while a turn runs, a session's stream
 // keeps its newest events, at most Options.MaxLen (the oldest half is
-// dropped when it is reached; the text of dropped deltas of parts still
-// streaming is kept as their "text so far"); once no turn runs (after
+// dropped when it is reached; the deltas of parts still streaming are
+// covered by the "text so far" rows the event log publishes with its
+// events, which the stream's session keeps, one per part); once no turn runs (after
 // turn.done, or an event published outside any turn), the stream lives
 // Options.Retention more, then Redis expires it. A reader never depends on
 // it for what is stored: the event log merges the store with the stream.

@@ -8,15 +8,16 @@ import goredis "github.com/redis/go-redis/v9"
 // it in the stream (0 for the first), so a reader knows whether it missed
 // one; e, the event as JSON. A delta, the bulk of a stream, is kept
 // without its JSON, as its fields: p (the part), d (the delta text), a
-// (created_at, Unix ns), t (the turn) and h (the thread); trimming folds d
-// into the part's text so far.
+// (created_at, Unix ns), t (the turn) and h (the thread). Trimming drops
+// entries plainly: the event log folds the text so far of parts still
+// streaming and publishes it as rows (forge.Event.TextSoFar).
 //
-// Per session (one hash slot, {session}): s the stream, o the open parts
-// (part -> its model.message start event; part:t the text of its trimmed
-// deltas, part:s the seq and part:a the time of the last of them), m the
-// meta hash (last: the last seq published; turn: the running turn; ended:
-// the last turn that ended; wr: the process that last held the session),
-// w the writer hold (a token, with a TTL).
+// Per session (one hash slot, {session}): s the stream, o the text so far
+// rows (part -> its latest row, an event as JSON, forgotten at the part's
+// next model.message), m the meta hash (last: the last seq published;
+// turn: the running turn; ended: the last turn that ended; wr: the process
+// that last held the session; tr: a seq at or above every trimmed one,
+// below every kept one), w the writer hold (a token, with a TTL).
 
 // publishScript appends events to a session's stream and publishes each
 // on the session's channel.
@@ -25,8 +26,9 @@ import goredis "github.com/redis/go-redis/v9"
 // ARGV: mode (plain | release | unheld), token (release: the hold's token;
 // unheld: this process's writer id), maxlen, retention ms, running TTL ms,
 // channel, then 8 values per event: seq, kind (b turn.created, e
-// turn.done, o a part starts streaming, c a part ends, d delta, "" other),
-// turn, part, delta text, created_at ns, thread, event JSON.
+// turn.done, m a model.message: forget its part's row, d delta, "" other,
+// r a text so far row to keep for the part: not an entry, it goes before
+// its event), turn, part, delta text, created_at ns, thread, event JSON.
 //
 // Returns {"ok"}, {"lost"} (release: the hold expired), {"busy"} or
 // {"stale"} (unheld: another process holds the session or wrote it last),
@@ -58,19 +60,26 @@ local prev = tonumber(lastStr)
 for k = 0, n - 1 do
   local i = 7 + k * 8
   local seq = tonumber(ARGV[i])
-  if seq <= prev then return done({'conflict', tostring(prev)}) end
   local kind, turn = ARGV[i + 1], ARGV[i + 2]
-  if kind == 'd' and turn ~= '' and (turn == ended or (running ~= '' and running ~= turn)) then
-    return done({'ended', turn})
+  if kind ~= 'r' then
+    if seq <= prev then return done({'conflict', tostring(prev)}) end
+    if kind == 'd' and turn ~= '' and (turn == ended or (running ~= '' and running ~= turn)) then
+      return done({'ended', turn})
+    end
+    if kind ~= 'd' then deltasOnly = false end
+    prev = seq
+  else
+    -- A row may create the open hash: it needs its TTL.
+    deltasOnly = false
   end
-  if kind ~= 'd' then deltasOnly = false end
-  prev = seq
 end
 for k = 0, n - 1 do
   local i = 7 + k * 8
   local seq, kind, turn, part = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local json = ARGV[i + 7]
-  if kind == 'd' then
+  if kind == 'r' then
+    redis.call('HSET', open, part, json)
+  elseif kind == 'd' then
     redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'p', part, 'd', ARGV[i + 4], 'a', ARGV[i + 5], 't', turn, 'h', ARGV[i + 6])
   else
     redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'e', json)
@@ -84,50 +93,24 @@ for k = 0, n - 1 do
       running = ''
     end
     redis.call('HSET', meta, 'ended', turn)
-  elseif kind == 'o' then
-    redis.call('HSET', open, part, json)
-    redis.call('HDEL', open, part .. ':t', part .. ':s', part .. ':a')
-  elseif kind == 'c' then
-    redis.call('HDEL', open, part, part .. ':t', part .. ':s', part .. ':a')
+  elseif kind == 'm' then
+    redis.call('HDEL', open, part)
   end
-  redis.call('PUBLISH', ARGV[6], seq .. ' ' .. lastStr .. ' ' .. json)
-  lastStr = seq
+  if kind ~= 'r' then
+    redis.call('PUBLISH', ARGV[6], seq .. ' ' .. lastStr .. ' ' .. json)
+    lastStr = seq
+  end
 end
 redis.call('HSET', meta, 'last', lastStr)
 local maxlen = tonumber(ARGV[3])
 local len = redis.call('XLEN', stream)
 if len > maxlen then
-  -- Drop the oldest half, folding the deltas of parts still streaming
-  -- into their text so far.
-  local old = redis.call('XRANGE', stream, '-', '+', 'COUNT', math.floor(len / 2))
-  local isOpen, acc = {}, {}
-  for _, entry in ipairs(old) do
-    local f = entry[2]
-    local p, d, a
-    for j = 1, #f, 2 do
-      local name = f[j]
-      if name == 'p' then p = f[j + 1] elseif name == 'd' then d = f[j + 1] elseif name == 'a' then a = f[j + 1] end
-    end
-    if p and d then
-      if isOpen[p] == nil then isOpen[p] = redis.call('HEXISTS', open, p) == 1 end
-      if isOpen[p] then
-        local x = acc[p]
-        if x == nil then
-          x = {t = {}}
-          acc[p] = x
-        end
-        x.t[#x.t + 1] = d
-        x.s = string.sub(entry[1], 1, -3)
-        x.a = a
-      end
-    end
+  -- Drop the oldest half; the first kept entry tells up to where.
+  redis.call('XTRIM', stream, 'MAXLEN', len - math.floor(len / 2))
+  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
+  if #first > 0 then
+    redis.call('HSET', meta, 'tr', tostring(tonumber(string.sub(first[1][1], 1, -3)) - 1))
   end
-  for p, x in pairs(acc) do
-    local cur = redis.call('HGET', open, p .. ':t') or ''
-    redis.call('HSET', open, p .. ':t', cur .. table.concat(x.t), p .. ':s', x.s, p .. ':a', x.a)
-  end
-  local lastTrimmed = string.sub(old[#old][1], 1, -3)
-  redis.call('XTRIM', stream, 'MINID', tostring(tonumber(lastTrimmed) + 1) .. '-0')
 end
 -- The keys of a running turn got its TTL when it began (and with each
 -- stored event since): its deltas, the bulk of the traffic, leave it be.
@@ -180,13 +163,15 @@ return 0
 // snapshotScript reads what a new subscription starts from.
 //
 // KEYS: stream, open, meta. ARGV: after (a seq).
-// Returns {open parts (flat field/value list), entries after the seq, the
-// last seq published}.
+// Returns {text so far rows (flat field/value list; none unless entries
+// above the seq were trimmed), entries after the seq, the last seq
+// published}.
 var snapshotScript = goredis.NewScript(`
-local openParts = redis.call('HGETALL', KEYS[2])
+local m = redis.call('HMGET', KEYS[3], 'last', 'tr')
+local rows = {}
+if tonumber(m[2] or '0') > tonumber(ARGV[1]) then rows = redis.call('HGETALL', KEYS[2]) end
 local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1] .. '-0', '+')
-local last = redis.call('HGET', KEYS[3], 'last') or '0'
-return {openParts, entries, last}
+return {rows, entries, m[1] or '0'}
 `)
 
 // lockScript takes a named lock, or extends it for its holder.

@@ -15,11 +15,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/bus"
 )
 
-// Subscribe returns what the session's stream holds after after (led by
-// the text so far of parts whose deltas after after were trimmed) and a
-// subscription to every event published from then on.
+// Subscribe returns what the session's stream holds after after (with the
+// text so far rows of parts whose deltas after after may be trimmed, in
+// place of their deltas at or below the rows' seqs) and a subscription to
+// every event published from then on.
 func (b *Bus) Subscribe(ctx context.Context, sessionID string, after int64) ([]forge.Event, forge.BusSubscription, error) {
 	s := &subscription{bus: b, node: b.pick(sessionID), session: sessionID, notify: make(chan struct{}, 1)}
 	// Registered before the snapshot is read, so that nothing published
@@ -55,11 +57,7 @@ func decodeSnapshot(session string, res []any, after int64) ([]forge.Event, int6
 	if err != nil {
 		return nil, 0, fmt.Errorf("snapshot: last seq %q", lastStr)
 	}
-	rows, err := textSoFar(flat, after)
-	if err != nil {
-		return nil, 0, err
-	}
-	held := rows
+	held := make([]forge.Event, 0, len(entries))
 	for _, raw := range entries {
 		e, err := decodeEntry(session, raw)
 		if err != nil {
@@ -68,52 +66,28 @@ func decodeSnapshot(session string, res []any, after int64) ([]forge.Event, int6
 		held = append(held, e.ev)
 		last = max(last, e.ev.Seq)
 	}
-	return held, last, nil
+	if len(flat) == 0 {
+		return held, last, nil
+	}
+	rows, err := textSoFar(flat)
+	if err != nil {
+		return nil, 0, err
+	}
+	return bus.WithTextSoFar(rows, held, after), last, nil
 }
 
-// textSoFar builds, from the open parts hash, a model.message per part
-// still streaming whose trimmed deltas include one after after: its row
-// with the text of those deltas, at the last one's seq, in seq order.
-func textSoFar(flat []any, after int64) ([]forge.Event, error) {
-	fields := make(map[string]string, len(flat)/2)
+// textSoFar decodes the rows hash (part -> its text so far row as JSON).
+func textSoFar(flat []any) (map[string]forge.Event, error) {
+	rows := make(map[string]forge.Event, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
-		k, _ := flat[i].(string)
-		v, _ := flat[i+1].(string)
-		fields[k] = v
-	}
-	var rows []forge.Event
-	for part, start := range fields {
-		if strings.Contains(part, ":") {
-			continue
-		}
-		seqStr, ok := fields[part+":s"]
-		if !ok {
-			continue
-		}
-		seq, err := strconv.ParseInt(seqStr, 10, 64)
-		if err != nil || seq <= after {
-			continue
-		}
+		part, _ := flat[i].(string)
+		raw, _ := flat[i+1].(string)
 		var ev forge.Event
-		if err := json.Unmarshal([]byte(start), &ev); err != nil {
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
 			return nil, fmt.Errorf("text so far of %s: %w", part, err)
 		}
-		var p forge.Part
-		if err := json.Unmarshal(ev.Data, &p); err != nil {
-			return nil, fmt.Errorf("text so far of %s: %w", part, err)
-		}
-		p.Text = fields[part+":t"]
-		data, err := json.Marshal(&p)
-		if err != nil {
-			return nil, fmt.Errorf("text so far of %s: %w", part, err)
-		}
-		ev.Seq, ev.Data = seq, data
-		if ns, err := strconv.ParseInt(fields[part+":a"], 10, 64); err == nil {
-			ev.CreatedAt = time.Unix(0, ns).UTC()
-		}
-		rows = append(rows, ev)
+		rows[part] = ev
 	}
-	slices.SortFunc(rows, func(a, b forge.Event) int { return cmpInt(a.Seq, b.Seq) })
 	return rows, nil
 }
 

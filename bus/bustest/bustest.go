@@ -349,24 +349,58 @@ func testCutOffResumes(t *testing.T, newBus Factory) {
 }
 
 // testTextSoFar: with a bounded backlog, a cursor older than what the bus
-// kept gets, per part still streaming, its row with the text of the
-// deltas it can no longer have, then the kept deltas: the text adds up.
+// kept gets, per part still streaming, its latest text so far row (the
+// event log folds them and publishes them with its events, at least every
+// quarter of the backlog bound: Event.TextSoFar, as this test does), then
+// the kept deltas after it: the text adds up.
 func testTextSoFar(t *testing.T, newBus Factory) {
 	b := newBus(t, Options{BacklogMax: 8})
+	if bl, ok := b.(forge.Backlogger); !ok || bl.Backlog() != 8 {
+		t.Fatalf("the bus does not tell its backlog bound (8)")
+	}
 	const sess, turn = "ses_t", "turn_1"
 	begin(t, b, sess, turn)
 	publish(t, b, event(sess, turn, 1, forge.EventTurnCreated, map[string]string{}))
 	main := forge.Part{ID: "prt_main", MessageID: "msg_1", Type: forge.PartText, State: forge.StateStreaming}
 	child := forge.Part{ID: "prt_child", MessageID: "msg_2", Type: forge.PartReasoning, State: forge.StateStreaming}
 	done := forge.Part{ID: "prt_done", MessageID: "msg_1", Type: forge.PartText, State: forge.StateStreaming}
-	publish(t, b, partEvent(sess, turn, "thr_main", 2, main), partEvent(sess, turn, "thr_child", 3, child), partEvent(sess, turn, "thr_main", 4, done))
+	starts := map[string]forge.Event{"prt_main": partEvent(sess, turn, "thr_main", 2, main),
+		"prt_child": partEvent(sess, turn, "thr_child", 3, child), "prt_done": partEvent(sess, turn, "thr_main", 4, done)}
+	publish(t, b, starts["prt_main"], starts["prt_child"], starts["prt_done"])
 	texts := map[string]string{}
+	// The event log's fold: per part, the seq of its last delta and of
+	// its oldest delta no row covers.
+	lastOf, unfolded := map[string]int64{}, map[string]int64{}
+	const quarter = 8 / 4
 	seq := int64(5)
 	for i := range 40 {
 		for _, p := range []string{"prt_main", "prt_child", "prt_done"} {
 			d := fmt.Sprintf("%s%d ", p[4:5], i)
-			publish(t, b, delta(sess, turn, p, seq, d))
+			ev := delta(sess, turn, p, seq, d)
+			for _, q := range []string{"prt_main", "prt_child", "prt_done"} {
+				if unfolded[q] == 0 || seq-unfolded[q] < quarter {
+					continue
+				}
+				row := starts[q]
+				var part forge.Part
+				if err := json.Unmarshal(row.Data, &part); err != nil {
+					t.Fatal(err)
+				}
+				part.Text = texts[q]
+				data, err := json.Marshal(&part)
+				if err != nil {
+					t.Fatal(err)
+				}
+				row.Seq, row.Data, row.CreatedAt = lastOf[q], data, time.Unix(1700000000, lastOf[q]).UTC()
+				ev.TextSoFar = append(ev.TextSoFar, row)
+				unfolded[q] = 0
+			}
+			publish(t, b, ev)
 			texts[p] += d
+			lastOf[p] = seq
+			if unfolded[p] == 0 {
+				unfolded[p] = seq
+			}
 			seq++
 		}
 	}
