@@ -67,18 +67,7 @@ func TestPostgresOutageWithholdsWhatItCannotKeep(t *testing.T) {
 	if turn.Status != forge.TurnErrored || turn.Error == nil || turn.Error.Code != forge.CodeStoreError {
 		t.Fatalf("turn %+v %+v: the outage did not outlast the turn", turn, turn.Error)
 	}
-	msgs, _, err := r.store.ListMessages(c.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: sess.ID, TipTurnID: turn.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept := 0
-	for _, m := range msgs {
-		for _, p := range m.Parts {
-			if m.Role == forge.RoleAssistant && p.Type == forge.PartText {
-				kept = max(kept, len(p.Text))
-			}
-		}
-	}
+	kept := keptReply(t, r.store, sess.ID, turn.ID)
 	// Shown beyond kept: what streamed in 1.25 checkpoint intervals (the
 	// cluster's 50 ms) at 2 characters a gap, three times over for a
 	// loaded machine. Before the fix: everything after the last

@@ -249,18 +249,7 @@ func TestStoreOutageWithholdsWhatItCannotKeep(t *testing.T) {
 	if turn.Status != forge.TurnErrored || turn.Error == nil || turn.Error.Code != forge.CodeStoreError {
 		t.Fatalf("turn %+v %+v", turn, turn.Error)
 	}
-	msgs, _, err := h.store.ListMessages(h.ctx, forge.DefaultTenant, forge.MessageQuery{SessionID: s.ID, TipTurnID: turn.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept := 0
-	for _, m := range msgs {
-		for _, p := range m.Parts {
-			if m.Role == forge.RoleAssistant && p.Type == forge.PartText {
-				kept = max(kept, len(p.Text))
-			}
-		}
-	}
+	kept := keptReply(t, h.store, s.ID, turn.ID)
 	if kept == 0 || kept >= 200 {
 		t.Fatalf("kept %d of 200 characters: the outage did not cut the reply", kept)
 	}
@@ -341,4 +330,23 @@ func TestStoreBlipReleasesWithheldDeltas(t *testing.T) {
 	if failed == 0 {
 		t.Fatal("no checkpoint failed: the blip never happened")
 	}
+}
+
+// keptReply is how many characters of the turn's reply the store kept: the
+// longest text part of its assistant messages.
+func keptReply(t *testing.T, st forge.Store, sid, tid string) int {
+	t.Helper()
+	msgs, _, err := st.ListMessages(context.Background(), forge.DefaultTenant, forge.MessageQuery{SessionID: sid, TipTurnID: tid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if m.Role == forge.RoleAssistant && p.Type == forge.PartText {
+				kept = max(kept, len(p.Text))
+			}
+		}
+	}
+	return kept
 }

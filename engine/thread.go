@@ -171,8 +171,7 @@ func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 			return err
 		}
 	}
-	d := eventlog.Draft{Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
-		Data: forge.DeltaData{Delta: text}}
+	d := th.deltaDraft(sp, text)
 	if th.w.empty() {
 		if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
 			return x.writeFailed(err)
@@ -181,17 +180,8 @@ func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 		return nil
 	}
 	if hold {
-		d.BusOnly = true
 		now := time.Now()
-		if th.w.held == 0 {
-			th.heldSince = now
-		}
-		th.w.event(d)
-		th.w.held++
-		if th.w.heldOpen == nil {
-			th.w.heldOpen = map[string]bool{}
-		}
-		th.w.heldOpen[sp.part.ID] = true
+		th.holdDelta(d, now)
 		x.streams.append(sp, text)
 		if maxHold := x.e.cfg.DeltaMaxHold; maxHold >= 0 && now.Sub(th.heldSince) >= maxHold {
 			return th.flush()
@@ -208,21 +198,43 @@ func (th *thread) delta(sp *streamingPart, text string, hold bool) error {
 	return nil
 }
 
+// deltaDraft is the model.delta event of text streamed into sp's part.
+func (th *thread) deltaDraft(sp *streamingPart, text string) eventlog.Draft {
+	return eventlog.Draft{Type: forge.EventModelDelta, ID: sp.part.ID, TurnID: th.x.turn.ID, ThreadID: th.id,
+		Data: forge.DeltaData{Delta: text}}
+}
+
+// holdDelta queues d in the thread's batch, held back until it commits
+// (eventlog.Draft.BusOnly); now is when it was streamed.
+func (th *thread) holdDelta(d eventlog.Draft, now time.Time) {
+	d.BusOnly = true
+	w := &th.w
+	if w.held == 0 {
+		th.heldSince = now
+	}
+	w.event(d)
+	w.held++
+	if w.heldOpen == nil {
+		w.heldOpen = map[string]bool{}
+	}
+	w.heldOpen[d.ID] = true
+}
+
 // withheldDelta is text streamed while the store lagged (execution.uncovered),
 // not yet published; the checkpointer has it already.
 type withheldDelta struct {
 	sp   *streamingPart
-	text string
+	text []byte
 }
 
 // withhold keeps text back, joined to the last withheld delta when that is
-// of the same part.
+// of the same part (appended in place: an outage may last a long reply).
 func (th *thread) withhold(sp *streamingPart, text string) {
 	if n := len(th.withheld); n > 0 && th.withheld[n-1].sp == sp {
-		th.withheld[n-1].text += text
+		th.withheld[n-1].text = append(th.withheld[n-1].text, text...)
 		return
 	}
-	th.withheld = append(th.withheld, withheldDelta{sp: sp, text: text})
+	th.withheld = append(th.withheld, withheldDelta{sp: sp, text: []byte(text)})
 }
 
 // releaseWithheld publishes the withheld deltas, the store having caught
@@ -234,9 +246,7 @@ func (th *thread) releaseWithheld() error {
 	}
 	for len(th.withheld) > 0 {
 		wd := th.withheld[0]
-		d := eventlog.Draft{Type: forge.EventModelDelta, ID: wd.sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
-			Data: forge.DeltaData{Delta: wd.text}}
-		if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, d); err != nil {
+		if err := x.e.events.QueueDelta(x.ctx, x.tenant, x.session.ID, th.deltaDraft(wd.sp, string(wd.text))); err != nil {
 			return x.writeFailed(err)
 		}
 		th.withheld = th.withheld[1:]
@@ -246,23 +256,13 @@ func (th *thread) releaseWithheld() error {
 }
 
 // foldWithheld moves the withheld deltas into the thread's batch, held
-// back until it commits (eventlog.Draft.BusOnly): a stored event is about
-// to join it, and the deltas must keep their place before it. Shown once
-// that write lands, they are shown only if stored.
+// back until it commits: a stored event is about to join it, and the
+// deltas must keep their place before it. Shown once that write lands,
+// they are shown only if stored.
 func (th *thread) foldWithheld() {
-	x := th.x
+	now := time.Now()
 	for _, wd := range th.withheld {
-		d := eventlog.Draft{Type: forge.EventModelDelta, ID: wd.sp.part.ID, TurnID: x.turn.ID, ThreadID: th.id,
-			Data: forge.DeltaData{Delta: wd.text}, BusOnly: true}
-		if th.w.held == 0 {
-			th.heldSince = time.Now()
-		}
-		th.w.event(d)
-		th.w.held++
-		if th.w.heldOpen == nil {
-			th.w.heldOpen = map[string]bool{}
-		}
-		th.w.heldOpen[wd.sp.part.ID] = true
+		th.holdDelta(th.deltaDraft(wd.sp, string(wd.text)), now)
 	}
 	th.withheld = nil
 }
