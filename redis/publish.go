@@ -95,12 +95,27 @@ func (b *Bus) Release(ctx context.Context, sessionID, hold string, evs []forge.E
 
 // PublishUnheld publishes deltas (of one session, in seq order) without a
 // hold when nobody holds the session and this process wrote it last: all
-// of them in one script call, or none.
+// of them, or none. The calls of many sessions to one server go in one
+// script call (publishGroups).
 func (b *Bus) PublishUnheld(ctx context.Context, evs ...forge.Event) (bool, error) {
 	if len(evs) == 0 {
 		return true, nil
 	}
-	return b.publish(ctx, "unheld", b.opts.WriterID, evs[0].SessionID, evs)
+	sessionID := evs[0].SessionID
+	args, err := b.eventArgs(nil, sessionID, evs)
+	if err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	r := &publishReq{session: sessionID, events: args, done: make(chan struct{}), lead: make(chan struct{})}
+	n := b.pick(sessionID)
+	n.unheld.publish(b, n, r)
+	if r.err != nil {
+		return false, fmt.Errorf("redis: publish to session %s: %w", sessionID, r.err)
+	}
+	return b.answer("unheld", sessionID, evs[0].Seq, r.res)
 }
 
 // Backlog is the bound of a session's kept entries (forge.Backlogger).
@@ -112,29 +127,47 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 	k := b.keys(sessionID)
 	args := make([]any, 0, 6+8*len(evs))
 	args = append(args, mode, token, b.opts.MaxLen, ms(b.opts.Retention), ms(b.opts.RunningTTL), k.channel)
+	args, err = b.eventArgs(args, sessionID, evs)
+	if err != nil {
+		return false, err
+	}
+	res, err := publishScript.Run(ctx, b.pick(sessionID).rdb, []string{k.stream, k.open, k.meta, k.hold}, args...).StringSlice()
+	if err != nil {
+		return false, fmt.Errorf("redis: publish to session %s: %w", sessionID, err)
+	}
+	var first int64
+	if len(evs) > 0 {
+		first = evs[0].Seq
+	}
+	return b.answer(mode, sessionID, first, res)
+}
+
+// eventArgs appends evs' values for publishLua to args: 8 per event, and
+// 8 per text so far row before its event.
+func (b *Bus) eventArgs(args []any, sessionID string, evs []forge.Event) ([]any, error) {
 	for i := range evs {
 		ev := &evs[i]
 		if ev.SessionID != sessionID {
-			return false, forge.Errorf(forge.ErrInvalid, "redis: event of session %s published to %s", ev.SessionID, sessionID)
+			return nil, forge.Errorf(forge.ErrInvalid, "redis: event of session %s published to %s", ev.SessionID, sessionID)
 		}
 		if ev.Seq <= 0 {
-			return false, forge.Errorf(forge.ErrInvalid, "redis: event without a seq (use PublishEphemeral)")
+			return nil, forge.Errorf(forge.ErrInvalid, "redis: event without a seq (use PublishEphemeral)")
 		}
 		for j := range ev.TextSoFar {
 			row := &ev.TextSoFar[j]
 			raw, err := row.JSON()
 			if err != nil {
-				return false, fmt.Errorf("redis: encode the text so far of %s: %w", row.ID, err)
+				return nil, fmt.Errorf("redis: encode the text so far of %s: %w", row.ID, err)
 			}
 			args = append(args, row.Seq, "r", "", row.ID, "", 0, "", raw)
 		}
 		kind, part, delta, err := entryKind(ev)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		raw, err := ev.JSON()
 		if err != nil {
-			return false, fmt.Errorf("redis: encode event %d: %w", ev.Seq, err)
+			return nil, fmt.Errorf("redis: encode event %d: %w", ev.Seq, err)
 		}
 		turn, thread := "", ""
 		if ev.TurnID != nil {
@@ -145,10 +178,12 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 		}
 		args = append(args, ev.Seq, kind, turn, part, delta, ev.CreatedAt.UnixNano(), thread, raw)
 	}
-	res, err := publishScript.Run(ctx, b.pick(sessionID).rdb, []string{k.stream, k.open, k.meta, k.hold}, args...).StringSlice()
-	if err != nil {
-		return false, fmt.Errorf("redis: publish to session %s: %w", sessionID, err)
-	}
+	return args, nil
+}
+
+// answer maps publishLua's answer for a session; first is the first
+// event's seq, for the conflict's error.
+func (b *Bus) answer(mode, sessionID string, first int64, res []string) (done bool, err error) {
 	switch {
 	case len(res) == 0:
 		return false, fmt.Errorf("redis: publish to session %s: empty answer", sessionID)
@@ -161,7 +196,7 @@ func (b *Bus) publish(ctx context.Context, mode, token, sessionID string, evs []
 	case res[0] == "conflict" && mode == "unheld":
 		return false, nil
 	case res[0] == "conflict":
-		return false, forge.Errorf(forge.ErrConflict, "redis: seq %d of session %s is not above the last published seq %s", evs[0].Seq, sessionID, at(res, 1))
+		return false, forge.Errorf(forge.ErrConflict, "redis: seq %d of session %s is not above the last published seq %s", first, sessionID, at(res, 1))
 	case res[0] == "ended":
 		return false, forge.Errorf(forge.ErrTurnEnded, "redis: turn %s of session %s has ended or is not the running one: its delta is dropped", at(res, 1), sessionID)
 	}

@@ -55,6 +55,7 @@ const (
 	DefaultRetention  = 30 * time.Second
 	DefaultRunningTTL = 24 * time.Hour
 	DefaultHoldTTL    = 10 * time.Second
+	DefaultGroupWait  = 2 * time.Millisecond
 )
 
 // Connection pool defaults, applied unless the URL sets them
@@ -87,6 +88,12 @@ type Options struct {
 	// HoldTTL bounds a writer hold: a process that dies holding a session
 	// blocks its other writers at most this long.
 	HoldTTL time.Duration
+	// GroupWait is how long the leader of a group of unheld publishes
+	// (groups.go) waits for other sessions' deltas to join it, when the
+	// last group had company: up to this much added to a delta's way to
+	// the readers, for fewer and larger script calls. Negative: never
+	// wait (a group is what queued while the last one was on the wire).
+	GroupWait time.Duration
 	// WriterID identifies this process as a writer (default: host name,
 	// pid and random bytes; unique per process).
 	WriterID string
@@ -112,6 +119,9 @@ func (o *Options) defaults() {
 	}
 	if o.HoldTTL <= 0 {
 		o.HoldTTL = DefaultHoldTTL
+	}
+	if o.GroupWait == 0 {
+		o.GroupWait = DefaultGroupWait
 	}
 	if o.WriterID == "" {
 		o.WriterID = NewWriterID()
@@ -164,6 +174,8 @@ type node struct {
 	id   string
 	ps   *goredis.PubSub
 	hash uint64 // of id, the rendezvous seed
+	// unheld sends the sessions' unheld publishes in groups (groups.go).
+	unheld publishGroups
 
 	mu       sync.Mutex // guards the following; never held across another node's
 	sessions map[string]map[*subscription]struct{}

@@ -19,6 +19,97 @@ import goredis "github.com/redis/go-redis/v9"
 // that last held the session; tr: a seq at or above every trimmed one,
 // below every kept one), w the writer hold (a token, with a TTL).
 
+// publishLua is the publish function both publish scripts run: it
+// appends a session's n events, read from ARGV at base (8 values each),
+// and returns its answer.
+const publishLua = `
+local function publish(stream, open, meta, hold, mode, token, maxlen, retention, runningTTL, channel, base, n)
+  local m = redis.call('HMGET', meta, 'wr', 'last', 'turn', 'ended')
+  if mode == 'release' then
+    if redis.call('GET', hold) ~= token then return {'lost'} end
+  elseif mode == 'unheld' then
+    if redis.call('EXISTS', hold) == 1 then return {'busy'} end
+    if m[1] ~= token then return {'stale'} end
+  end
+  local function done(r)
+    if mode == 'release' then redis.call('DEL', hold) end
+    return r
+  end
+  if n == 0 then return done({'ok'}) end
+  local lastStr = m[2] or '0'
+  local running = m[3] or ''
+  local ended = m[4] or ''
+  local wasRunning = running
+  local deltasOnly = true
+  local prev = tonumber(lastStr)
+  for k = 0, n - 1 do
+    local i = base + k * 8
+    local seq = tonumber(ARGV[i])
+    local kind, turn = ARGV[i + 1], ARGV[i + 2]
+    if kind ~= 'r' then
+      if seq <= prev then return done({'conflict', tostring(prev)}) end
+      if kind == 'd' and turn ~= '' and (turn == ended or (running ~= '' and running ~= turn)) then
+        return done({'ended', turn})
+      end
+      if kind ~= 'd' then deltasOnly = false end
+      prev = seq
+    else
+      -- A row may create the open hash: it needs its TTL.
+      deltasOnly = false
+    end
+  end
+  for k = 0, n - 1 do
+    local i = base + k * 8
+    local seq, kind, turn, part = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local json = ARGV[i + 7]
+    if kind == 'r' then
+      redis.call('HSET', open, part, json)
+    elseif kind == 'd' then
+      redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'p', part, 'd', ARGV[i + 4], 'a', ARGV[i + 5], 't', turn, 'h', ARGV[i + 6])
+    else
+      redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'e', json)
+    end
+    if kind == 'b' then
+      redis.call('HSET', meta, 'turn', turn)
+      running = turn
+    elseif kind == 'e' then
+      if running == '' or running == turn then
+        redis.call('HDEL', meta, 'turn')
+        running = ''
+      end
+      redis.call('HSET', meta, 'ended', turn)
+    elseif kind == 'm' then
+      redis.call('HDEL', open, part)
+    end
+    if kind ~= 'r' then
+      redis.call('PUBLISH', channel, seq .. ' ' .. lastStr .. ' ' .. json)
+      lastStr = seq
+    end
+  end
+  redis.call('HSET', meta, 'last', lastStr)
+  local limit = tonumber(maxlen)
+  local len = redis.call('XLEN', stream)
+  if len > limit then
+    -- Drop the oldest half; the first kept entry tells up to where.
+    redis.call('XTRIM', stream, 'MAXLEN', len - math.floor(len / 2))
+    local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
+    if #first > 0 then
+      redis.call('HSET', meta, 'tr', tostring(tonumber(string.sub(first[1][1], 1, -3)) - 1))
+    end
+  end
+  -- The keys of a running turn got its TTL when it began (and with each
+  -- stored event since): its deltas, the bulk of the traffic, leave it be.
+  if not (deltasOnly and running ~= '' and wasRunning ~= '' and m[2]) then
+    local ttl = retention
+    if running ~= '' then ttl = runningTTL end
+    redis.call('PEXPIRE', stream, ttl)
+    redis.call('PEXPIRE', open, ttl)
+    redis.call('PEXPIRE', meta, ttl)
+  end
+  return done({'ok'})
+end
+`
+
 // publishScript appends events to a session's stream and publishes each
 // on the session's channel.
 //
@@ -35,93 +126,27 @@ import goredis "github.com/redis/go-redis/v9"
 // {"conflict", last} (a seq not above the last one) or {"ended", turn} (a
 // delta of a turn that ended or is not the running one). Nothing is
 // written unless it returns ok; release mode ends the hold either way.
-var publishScript = goredis.NewScript(`
-local stream, open, meta, hold = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local mode = ARGV[1]
-local m = redis.call('HMGET', meta, 'wr', 'last', 'turn', 'ended')
-if mode == 'release' then
-  if redis.call('GET', hold) ~= ARGV[2] then return {'lost'} end
-elseif mode == 'unheld' then
-  if redis.call('EXISTS', hold) == 1 then return {'busy'} end
-  if m[1] ~= ARGV[2] then return {'stale'} end
+var publishScript = goredis.NewScript(publishLua + `
+return publish(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], 7, (#ARGV - 6) / 8)
+`)
+
+// publishGroupScript is publishScript for several sessions of one server
+// in one call (publishGroups): each is published, or not, on its own,
+// exactly as publishScript would in the order given.
+//
+// KEYS: stream, open, meta, hold of each session. ARGV: mode, token,
+// maxlen, retention ms, running TTL ms, then per session: channel, n (its
+// events' count), its events' 8 values each. Returns each session's answer.
+var publishGroupScript = goredis.NewScript(publishLua + `
+local out = {}
+local i = 6
+for s = 0, #KEYS / 4 - 1 do
+  local n = tonumber(ARGV[i + 1])
+  out[s + 1] = publish(KEYS[s * 4 + 1], KEYS[s * 4 + 2], KEYS[s * 4 + 3], KEYS[s * 4 + 4],
+    ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[i], i + 2, n)
+  i = i + 2 + n * 8
 end
-local function done(r)
-  if mode == 'release' then redis.call('DEL', hold) end
-  return r
-end
-local n = (#ARGV - 6) / 8
-if n == 0 then return done({'ok'}) end
-local lastStr = m[2] or '0'
-local running = m[3] or ''
-local ended = m[4] or ''
-local wasRunning = running
-local deltasOnly = true
-local prev = tonumber(lastStr)
-for k = 0, n - 1 do
-  local i = 7 + k * 8
-  local seq = tonumber(ARGV[i])
-  local kind, turn = ARGV[i + 1], ARGV[i + 2]
-  if kind ~= 'r' then
-    if seq <= prev then return done({'conflict', tostring(prev)}) end
-    if kind == 'd' and turn ~= '' and (turn == ended or (running ~= '' and running ~= turn)) then
-      return done({'ended', turn})
-    end
-    if kind ~= 'd' then deltasOnly = false end
-    prev = seq
-  else
-    -- A row may create the open hash: it needs its TTL.
-    deltasOnly = false
-  end
-end
-for k = 0, n - 1 do
-  local i = 7 + k * 8
-  local seq, kind, turn, part = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local json = ARGV[i + 7]
-  if kind == 'r' then
-    redis.call('HSET', open, part, json)
-  elseif kind == 'd' then
-    redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'p', part, 'd', ARGV[i + 4], 'a', ARGV[i + 5], 't', turn, 'h', ARGV[i + 6])
-  else
-    redis.call('XADD', stream, seq .. '-0', 'v', lastStr, 'e', json)
-  end
-  if kind == 'b' then
-    redis.call('HSET', meta, 'turn', turn)
-    running = turn
-  elseif kind == 'e' then
-    if running == '' or running == turn then
-      redis.call('HDEL', meta, 'turn')
-      running = ''
-    end
-    redis.call('HSET', meta, 'ended', turn)
-  elseif kind == 'm' then
-    redis.call('HDEL', open, part)
-  end
-  if kind ~= 'r' then
-    redis.call('PUBLISH', ARGV[6], seq .. ' ' .. lastStr .. ' ' .. json)
-    lastStr = seq
-  end
-end
-redis.call('HSET', meta, 'last', lastStr)
-local maxlen = tonumber(ARGV[3])
-local len = redis.call('XLEN', stream)
-if len > maxlen then
-  -- Drop the oldest half; the first kept entry tells up to where.
-  redis.call('XTRIM', stream, 'MAXLEN', len - math.floor(len / 2))
-  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
-  if #first > 0 then
-    redis.call('HSET', meta, 'tr', tostring(tonumber(string.sub(first[1][1], 1, -3)) - 1))
-  end
-end
--- The keys of a running turn got its TTL when it began (and with each
--- stored event since): its deltas, the bulk of the traffic, leave it be.
-if not (deltasOnly and running ~= '' and wasRunning ~= '' and m[2]) then
-  local ttl = ARGV[4]
-  if running ~= '' then ttl = ARGV[5] end
-  redis.call('PEXPIRE', stream, ttl)
-  redis.call('PEXPIRE', open, ttl)
-  redis.call('PEXPIRE', meta, ttl)
-end
-return done({'ok'})
+return out
 `)
 
 // turnScript marks a turn running (begin) or ended (end).
