@@ -26,6 +26,7 @@ type serveOptions struct {
 	db            string
 	redis         string        // redis:// URL: distributed mode
 	lease         time.Duration // turn ownership lease (PostgreSQL)
+	groupWait     time.Duration // --redis-group-wait
 	apiKeys       string
 	turnTimeout   time.Duration
 	shutdownGrace time.Duration
@@ -187,6 +188,7 @@ docs/distributed.md.`,
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
 	f.StringVar(&o.db, "db", defaultDB, dbFlagHelp)
 	f.StringVar(&o.redis, "redis", os.Getenv("FORGE_REDIS_URL"), "Redis URL (redis://host:6379/0) for several replicas sharing a PostgreSQL --db; a comma-separated list (redis://a:6379/0,redis://b:6379/0,...) shards sessions over those servers, and every replica must list the same set: changing it moves sessions (drain first, see docs/distributed.md) (env FORGE_REDIS_URL)")
+	f.DurationVar(&o.groupWait, "redis-group-wait", server.DefaultRedisGroupWait, "with --redis: how long a replica lets streamed deltas of its sessions gather into one Redis call while several stream at once (0 or less: never wait; a lone stream never waits); longer costs Redis and the replica less CPU per delta and delays each delta's way to readers by up to this much")
 	f.DurationVar(&o.lease, "lease", engine.DefaultLeaseTTL, "turn ownership lease (PostgreSQL): a turn whose replica stops renewing it is ended by another within three lease periods")
 	f.StringVar(&o.apiKeys, "api-keys", os.Getenv("FORGE_API_KEYS"), "API keys as key=tenant,... (env FORGE_API_KEYS)")
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 10*time.Minute, "longest a turn may run before it is cancelled with reason timeout")
@@ -339,7 +341,7 @@ func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
 		return server.Config{}, err
 	}
 	cfg := server.Config{
-		DB: o.db, Redis: o.redis, Lease: o.lease, APIKeys: keys, OperatorKey: o.operatorKey, AllowedOrigins: o.allowedOrigins,
+		DB: o.db, Redis: o.redis, RedisGroupWait: groupWait(o.groupWait), Lease: o.lease, APIKeys: keys, OperatorKey: o.operatorKey, AllowedOrigins: o.allowedOrigins,
 		File: file, Logger: log, Version: version(), NoMetrics: !o.metrics,
 		SandboxRoot:         o.sandboxRoot,
 		Sandbox:             o.sandbox.options(sandbox.Options{UnsafeUnsandboxedCommands: o.unsafeCommands}),
@@ -358,4 +360,13 @@ func (o serveOptions) serverConfig(log *slog.Logger) (server.Config, error) {
 		cfg.ScriptedQuota = &server.ScriptedQuota{Running: o.scriptedRunning, PerMinute: o.scriptedPerMinute, Keyless: true}
 	}
 	return cfg, nil
+}
+
+// groupWait maps --redis-group-wait to server.Config.RedisGroupWait: 0
+// or less there means never wait (0 in the Config is the default).
+func groupWait(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -55,7 +55,7 @@ const (
 	DefaultRetention  = 30 * time.Second
 	DefaultRunningTTL = 24 * time.Hour
 	DefaultHoldTTL    = 10 * time.Second
-	DefaultGroupWait  = 2 * time.Millisecond
+	DefaultGroupWait  = 5 * time.Millisecond
 )
 
 // Connection pool defaults, applied unless the URL sets them

@@ -48,6 +48,9 @@ import (
 	"github.com/forge-runtime/forge/webhook"
 )
 
+// DefaultRedisGroupWait is Config.RedisGroupWait's default.
+const DefaultRedisGroupWait = redisbus.DefaultGroupWait
+
 // Config configures a Server. Zero values take the defaults.
 type Config struct {
 	// DB is a SQLite file (DefaultDB when empty) or a postgres:// URL.
@@ -56,6 +59,9 @@ type Config struct {
 	// sharing a PostgreSQL DB. A comma-separated list of URLs shards the
 	// sessions over those servers (every replica must list the same set).
 	Redis string
+	// RedisGroupWait is redis.Options.GroupWait (0: its default; negative:
+	// never wait).
+	RedisGroupWait time.Duration
 	// Lease is a running turn's ownership lease (PostgreSQL); 0 means
 	// engine.DefaultLeaseTTL.
 	Lease time.Duration
@@ -277,7 +283,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	var locks forum.Locks
 	if cfg.Redis != "" {
-		if s.redis, err = redisbus.Open(ctx, cfg.Redis, redisbus.Options{Logger: log}); err != nil {
+		if s.redis, err = redisbus.Open(ctx, cfg.Redis, redisbus.Options{Logger: log, GroupWait: cfg.RedisGroupWait}); err != nil {
 			return nil, err
 		}
 		ecfg.Bus, ecfg.Fence, ecfg.Peers, ecfg.ReplicaID = s.redis, s.redis, s.redis, s.redis.WriterID()
