@@ -226,3 +226,81 @@ func TestGroupWaitsForCompanyOnlyAfterCompany(t *testing.T) {
 		t.Fatalf("group sizes %s, want [1 1 1 2 2]", got)
 	}
 }
+
+// TestGroupFailsEachOfItsSessions: when the server is down, every session
+// of a group learns that its publish failed (none is told it was
+// published), and once the server is back their next publishes land.
+func TestGroupFailsEachOfItsSessions(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := redistest.Own(t)
+	a, err := redis.Open(ctx, srv.URL(), redis.Options{Prefix: redistest.Prefix(t), WriterID: "a", GroupWait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	sessions := []string{"ses_a", "ses_b", "ses_c"}
+	for _, s := range sessions {
+		h, _, err := a.Acquire(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx, s, h, []forge.Event{stored(s, "turn_1", forge.EventTurnCreated, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var sizes []int
+	release := make(chan struct{})
+	var once sync.Once
+	redis.SetOnGroup(a, func(n int) {
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+		once.Do(func() { <-release })
+	})
+	errs := make([]error, len(sessions))
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			ok, err := a.PublishUnheld(ctx, delta(s, "turn_1", 2, "x"))
+			if ok {
+				t.Errorf("%s: published while the server was down", s)
+			}
+			errs[i] = err
+		})
+		if i == 0 {
+			for len(groupSizes(&mu, &sizes)) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	for redis.QueuedUnheld(a, "ses_a") < len(sessions)-1 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Stop()
+	close(release)
+	wg.Wait()
+	if got := fmt.Sprint(groupSizes(&mu, &sizes)); got != "[1 2]" {
+		t.Fatalf("group sizes %s, want [1 2]", got)
+	}
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("%s: no error while the server was down", sessions[i])
+		}
+	}
+	srv.Start()
+	for _, s := range sessions {
+		var ok bool
+		var err error
+		for range 50 { // the pool redials
+			if ok, err = a.PublishUnheld(ctx, delta(s, "turn_1", 2, "x")); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !ok || err != nil {
+			t.Errorf("%s after the restart: ok=%v err=%v", s, ok, err)
+		}
+	}
+}
