@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +64,7 @@ type distConfig struct {
 	serveArgs     []string
 	timeout       time.Duration
 	keepDatabases bool
+	cpuProfiles   string // a directory: each replica's CPU profile of the paced streams
 }
 
 func runDistributed(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -69,7 +73,7 @@ func runDistributed(ctx context.Context, args []string, out, errOut io.Writer) e
 	fs.StringVar(&c.postgres, "postgres", os.Getenv("FORGE_TEST_POSTGRES_URL"), "PostgreSQL URL of a role that may CREATE DATABASE (loopback only; env FORGE_TEST_POSTGRES_URL); each unit runs on a fresh database, dropped after")
 	redisURLs := fs.String("redis", os.Getenv("FORGE_TEST_REDIS_URL"), "Redis URL, or a comma-separated list to shard over (loopback only; env FORGE_TEST_REDIS_URL)")
 	replicas := intList{1, 3}
-	fs.Var(&replicas, "replicas", "units: numbers of forge serve replicas, comma-separated (each 1..16)")
+	fs.Var(&replicas, "replicas", "units: numbers of forge serve replicas, comma-separated (each 1..16; 0 is a single node on SQLite, no PostgreSQL or Redis, for the comparison)")
 	fs.IntVar(&c.trivialTurns, "trivial-turns", 200, "trivial turns timed one after another (1..100000)")
 	fs.IntVar(&c.warmup, "warmup", 10, "untimed trivial turns per replica first (0..1000)")
 	fs.IntVar(&c.streams, "streams", 100, "paced streamed turns at once (1..1000)")
@@ -81,6 +85,7 @@ func runDistributed(ctx context.Context, args []string, out, errOut io.Writer) e
 	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "longest one unit may take (up to 6h)")
 	fs.StringVar(&c.forgeBin, "forge-bin", "", "the forge binary to run (default: forge next to forge-load, else on $PATH)")
 	fs.BoolVar(&c.keepDatabases, "keep-databases", false, "do not drop the units' databases")
+	fs.StringVar(&c.cpuProfiles, "cpu-profiles", "", "a directory to write each replica's CPU profile of the paced streams to (replicas-R-I.pprof; the replicas then run --pprof-addr, which also samples blocking)")
 	var serveArgs stringList
 	fs.Var(&serveArgs, "serve-arg", "a flag for every replica (repeatable)")
 	if err := parseFlags(fs, args, errOut); err != nil {
@@ -145,7 +150,50 @@ func runDistributed(ctx context.Context, args []string, out, errOut io.Writer) e
 		units = append(units, f)
 	}
 	printPaperModel(out, units)
+	printUnits(out, units)
 	return nil
+}
+
+// printUnits prints the units' figures side by side, a column each.
+func printUnits(out io.Writer, units []distFigures) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\n== side by side\nper unit")
+	for _, f := range units {
+		if f.replicas == 0 {
+			fmt.Fprint(tw, "\tSQLite node")
+		} else {
+			fmt.Fprintf(tw, "\tPG + Redis, %s", plural(f.replicas, "replica"))
+		}
+	}
+	fmt.Fprintln(tw)
+	row := func(name string, cell func(f distFigures) string) {
+		fmt.Fprint(tw, name)
+		for _, f := range units {
+			fmt.Fprint(tw, "\t"+cell(f))
+		}
+		fmt.Fprintln(tw)
+	}
+	dist := func(cell func(f distFigures) string) func(f distFigures) string {
+		return func(f distFigures) string {
+			if f.replicas == 0 {
+				return "-"
+			}
+			return cell(f)
+		}
+	}
+	row("trivial turn p50", func(f distFigures) string { return ms(f.turnP50) })
+	row("Forge CPU per trivial turn", func(f distFigures) string { return ms(f.turnCPU) })
+	row("PostgreSQL round trips per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnPGTrips) }))
+	row("PostgreSQL transactions per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnCommits) }))
+	row("Redis round trips per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnRedisTrips) }))
+	row("Forge CPU per streamed delta", func(f distFigures) string { return us(f.deltaCPU) })
+	row("Redis CPU per delta", dist(func(f distFigures) string { return us(f.deltaRedisCPU) }))
+	row("Redis round trips per delta", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.deltaRedisTrips) }))
+	row("stream p50 / p99", func(f distFigures) string {
+		return fmt.Sprintf("%.2f / %.2f s (model %.2f s)", f.streamP50.Seconds(), f.streamP99.Seconds(), f.streamDur.Seconds())
+	})
+	row("throughput", func(f distFigures) string { return fmt.Sprintf("%.0f turns/s", f.throughput) })
+	tw.Flush()
 }
 
 func (c *distConfig) check() error {
@@ -154,8 +202,8 @@ func (c *distConfig) check() error {
 		return errors.New("--postgres is required (or FORGE_TEST_POSTGRES_URL: ./scripts/test --exec starts one)")
 	case len(c.redis) == 0:
 		return errors.New("--redis is required (or FORGE_TEST_REDIS_URL)")
-	case len(c.replicas) == 0 || slices.ContainsFunc(c.replicas, func(n int) bool { return n < 1 || n > 16 }):
-		return errors.New("--replicas must list numbers 1..16")
+	case len(c.replicas) == 0 || slices.ContainsFunc(c.replicas, func(n int) bool { return n < 0 || n > 16 }):
+		return errors.New("--replicas must list numbers 0..16")
 	case c.trivialTurns < 1 || c.trivialTurns > 100_000:
 		return errors.New("--trivial-turns must be 1..100000")
 	case c.warmup < 0 || c.warmup > 1000:
@@ -212,12 +260,16 @@ func loopbackHost(host string) bool {
 type distFigures struct {
 	replicas int
 	// per trivial turn
-	turnCPU, turnRedisCPU time.Duration
-	turnCommits           float64
+	turnP50, turnCPU, turnRedisCPU time.Duration
+	turnCommits, turnPGTrips       float64
+	turnRedisTrips                 float64
 	// per streamed turn and per delta, net of a trivial turn
 	streamCommits           float64
 	streamDur               time.Duration // the model's own
+	streamP50, streamP99    time.Duration // what the streams took
 	deltaCPU, deltaRedisCPU time.Duration
+	deltaRedisTrips         float64
+	throughput              float64 // trivial turns/s
 }
 
 // resUse is what the replicas, PostgreSQL and Redis had done at a moment.
@@ -246,6 +298,7 @@ type unit struct {
 	pgProxy *countingProxy
 	rProxy  []*countingProxy
 	reps    []*spawned
+	single  bool // one forge serve on SQLite: no database of the admin's, no proxies, no Redis
 	targets []*target
 }
 
@@ -258,6 +311,9 @@ func (c *distConfig) runUnit(ctx context.Context, admin *pgx.Conn, rcs []*goredi
 			err = cerr
 		}
 	}()
+	if n == 0 {
+		return u.runSingle(ctx, fake, out)
+	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+u.db); err != nil {
 		return f, fmt.Errorf("creating the database: %w", err)
 	}
@@ -292,6 +348,9 @@ func (c *distConfig) runUnit(ctx context.Context, admin *pgx.Conn, rcs []*goredi
 	for i := range n {
 		args := append([]string{"--db", pgURL, "--redis", strings.Join(redisURLs, ","), "--lease", c.lease.String(),
 			"--sandbox-root", fmt.Sprintf("%s/sandboxes-%d", dir, i)}, c.serveArgs...)
+		if c.cpuProfiles != "" {
+			args = append(args, "--pprof-addr=127.0.0.1:0")
+		}
 		sp, err := startServe(ctx, c.forgeBin, fake.URL(), args)
 		if err != nil {
 			return f, err
@@ -309,14 +368,50 @@ func (c *distConfig) runUnit(ctx context.Context, admin *pgx.Conn, rcs []*goredi
 		pids[i] = strconv.Itoa(r.pid)
 	}
 	fmt.Fprintf(out, "\n== %s (pids %s) on database %s, through counting proxies\n", plural(n, "replica"), strings.Join(pids, ","), u.db)
-	f.replicas = n
+	return u.measure(ctx, out)
+}
+
+// runSingle measures one forge serve on SQLite (a file in a temporary
+// directory): the single node the replicas are compared with.
+func (u *unit) runSingle(ctx context.Context, fake *remoteFake, out io.Writer) (distFigures, error) {
+	u.single = true
+	dir, err := os.MkdirTemp("", "forge-load-single-")
+	if err != nil {
+		return distFigures{}, err
+	}
+	defer os.RemoveAll(dir)
+	args := append([]string{"--db", filepath.Join(dir, "forge.db"), "--sandbox-root", filepath.Join(dir, "sandboxes")}, u.c.serveArgs...)
+	if u.c.cpuProfiles != "" {
+		args = append(args, "--pprof-addr=127.0.0.1:0")
+	}
+	sp, err := startServe(ctx, u.c.forgeBin, fake.URL(), args)
+	if err != nil {
+		return distFigures{}, err
+	}
+	u.reps = append(u.reps, sp)
+	cm := common{server: sp.url}
+	t, err := cm.connect(ctx, max(u.c.streams, u.c.tputSessions)+16)
+	if err != nil {
+		return distFigures{}, err
+	}
+	u.targets = append(u.targets, t)
+	fmt.Fprintf(out, "\n== a single node on SQLite (pid %d): no PostgreSQL, no Redis\n", sp.pid)
+	return u.measure(ctx, out)
+}
+
+// measure runs the unit's three parts on its replicas.
+func (u *unit) measure(ctx context.Context, out io.Writer) (f distFigures, err error) {
+	f.replicas = len(u.reps)
+	if u.single {
+		f.replicas = 0
+	}
 	if err := u.trivial(ctx, &f, out); err != nil {
 		return f, fmt.Errorf("trivial turns: %w", err)
 	}
 	if err := u.paced(ctx, &f, out); err != nil {
 		return f, fmt.Errorf("paced streams: %w", err)
 	}
-	if err := u.throughput(ctx, out); err != nil {
+	if err := u.throughput(ctx, &f, out); err != nil {
 		return f, fmt.Errorf("throughput: %w", err)
 	}
 	return f, nil
@@ -338,7 +433,7 @@ func (u *unit) close() error {
 	for _, p := range u.rProxy {
 		p.close()
 	}
-	if !u.c.keepDatabases {
+	if !u.c.keepDatabases && !u.single {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := u.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+u.db+" WITH (FORCE)"); err != nil {
@@ -381,6 +476,9 @@ func (u *unit) used(ctx context.Context, settle bool) (resUse, error) {
 			return s, err
 		}
 		s.cpu += cpu
+	}
+	if u.single {
+		return s, nil
 	}
 	if _, err := u.admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
 		return s, err
@@ -477,8 +575,13 @@ func (u *unit) trivial(ctx context.Context, f *distFigures, out io.Writer) error
 	f.turnCPU = d.cpu / time.Duration(u.c.trivialTurns)
 	f.turnRedisCPU = d.redisCPU / time.Duration(u.c.trivialTurns)
 	f.turnCommits = float64(d.commits) / k
+	f.turnP50, f.turnPGTrips, f.turnRedisTrips = percentile(lat, 0.5), float64(d.pgTrips)/k, float64(d.redisTrips)/k
 	fmt.Fprintf(out, "trivial turn (wait mode, %d one after another)  p50 %s  p90 %s  p99 %s\n", u.c.trivialTurns,
 		ms(percentile(lat, 0.5)), ms(percentile(lat, 0.9)), ms(percentile(lat, 0.99)))
+	if u.single {
+		fmt.Fprintf(out, "  per trivial turn: Forge CPU %s\n", ms(f.turnCPU))
+		return nil
+	}
 	fmt.Fprintf(out, "  per trivial turn: Forge CPU %s; PostgreSQL %.1f round trips, %.2f transactions (xact_commit, reads included), %s; Redis %.1f round trips, %.1f commands (those run inside scripts included), %s, CPU %s\n",
 		ms(f.turnCPU), float64(d.pgTrips)/k, f.turnCommits, bytesOf(float64(d.pgBytes)/k),
 		float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), ms(f.turnRedisCPU))
@@ -506,6 +609,8 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 	errs := make([]error, len(ids))
 	got := make([]int, len(ids))
 	var wg sync.WaitGroup
+	var profiling sync.WaitGroup
+	profiled := u.profile(ctx, &profiling, time.Duration(u.c.deltas)*u.c.pace)
 	start := time.Now()
 	for i, sid := range ids {
 		wg.Go(func() {
@@ -515,7 +620,8 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	if err := errors.Join(errs...); err != nil {
+	profiling.Wait()
+	if err := errors.Join(append(errs, profiled...)...); err != nil {
 		return err
 	}
 	after, err := u.used(ctx, true)
@@ -540,14 +646,62 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 	f.streamDur = time.Duration(u.c.deltas) * u.c.pace
 	slices.Sort(totals)
 	k := float64(deltas)
+	f.streamP50, f.streamP99, f.deltaRedisTrips = percentile(totals, 0.5), percentile(totals, 0.99), float64(d.redisTrips)/k
 	fmt.Fprintf(out, "a %.2g s stream (%d deltas %s apart) at %d concurrent streams takes %.2f s (p50; p99 %.2f s; all %d in %.2f s)\n",
 		f.streamDur.Seconds(), u.c.deltas, u.c.pace, len(ids), percentile(totals, 0.5).Seconds(), percentile(totals, 0.99).Seconds(), len(ids), wall.Seconds())
+	if u.single {
+		fmt.Fprintf(out, "  per delta (net of a trivial turn): Forge CPU %s\n", us(f.deltaCPU))
+		return nil
+	}
 	fmt.Fprintf(out, "  per delta (net of a trivial turn): replica CPU %s, Redis CPU %s; Redis %.2f round trips, %.2f commands, %s; per streamed turn %.1f transactions\n",
 		us(f.deltaCPU), us(f.deltaRedisCPU), float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), f.streamCommits)
 	return nil
 }
 
-func (u *unit) throughput(ctx context.Context, out io.Writer) error {
+// profile fetches, when --cpu-profiles is set, each replica's CPU profile
+// for the next d (whole seconds, at least one) into that directory, on
+// goroutines wg waits for; the errors are filled in by then.
+func (u *unit) profile(ctx context.Context, wg *sync.WaitGroup, d time.Duration) []error {
+	if u.c.cpuProfiles == "" {
+		return nil
+	}
+	secs := max(1, int(d/time.Second))
+	errs := make([]error, len(u.reps))
+	for i, r := range u.reps {
+		wg.Go(func() {
+			errs[i] = func() error {
+				addr := r.pprofAddr()
+				if addr == "" {
+					return fmt.Errorf("replica %d prints no pprof address", i)
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+				if err != nil {
+					return err
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return fmt.Errorf("profiling replica %d: %w", i, err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("profiling replica %d: %s", i, resp.Status)
+				}
+				f, err := os.Create(filepath.Join(u.c.cpuProfiles, fmt.Sprintf("replicas-%d-%d.pprof", len(u.reps), i)))
+				if err != nil {
+					return err
+				}
+				if _, err := io.Copy(f, resp.Body); err != nil {
+					f.Close()
+					return err
+				}
+				return f.Close()
+			}()
+		})
+	}
+	return errs
+}
+
+func (u *unit) throughput(ctx context.Context, f *distFigures, out io.Writer) error {
 	n := len(u.targets)
 	_, ids, err := u.sessions(ctx, "gpt-test", u.c.tputSessions)
 	if err != nil {
@@ -588,6 +742,12 @@ func (u *unit) throughput(ctx context.Context, out io.Writer) error {
 	}
 	d := after.sub(before)
 	rate := float64(done.Load()) / elapsed.Seconds()
+	f.throughput = rate
+	if u.single {
+		fmt.Fprintf(out, "throughput at %d sessions: %.0f trivial turns/s (%d in %.1f s; Forge CPU %.0f%% of a core)\n",
+			len(ids), rate, done.Load(), elapsed.Seconds(), 100*d.cpu.Seconds()/elapsed.Seconds())
+		return nil
+	}
 	fmt.Fprintf(out, "throughput at %d sessions: %.0f trivial turns/s (%d in %.1f s; replicas' CPU %.0f%% of a core, Redis %.0f%%)\n",
 		len(ids), rate, done.Load(), elapsed.Seconds(), 100*d.cpu.Seconds()/elapsed.Seconds(), 100*d.redisCPU.Seconds()/elapsed.Seconds())
 	return nil
@@ -602,6 +762,11 @@ func printPaperModel(out io.Writer, units []distFigures) {
 	fmt.Fprintf(out, "\n== paper model: %d concurrent streaming turns, %.0f s and %d deltas each (%.0f turns/s, %.0f deltas/s)\n",
 		turns, secs, deltas, turnRate, deltaRate)
 	for _, f := range units {
+		if f.replicas == 0 {
+			fmt.Fprintf(out, "a single node would need %.1f cores (were there such a machine: for the comparison)\n",
+				turnRate*f.turnCPU.Seconds()+deltaRate*f.deltaCPU.Seconds())
+			continue
+		}
 		replicaCores := turnRate*f.turnCPU.Seconds() + deltaRate*f.deltaCPU.Seconds()
 		redisCores := turnRate*f.turnRedisCPU.Seconds() + deltaRate*f.deltaRedisCPU.Seconds()
 		// The measured streamed turn's transactions, plus one checkpoint

@@ -280,11 +280,7 @@ func startEnv(ctx context.Context, c *realloadConfig) (*rlEnv, error) {
 	}
 	e.fake = fake
 	sp.model.RecordRequests(false)
-	for l := range strings.Lines(sp.logs.String()) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "pprof listening on http://"); ok {
-			e.pprof = strings.TrimSuffix(rest, "/debug/pprof/")
-		}
-	}
+	e.pprof = sp.pprofAddr()
 	cm := common{server: sp.url}
 	if e.t, err = cm.connect(ctx, c.maxConns()); err != nil {
 		_ = e.stop()

@@ -272,3 +272,14 @@ func cpuTime(pid int) (time.Duration, error) {
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	return time.Duration(utime+stime) * tick, nil
 }
+
+// pprofAddr is the host:port of the server's net/http/pprof listener, from
+// the line forge serve prints for --pprof-addr; "" when it printed none.
+func (s *spawned) pprofAddr() string {
+	for l := range strings.Lines(s.logs.String()) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "pprof listening on http://"); ok {
+			return strings.TrimSuffix(rest, "/debug/pprof/")
+		}
+	}
+	return ""
+}
