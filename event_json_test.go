@@ -63,3 +63,106 @@ func TestEventAppendJSON(t *testing.T) {
 		t.Fatal("Encode of invalid data: no error")
 	}
 }
+
+// TestEventDecodeWire: an envelope Encode wrote decodes to the same event
+// as json.Unmarshal gives, with Wire kept; any other form is Unmarshal's,
+// without Wire.
+func TestEventDecodeWire(t *testing.T) {
+	turn, thread := "turn_1", "thr_1"
+	odd := "thr_<&>\u2028"
+	encoded := func(ev forge.Event) []byte {
+		if err := ev.Encode(); err != nil {
+			t.Fatal(err)
+		}
+		return ev.Wire
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		raw      []byte
+		wireKept bool
+	}{
+		{"delta", encoded(forge.Event{Seq: 7, ID: "prt_1", Type: forge.EventModelDelta, SessionID: "ses_1", TurnID: &turn, ThreadID: &thread,
+			CreatedAt: at, Data: json.RawMessage(`{"delta":"a\u003c\"b \\n"}`)}), true},
+		{"no turn, null data", encoded(forge.Event{Seq: 1 << 60, Type: "t", SessionID: "ses_1", CreatedAt: at}), true},
+		{"offset time", encoded(forge.Event{Seq: 2, Type: "t", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -7*3600)), Data: json.RawMessage(`[1,{"a":" "}]`)}), true},
+		{"escaped thread", encoded(forge.Event{Seq: 3, Type: "t", ThreadID: &odd, CreatedAt: at, Data: json.RawMessage(`1`)}), false},
+		{"non-ASCII id", encoded(forge.Event{Seq: 3, ID: "é", Type: "t", CreatedAt: at, Data: json.RawMessage(`1`)}), false},
+		{"spaced data", []byte(`{"seq":1,"id":"a","type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00Z","data":{"a": 1}}`), false},
+		{"members reordered", []byte(`{"id":"a","seq":1,"type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00Z","data":1}`), false},
+		{"time not as Marshal writes it", []byte(`{"seq":1,"id":"a","type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00.000Z","data":1}`), false},
+		{"seq with a plus", []byte(`{"seq":01,"id":"a","type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00Z","data":1}`), false},
+		{"unescaped html in data", []byte(`{"seq":1,"id":"a","type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00Z","data":"<"}`), false},
+		{"trailing member", []byte(`{"seq":1,"id":"a","type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00Z","data":1,"x":2}`), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want forge.Event
+			wantErr := json.Unmarshal(tc.raw, &want)
+			var got forge.Event
+			err := got.DecodeWire(tc.raw)
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("DecodeWire error %v, Unmarshal's %v", err, wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if (got.Wire != nil) != tc.wireKept {
+				t.Fatalf("Wire kept: %v, want %v", got.Wire != nil, tc.wireKept)
+			}
+			sameEvent(t, got, want)
+			if got.Wire != nil {
+				if !bytes.Equal(got.Wire, tc.raw) {
+					t.Fatalf("Wire = %s", got.Wire)
+				}
+				again, err := json.Marshal(&got)
+				if err != nil || !bytes.Equal(again, tc.raw) {
+					t.Fatalf("Marshal of the decoded event = %s (%v), want %s", again, err, tc.raw)
+				}
+			}
+		})
+	}
+}
+
+func sameEvent(t *testing.T, got, want forge.Event) {
+	t.Helper()
+	str := func(p *string) string {
+		if p == nil {
+			return "<nil>"
+		}
+		return *p
+	}
+	_, gotOff := got.CreatedAt.Zone()
+	_, wantOff := want.CreatedAt.Zone()
+	if got.Seq != want.Seq || got.ID != want.ID || got.Type != want.Type || got.SessionID != want.SessionID ||
+		str(got.TurnID) != str(want.TurnID) || str(got.ThreadID) != str(want.ThreadID) ||
+		!got.CreatedAt.Equal(want.CreatedAt) || gotOff != wantOff || !bytes.Equal(got.Data, want.Data) {
+		t.Fatalf("decoded %+v\nwant    %+v", got, want)
+	}
+}
+
+// FuzzEventDecodeWire: whatever the bytes, DecodeWire agrees with
+// json.Unmarshal, and a kept Wire is what Marshal writes for the event.
+func FuzzEventDecodeWire(f *testing.F) {
+	f.Add([]byte(`{"seq":1,"id":"a","type":"t","session_id":"s","turn_id":"u","thread_id":null,"created_at":"2026-12-01T10:00:00.5+01:00","data":{"delta":"x"}}`))
+	f.Add([]byte(`{"seq":1,"id":"a","type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00Z","data":null}`))
+	f.Add([]byte(`{"seq":-1,"id":"\u0041","type":"t","session_id":"s","turn_id":null,"thread_id":null,"created_at":"2026-12-01T10:00:00Z","data":[1, 2]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want forge.Event
+		wantErr := json.Unmarshal(raw, &want)
+		var got forge.Event
+		err := got.DecodeWire(raw)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("DecodeWire error %v, Unmarshal's %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		sameEvent(t, got, want)
+		if got.Wire != nil {
+			again, err := json.Marshal(&got)
+			if err != nil || !bytes.Equal(again, raw) {
+				t.Fatalf("Wire kept for %s, but Marshal writes %s (%v)", raw, again, err)
+			}
+		}
+	})
+}

@@ -76,3 +76,53 @@ func TestDeltaKeptAsFieldsReadsBackTheSame(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveEventsKeepThePublishersEncoding: an event another process
+// published reaches a subscriber (from the channel or read from the
+// stream) with the publisher's encoding as its Wire
+// (written to clients as it is, not encoded again), and one whose encoding
+// the fast decoder does not take reaches it the same, without Wire.
+func TestLiveEventsKeepThePublishersEncoding(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	prefix := redistest.Prefix(t)
+	pub, sub := open(t, prefix, redis.Options{}), open(t, prefix, redis.Options{})
+	_, s, err := sub.Subscribe(ctx, "ses_1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	turn, plain, odd := "turn_1", "thr_1", "thr_<é>"
+	var sent []forge.Event
+	for i, thread := range []*string{&plain, &odd, nil} {
+		// Not deltas: those the stream keeps as fields, rebuilt on reading.
+		ev := forge.Event{Seq: int64(i + 1), ID: "evt_1", Type: forge.EventMessageUpdated, SessionID: "ses_1", TurnID: &turn, ThreadID: thread,
+			CreatedAt: time.Now().UTC(), Data: json.RawMessage(`{"x":[1,"<"]}`)}
+		if err := ev.Encode(); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, ev)
+	}
+	var got []forge.Event
+	for len(got) < len(sent) {
+		evs, err := s.Next(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, evs...)
+	}
+	for i, ev := range got {
+		if want := i != 1; (ev.Wire != nil) != want {
+			t.Errorf("event %d: Wire kept %v, want %v", i, ev.Wire != nil, want)
+		}
+		if b, _ := json.Marshal(&ev); string(b) != string(sent[i].Wire) {
+			t.Errorf("event %d arrived as %s, want %s", i, b, sent[i].Wire)
+		}
+		if ev.Wire != nil && string(ev.Wire) != string(sent[i].Wire) {
+			t.Errorf("event %d: Wire %s, want %s", i, ev.Wire, sent[i].Wire)
+		}
+	}
+}

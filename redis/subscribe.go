@@ -144,11 +144,15 @@ func makeEntry(session, id string, values map[string]string) (entry, error) {
 		}
 		return entry{ev: ev, prev: prev}, nil
 	}
+	// The publisher's encoding, kept as the event's Wire when it is
+	// Marshal's: this process's readers write it as it is.
 	var ev forge.Event
-	if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+	if err := ev.DecodeWire([]byte(raw)); err != nil {
 		return entry{}, fmt.Errorf("stream entry %s: %w", id, err)
 	}
-	ev.Seq = seq
+	if ev.Seq != seq {
+		ev.Seq, ev.Wire = seq, nil
+	}
 	return entry{ev: ev, prev: prev}, nil
 }
 
@@ -188,7 +192,7 @@ func seqOf(id string) (int64, error) {
 func parseMessage(payload string) (entry, error) {
 	if rest, ok := strings.CutPrefix(payload, ephemeralMark); ok {
 		var ev forge.Event
-		if err := json.Unmarshal([]byte(rest), &ev); err != nil {
+		if err := ev.DecodeWire([]byte(rest)); err != nil {
 			return entry{}, err
 		}
 		return entry{ev: ev, prev: -1}, nil

@@ -98,10 +98,11 @@ func rate(n int, d time.Duration) float64 {
 
 type streamResult struct {
 	deltas int
-	bytes  int64         // data bytes of the delta frames
-	span   time.Duration // first delta to last delta received
-	total  time.Duration // request sent to turn.done received
-	ttfd   time.Duration // request sent to the first delta received (0: none)
+	bytes  int64           // data bytes of the delta frames
+	span   time.Duration   // first delta to last delta received
+	total  time.Duration   // request sent to turn.done received
+	ttfd   time.Duration   // request sent to the first delta received (0: none)
+	text   strings.Builder // the deltas' text, joined
 }
 
 // streamTurn runs one streamed turn and reads its SSE frames until
@@ -145,6 +146,13 @@ func (t *target) streamTurn(ctx context.Context, sid string, timeout time.Durati
 			}
 			r.deltas++
 			r.bytes += int64(len(f.Data))
+			var ev struct {
+				Data forge.DeltaData `json:"data"`
+			}
+			if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {
+				return r, fmt.Errorf("delta frame: %w", err)
+			}
+			r.text.WriteString(ev.Data.Delta)
 		case forge.EventTurnDone:
 			r.total = time.Since(start)
 			r.span = last.Sub(first)

@@ -307,6 +307,9 @@ func (c *distConfig) runUnit(ctx context.Context, admin *pgx.Conn, rcs []*goredi
 	defer cancel()
 	u := &unit{c: c, admin: admin, rcs: rcs, db: fmt.Sprintf("forge_load_%d_%d", time.Now().UnixNano(), n)}
 	defer func() {
+		if err != nil {
+			u.printLogs(out)
+		}
 		if cerr := u.close(); err == nil {
 			err = cerr
 		}
@@ -415,6 +418,19 @@ func (u *unit) measure(ctx context.Context, out io.Writer) (f distFigures, err e
 		return f, fmt.Errorf("throughput: %w", err)
 	}
 	return f, nil
+}
+
+// printLogs prints the end of each replica's log (what it wrote at
+// --log-level warn), for a unit that failed.
+func (u *unit) printLogs(out io.Writer) {
+	const tail = 8 << 10
+	for i, r := range u.reps {
+		l := r.logs.String()
+		if len(l) > tail {
+			l = "..." + l[len(l)-tail:]
+		}
+		fmt.Fprintf(out, "-- replica %d (pid %d) logged:\n%s\n", i, r.pid, l)
+	}
 }
 
 func (u *unit) close() error {
@@ -609,6 +625,11 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 	errs := make([]error, len(ids))
 	got := make([]int, len(ids))
 	var wg sync.WaitGroup
+	var reply strings.Builder
+	for i := range u.c.deltas {
+		reply.WriteString(pacedPiece(i))
+	}
+	want := reply.String()
 	var profiling sync.WaitGroup
 	profiled := u.profile(ctx, &profiling, time.Duration(u.c.deltas)*u.c.pace)
 	start := time.Now()
@@ -616,6 +637,9 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 		wg.Go(func() {
 			r, err := u.targets[i%n].streamTurn(ctx, sid, 10*time.Minute)
 			totals[i], errs[i], got[i] = r.total, err, r.deltas
+			if err == nil && r.text.String() != want {
+				errs[i] = fmt.Errorf("session %s: the deltas' text is not the model's: %d bytes of %d in %d deltas", sid, r.text.Len(), len(want), r.deltas)
+			}
 		})
 	}
 	wg.Wait()
@@ -629,12 +653,17 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 		return err
 	}
 	d := after.sub(before)
-	deltas := 0
+	// Each stream carried the model's text whole and in order; a server
+	// short of CPU may carry it in fewer deltas (the engine joins the
+	// deltas it withholds while checkpoints lag). The figures are per
+	// delta the model sent.
+	frames := 0
 	for _, g := range got {
-		deltas += g
+		frames += g
 	}
-	if want := len(ids) * u.c.deltas; deltas != want {
-		return fmt.Errorf("%d deltas received, %d sent", deltas, want)
+	deltas := len(ids) * u.c.deltas
+	if frames != deltas {
+		fmt.Fprintf(out, "note: the streams carried the model's %d deltas in %d (text whole and in order: the server joined deltas it withheld while its checkpoints lagged)\n", deltas, frames)
 	}
 	s := time.Duration(len(ids))
 	net := func(total, perTurn time.Duration) time.Duration {

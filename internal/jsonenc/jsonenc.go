@@ -116,3 +116,24 @@ func needsHTMLEscape(b []byte) bool {
 	}
 	return false
 }
+
+// Canonical reports whether raw is valid JSON exactly as AppendRaw (and
+// json.Marshal of a json.RawMessage) writes it: compact, with <, >, &,
+// U+2028 and U+2029 escaped. It allocates nothing.
+func Canonical(raw []byte) bool {
+	if !json.Valid(raw) || needsHTMLEscape(raw) {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case inString && c == '\\':
+			i++ // the escaped byte cannot end the string
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
+}
