@@ -166,3 +166,40 @@ func FuzzEventDecodeWire(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkEventDecode: what a replica spends on each event another one
+// published, from its bytes to the bytes a client is sent: json.Unmarshal
+// and encoding again, against DecodeWire (which keeps the bytes).
+func BenchmarkEventDecode(b *testing.B) {
+	turn, thread := "turn_01JF3Y8Q6W0ZK2M5N7P9R1T3V5", "thr_01JF3Y8Q6W0ZK2M5N7P9R1T3V6"
+	ev := forge.Event{Seq: 1234, ID: "prt_01JF3Y8Q6W0ZK2M5N7P9R1T3V7", Type: forge.EventModelDelta, SessionID: "ses_01JF3Y8Q6W0ZK2M5N7P9R1T3V8",
+		TurnID: &turn, ThreadID: &thread, CreatedAt: time.Now().UTC(), Data: json.RawMessage(`{"delta":" token"}`)}
+	if err := ev.Encode(); err != nil {
+		b.Fatal(err)
+	}
+	raw := ev.Wire
+	b.Run("unmarshal+encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got forge.Event
+			if err := json.Unmarshal(raw, &got); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := got.JSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("DecodeWire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var got forge.Event
+			if err := got.DecodeWire(raw); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := got.JSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -32,13 +32,18 @@ const (
 )
 
 // Writer writes Server-Sent Events frames to one response, batching the
-// frames of a burst into one write and one flush. Each write sets its own
-// deadline, which also lifts a server's WriteTimeout for the stream's life.
+// frames of a burst into one write and one flush. Each write has between
+// three quarters of wait and wait to finish (the deadline is moved only
+// when less than three quarters are left: moving it is a timer change per
+// write, a few percent of a paced stream's CPU), which also lifts a
+// server's WriteTimeout for the stream's life.
 type Writer struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	buf  []byte
 	wait time.Duration
+	// deadline is the connection's write deadline as last set.
+	deadline time.Time
 	// Coalesce, when positive, is the least time between two flushes of
 	// Pump: an item that arrives sooner after the last flush waits with
 	// those that follow until this much time has passed since it, so a
@@ -103,7 +108,10 @@ func (s *Writer) Buffered() int { return len(s.buf) }
 
 // Flush writes what is buffered and pushes it to the client.
 func (s *Writer) Flush() error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.wait))
+	if now := time.Now(); s.deadline.Sub(now) < s.wait-s.wait/4 {
+		s.deadline = now.Add(s.wait)
+		_ = s.rc.SetWriteDeadline(s.deadline)
+	}
 	if len(s.buf) > 0 {
 		_, err := s.w.Write(s.buf)
 		s.buf = s.buf[:0]
@@ -116,7 +124,10 @@ func (s *Writer) Flush() error {
 
 // End clears the write deadline the stream set (net/http clears it after
 // the handler too; this keeps that explicit).
-func (s *Writer) End() { _ = s.rc.SetWriteDeadline(time.Time{}) }
+func (s *Writer) End() {
+	s.deadline = time.Time{}
+	_ = s.rc.SetWriteDeadline(time.Time{})
+}
 
 func oneLine(s string) string {
 	if strings.ContainsAny(s, "\r\n") {

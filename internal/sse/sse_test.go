@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -331,4 +333,79 @@ func TestPumpFlushesAnUrgentItemAtOnce(t *testing.T) {
 			}
 		}
 	})
+}
+
+// deadlines is a recorder that keeps the write deadlines it is given.
+type deadlines struct {
+	*recorder
+	set []time.Time
+}
+
+func (d *deadlines) SetWriteDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return nil
+}
+
+// TestWriterMovesTheDeadlineOnlyWhenItNears: a write always has at least
+// three quarters of wait, but a paced stream's flushes do not each move
+// the deadline.
+func TestWriterMovesTheDeadlineOnlyWhenItNears(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &deadlines{recorder: newRecorder()}
+		w := sse.NewWriter(d, 4*time.Second)
+		start := time.Now()
+		for range 10 {
+			w.Event(1, "e", []byte("x"))
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(d.set) != 1 || !d.set[0].Equal(start.Add(4*time.Second)) {
+			t.Fatalf("deadlines %v after 10 flushes in 0.5 s, want one at start+4s", d.set)
+		}
+		time.Sleep(600 * time.Millisecond) // 1.1 s in: 2.9 s left, under 3
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.set) != 2 || !d.set[1].Equal(time.Now().Add(4*time.Second)) {
+			t.Fatalf("deadlines %v: the nearing deadline was not moved", d.set)
+		}
+		w.End()
+		if last := d.set[len(d.set)-1]; !last.IsZero() {
+			t.Fatalf("End left the deadline %v", last)
+		}
+	})
+}
+
+// TestWriterGivesUpOnAClientThatStopsReading: over a real connection, a
+// client that reads nothing makes a write fail once the socket's buffers
+// are full and the deadline passes, rather than hold the stream forever.
+func TestWriterGivesUpOnAClientThatStopsReading(t *testing.T) {
+	t.Parallel()
+	failed := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := sse.NewWriter(rw, 200*time.Millisecond)
+		frame := []byte(strings.Repeat("x", 64<<10))
+		for range 4096 { // 256 MiB: far past any socket buffer
+			w.Event(1, "e", frame)
+			if err := w.Flush(); err != nil {
+				failed <- err
+				return
+			}
+		}
+		failed <- nil
+	}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-failed; err == nil {
+		t.Fatal("256 MiB written to a client that reads nothing")
+	}
 }
