@@ -172,6 +172,13 @@ type DeltaData struct {
 	Delta string `json:"delta"`
 }
 
+// AppendJSON appends d as json.Marshal writes it (without reflection: a
+// delta is the most frequent event there is).
+func (d DeltaData) AppendJSON(b []byte) []byte {
+	b = append(b, `{"delta":`...)
+	return append(jsonenc.AppendString(b, d.Delta), '}')
+}
+
 // Typed payloads of the events the engine emits (the data of the envelope,
 // or the data of the part an event carries). Field names are the wire
 // format (API.md); fields are in the order the JSON has always had.

@@ -203,3 +203,17 @@ func BenchmarkEventDecode(b *testing.B) {
 		}
 	})
 }
+
+// TestDeltaDataAppendJSON: a delta's data written directly is
+// json.Marshal's, byte for byte.
+func TestDeltaDataAppendJSON(t *testing.T) {
+	for _, text := range []string{"", "plain", `"quoted" \ back`, "<b>&amp;</b>", "\u2028\u2029", "\x00\x1f\x7f", "ünï 日本 🙂", "bad \xff\xfe utf-8", "\xed\xa0\x80"} {
+		want, err := json.Marshal(forge.DeltaData{Delta: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (forge.DeltaData{Delta: text}).AppendJSON([]byte("x")); string(got) != "x"+string(want) {
+			t.Errorf("%q: AppendJSON = %s, want %s", text, got[1:], want)
+		}
+	}
+}

@@ -997,6 +997,8 @@ func encodeData(v any) ([]byte, error) {
 	var b []byte
 	ok := false
 	switch d := v.(type) {
+	case forge.DeltaData:
+		return d.AppendJSON(make([]byte, 0, len(d.Delta)+16)), nil
 	case *forge.Part:
 		b, ok = d.AppendJSON(make([]byte, 0, 256))
 	case forge.Part:

@@ -163,10 +163,8 @@ func deltaEvent(session string, seq int64, values map[string]string) (forge.Even
 	if err != nil {
 		return forge.Event{}, fmt.Errorf("delta without a time")
 	}
-	data, err := json.Marshal(forge.DeltaData{Delta: values["d"]})
-	if err != nil {
-		return forge.Event{}, err
-	}
+	d := forge.DeltaData{Delta: values["d"]}
+	data := d.AppendJSON(make([]byte, 0, len(d.Delta)+16))
 	ev := forge.Event{Seq: seq, ID: values["p"], Type: forge.EventModelDelta, SessionID: session,
 		CreatedAt: time.Unix(0, ns).UTC(), Data: data}
 	if t := values["t"]; t != "" {
