@@ -195,6 +195,43 @@ func (e *Engine) modelView(ctx context.Context, tenant string, sess *forge.Sessi
 	return e.viewFrom(ctx, tenant, q, b)
 }
 
+// turnHistoryPage is the first page of a history read for a turn
+// (historyForTurn): all of a short session's, while a compacted session,
+// whose view is then read from its boundary, wastes at most this many
+// messages.
+const turnHistoryPage = 200
+
+// historyForTurn returns what loadHistory does and tip's snapshot (nil:
+// none), for a turn beginning from a history it has not cached (another
+// replica wrote the session last, or the cache let it go): one store round
+// trip when the view has no compaction boundary and fits a page
+// (forge.MessageStore.TurnHistory), where the reads one after the other
+// cost three.
+func (e *Engine) historyForTurn(ctx context.Context, tenant string, sess *forge.Session, tip string) ([]*forge.Message, *forge.Snapshot, error) {
+	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: tip, ThreadID: sess.MainThreadID}
+	first := q
+	first.Limit = turnHistoryPage
+	h, err := e.store.TurnHistory(ctx, tenant, first)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load history: %w", err)
+	}
+	if h.Boundary != nil {
+		view, err := e.viewFrom(ctx, tenant, q, h.Boundary)
+		return view, h.Snapshot, err
+	}
+	out := h.Messages
+	q.Limit, q.Cursor = 1000, h.Next
+	for q.Cursor != "" {
+		page, next, err := e.store.ListMessages(ctx, tenant, q)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load history: %w", err)
+		}
+		out = append(out, page...)
+		q.Cursor = next
+	}
+	return out, h.Snapshot, nil
+}
+
 // viewFrom reads the view of q's branch given its newest boundary b (nil:
 // none).
 func (e *Engine) viewFrom(ctx context.Context, tenant string, q forge.MessageQuery, b *forge.CompactionBoundary) ([]*forge.Message, error) {

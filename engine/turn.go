@@ -200,14 +200,8 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	} else if base != nil {
 		var ok bool
 		if history, snap, memo, ok = e.histories.get(sess.ID, base.ID); !ok {
-			if history, err = e.loadHistory(ctx, tenant, sess, base.ID); err != nil {
+			if history, snap, err = e.historyForTurn(ctx, tenant, sess, base.ID); err != nil {
 				return nil, false, err
-			}
-			switch snap, err = e.store.GetSnapshot(ctx, tenant, base.ID); {
-			case errors.Is(err, forge.ErrNotFound):
-				snap = nil
-			case err != nil:
-				return nil, false, fmt.Errorf("snapshot of %s: %w", base.ID, err)
 			}
 		}
 	} else if kind == nil {

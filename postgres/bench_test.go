@@ -97,6 +97,11 @@ func (c *callCounter) LatestCompaction(ctx context.Context, tenant string, q for
 	return c.Store.LatestCompaction(ctx, tenant, q)
 }
 
+func (c *callCounter) TurnHistory(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.TurnHistory, error) {
+	c.count("TurnHistory")
+	return c.Store.TurnHistory(ctx, tenant, q)
+}
+
 func (c *callCounter) ListEvents(ctx context.Context, tenant string, q forge.EventQuery) ([]forge.Event, error) {
 	c.count("ListEvents")
 	return c.Store.ListEvents(ctx, tenant, q)

@@ -150,27 +150,7 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 	b := batch(tenant)
 	liveSession(b, tenant, q.SessionID)
 	if q.TipTurnID != "" {
-		if q.From != "" {
-			b.Queue(`SELECT EXISTS (SELECT FROM messages WHERE tenant = $1 AND id = $2 AND session_id = $3)`,
-				tenant, q.From, q.SessionID).QueryRow(func(r pgx.Row) error {
-				var ok bool
-				if err := r.Scan(&ok); err != nil {
-					return err
-				}
-				if !ok {
-					return forge.Errorf(forge.ErrNotFound, "message %s not found", q.From)
-				}
-				return nil
-			})
-		}
-		// Messages that belong to no turn (forum messages, copies in a
-		// monologue) are on every branch.
-		b.Queue(branchPageSQL, tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From).
-			Query(func(rows pgx.Rows) error {
-				var err error
-				out, err = scanPage(rows, tenant)
-				return err
-			})
+		queueBranchPage(b, tenant, q, limit, &out)
 		turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
 	} else {
 		// No turn yet: the messages that belong to no turn (a forum's, the
@@ -190,6 +170,85 @@ func (s *Store) ListMessages(ctx context.Context, tenant string, q forge.Message
 	}
 	out, next := storeutil.Page(out, limit, func(m *forge.Message) string { return m.ID })
 	return out, next, nil
+}
+
+// queueBranchPage queues the page of q's branch (q.TipTurnID set) after
+// q.Cursor, from q.From, with limit+1 rows (storeutil.Page's), read into
+// *out when b runs.
+func queueBranchPage(b *pgx.Batch, tenant string, q forge.MessageQuery, limit int, out *[]*forge.Message) {
+	if q.From != "" {
+		b.Queue(`SELECT EXISTS (SELECT FROM messages WHERE tenant = $1 AND id = $2 AND session_id = $3)`,
+			tenant, q.From, q.SessionID).QueryRow(func(r pgx.Row) error {
+			var ok bool
+			if err := r.Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return forge.Errorf(forge.ErrNotFound, "message %s not found", q.From)
+			}
+			return nil
+		})
+	}
+	// Messages that belong to no turn (forum messages, copies in a
+	// monologue) are on every branch.
+	b.Queue(branchPageSQL, tenant, q.SessionID, q.TipTurnID, q.Cursor, q.ThreadID, limit+1, q.From).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			*out, err = scanPage(rows, tenant)
+			return err
+		})
+}
+
+// TurnHistory reads the boundary, the first page of the branch and the
+// tip's snapshot in one batch: one round trip where LatestCompaction,
+// ListMessages and GetSnapshot cost three. The page is read from the
+// branch's start whether or not there is a boundary (the caller reads the
+// view anew when there is: compactions are rare, and the page is q's Limit
+// at most).
+func (s *Store) TurnHistory(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.TurnHistory, error) {
+	if q.TipTurnID == "" {
+		return nil, forge.Errorf(forge.ErrInvalid, "turn history: no tip turn")
+	}
+	q.From, q.Cursor = "", ""
+	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
+	var (
+		h                  forge.TurnHistory
+		bound              boundaryRow
+		tipSeen, snapFound bool
+		snapBody           string
+	)
+	b := batch(tenant)
+	liveSession(b, tenant, q.SessionID)
+	queueCompaction(b, tenant, q, &bound)
+	queueBranchPage(b, tenant, q, limit, &h.Messages)
+	turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
+	b.Queue(`SELECT body FROM snapshots WHERE tenant = $1 AND turn_id = $2`, tenant, q.TipTurnID).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&snapBody); err != nil {
+					return err
+				}
+				snapFound = true
+			}
+			return rows.Err()
+		})
+	if err := s.read(ctx, b); err != nil {
+		return nil, err
+	}
+	if !tipSeen && !bound.found {
+		return nil, forge.Errorf(forge.ErrNotFound, "turn %s not found", q.TipTurnID)
+	}
+	var err error
+	if h.Boundary, err = bound.boundary(); err != nil {
+		return nil, err
+	}
+	h.Messages, h.Next = storeutil.Page(h.Messages, limit, func(m *forge.Message) string { return m.ID })
+	if snapFound {
+		if h.Snapshot, err = decodeSnapshot(q.TipTurnID, snapBody); err != nil {
+			return nil, err
+		}
+	}
+	return &h, nil
 }
 
 // TurnMessages returns the messages a turn wrote, with their parts.
@@ -222,28 +281,13 @@ func (s *Store) TurnMessages(ctx context.Context, tenant, turnID string) ([]*for
 // cost is the summaries after it, never the length of the chain.
 func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.CompactionBoundary, error) {
 	var (
-		summary, request, data *string
-		found, tipSeen         bool
+		bound   boundaryRow
+		tipSeen bool
 	)
 	b := batch(tenant)
 	liveSession(b, tenant, q.SessionID)
 	if q.TipTurnID != "" {
-		b.Queue(`WITH RECURSIVE `+branchSegments+`
-			SELECT s.id, s.parent_id, p.data FROM messages s
-				JOIN parts p ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
-				JOIN turns bt ON bt.tenant = $1 AND bt.id = s.turn_id
-			WHERE s.tenant = $1 AND s.session_id = $2 AND s.summary AND s.finish NOT IN ('', 'error')
-				AND ($4 = '' OR s.thread_id = $4) AND `+onBranch("bt")+`
-			ORDER BY s.id DESC LIMIT 1`, tenant, q.SessionID, q.TipTurnID, q.ThreadID).
-			Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					if err := rows.Scan(&summary, &request, &data); err != nil {
-						return err
-					}
-					found = true
-				}
-				return rows.Err()
-			})
+		queueCompaction(b, tenant, q, &bound)
 		turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
 	}
 	if err := s.read(ctx, b); err != nil {
@@ -252,18 +296,52 @@ func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.Mes
 	switch {
 	case q.TipTurnID == "":
 		return nil, nil
-	case !found && !tipSeen:
+	case !bound.found && !tipSeen:
 		return nil, forge.Errorf(forge.ErrNotFound, "turn %s not found", q.TipTurnID)
-	case !found:
+	}
+	return bound.boundary()
+}
+
+// boundaryRow is the row queueCompaction reads: the summary, its parent
+// (the request) and the request's compaction part's data.
+type boundaryRow struct {
+	summary, request, data *string
+	found                  bool
+}
+
+// boundary is the row's boundary; nil when no row was found.
+func (r *boundaryRow) boundary() (*forge.CompactionBoundary, error) {
+	if !r.found {
 		return nil, nil
 	}
 	var raw []byte
-	if data != nil {
-		raw = []byte(*data)
+	if r.data != nil {
+		raw = []byte(*r.data)
 	}
-	out, err := storeutil.Boundary(*request, *summary, raw)
+	out, err := storeutil.Boundary(*r.request, *r.summary, raw)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return out, nil
+}
+
+// queueCompaction queues the read of the newest compaction boundary of
+// q's branch (q.TipTurnID set) into *r.
+func queueCompaction(b *pgx.Batch, tenant string, q forge.MessageQuery, r *boundaryRow) {
+	b.Queue(`WITH RECURSIVE `+branchSegments+`
+			SELECT s.id, s.parent_id, p.data FROM messages s
+				JOIN parts p ON p.tenant = s.tenant AND p.message_id = s.parent_id AND p.type = 'compaction'
+				JOIN turns bt ON bt.tenant = $1 AND bt.id = s.turn_id
+			WHERE s.tenant = $1 AND s.session_id = $2 AND s.summary AND s.finish NOT IN ('', 'error')
+				AND ($4 = '' OR s.thread_id = $4) AND `+onBranch("bt")+`
+			ORDER BY s.id DESC LIMIT 1`, tenant, q.SessionID, q.TipTurnID, q.ThreadID).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&r.summary, &r.request, &r.data); err != nil {
+					return err
+				}
+				r.found = true
+			}
+			return rows.Err()
+		})
 }

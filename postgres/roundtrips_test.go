@@ -101,6 +101,12 @@ func TestRoundTripsPerCall(t *testing.T) {
 				_, err := s.LatestCompaction(ctx, tenant, forge.MessageQuery{SessionID: ses.ID, TipTurnID: turnID})
 				return err
 			})
+			// The three reads of a turn beginning from a history it has
+			// not cached, together.
+			got["TurnHistory"] = measure("TurnHistory", func() error {
+				_, err := s.TurnHistory(ctx, tenant, forge.MessageQuery{SessionID: ses.ID, TipTurnID: *prev, ListOptions: forge.ListOptions{Limit: 200}})
+				return err
+			})
 		}
 		reply := &forge.Message{ID: ids.New(forge.PrefixMessage), ThreadID: ses.MainThreadID, Role: forge.RoleAssistant}
 		part := &forge.Part{ID: ids.New(forge.PrefixPart), MessageID: reply.ID, Type: forge.PartText, State: forge.StateStreaming}

@@ -430,6 +430,10 @@ func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.
 	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
+	return decodeSnapshot(turnID, body)
+}
+
+func decodeSnapshot(turnID, body string) (*forge.Snapshot, error) {
 	var snap forge.Snapshot
 	if err := json.Unmarshal([]byte(body), &snap); err != nil {
 		return nil, fmt.Errorf("postgres: decode snapshot of %s: %w", turnID, err)

@@ -379,3 +379,9 @@ func (s *Store) LatestCompaction(ctx context.Context, tenant string, q forge.Mes
 	})
 	return out, err
 }
+
+// TurnHistory reads the boundary, the first page and the snapshot one
+// after the other: a read of the file costs no round trip.
+func (s *Store) TurnHistory(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.TurnHistory, error) {
+	return storeutil.TurnHistory(ctx, s, tenant, q)
+}

@@ -114,6 +114,69 @@ var compactionTests = []test{
 		_, _, err := f.s.ListMessages(f.ctx, tenantA, forge.MessageQuery{SessionID: ses.ID, TipTurnID: s3.turn.ID, From: "msg_ghost"})
 		f.is(err, forge.ErrNotFound, "From an unknown message")
 	}},
+	{name: "TurnHistoryIsItsThreeReads", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		main := ses.MainThreadID
+		s1 := f.start(ses, nil, "u1")
+		x1 := f.message(s1.turn, main, forge.RoleAssistant, "x1")
+		f.commitMessages(ses, s1.turn, x1)
+		// T1 ends with a snapshot, the later turns without.
+		seq := f.seqs(ses, 1)[0]
+		s1.turn.Status, s1.turn.EndedAt, s1.turn.LastSeq = forge.TurnDone, ptr(f.now()), seq
+		f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: tenantA, SessionID: ses.ID, TurnID: s1.turn.ID, Turn: s1.turn,
+			Events:   []forge.Event{f.event(s1.turn, seq, forge.EventTurnDone, s1.turn.ID, s1.turn)},
+			Snapshot: &forge.Snapshot{ContextTokens: 1234}}), "Commit terminal with a snapshot")
+		s2 := f.start(ses, &s1.turn.ID, "u2")
+		x2 := f.message(s2.turn, main, forge.RoleAssistant, "x2")
+		f.commitMessages(ses, s2.turn, x2)
+		f.compactIn(ses, s2.turn, x2, s2.msg.ID, forge.FinishStop)
+		f.end(ses, s2.turn)
+		s3 := f.start(ses, &s2.turn.ID, "u3")
+		f.end(ses, s3.turn)
+
+		for _, tip := range []string{s1.turn.ID, s2.turn.ID, s3.turn.ID} {
+			for _, limit := range []int{2, 0} {
+				q := forge.MessageQuery{SessionID: ses.ID, TipTurnID: tip, ThreadID: main, ListOptions: forge.ListOptions{Limit: limit}}
+				got, err := f.s.TurnHistory(f.ctx, tenantA, q)
+				f.ok(err, "TurnHistory")
+				want := forge.TurnHistory{Boundary: f.latest(ses, tip, main)}
+				want.Messages, want.Next, err = f.s.ListMessages(f.ctx, tenantA, q)
+				f.ok(err, "ListMessages")
+				if snap, err := f.s.GetSnapshot(f.ctx, tenantA, tip); err == nil {
+					want.Snapshot = snap
+				} else {
+					f.is(err, forge.ErrNotFound, "GetSnapshot")
+				}
+				f.sameJSON(got, want, "TurnHistory at "+tip)
+				// From and Cursor are ignored: the page is the branch's first.
+				q.From, q.Cursor = x1.ID, x1.ID
+				again, err := f.s.TurnHistory(f.ctx, tenantA, q)
+				f.ok(err, "TurnHistory with a cursor")
+				f.sameJSON(again, got, "TurnHistory with From and Cursor set")
+			}
+		}
+		if h, err := f.s.TurnHistory(f.ctx, tenantA, forge.MessageQuery{SessionID: ses.ID, TipTurnID: s1.turn.ID}); err != nil || h.Snapshot == nil || h.Snapshot.ContextTokens != 1234 {
+			f.Fatalf("TurnHistory's snapshot of T1: %+v, %v", h, err)
+		}
+
+		for _, c := range []struct {
+			what   string
+			tenant string
+			q      forge.MessageQuery
+			want   error
+		}{
+			{"no tip", tenantA, forge.MessageQuery{SessionID: ses.ID}, forge.ErrInvalid},
+			{"unknown tip", tenantA, forge.MessageQuery{SessionID: ses.ID, TipTurnID: "turn_ghost"}, forge.ErrNotFound},
+			{"unknown session", tenantA, forge.MessageQuery{SessionID: "ses_ghost", TipTurnID: s1.turn.ID}, forge.ErrNotFound},
+			{"another tenant's session", tenantB, forge.MessageQuery{SessionID: ses.ID, TipTurnID: s1.turn.ID}, forge.ErrNotFound},
+		} {
+			_, err := f.s.TurnHistory(f.ctx, c.tenant, c.q)
+			f.is(err, c.want, "TurnHistory, "+c.what)
+		}
+		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
+		_, err := f.s.TurnHistory(f.ctx, tenantA, forge.MessageQuery{SessionID: ses.ID, TipTurnID: s1.turn.ID})
+		f.is(err, forge.ErrNotFound, "TurnHistory of a deleted session")
+	}},
 	{name: "LatestCompactionEmptyAndUnknown", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		b, err := f.s.LatestCompaction(f.ctx, tenantA, forge.MessageQuery{SessionID: ses.ID})
