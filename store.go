@@ -298,14 +298,14 @@ type MessageStore interface {
 	// the session holds after that one, never the length of the chain.
 	// Paging fields of q are ignored.
 	LatestCompaction(ctx context.Context, tenant string, q MessageQuery) (*CompactionBoundary, error)
-	// TurnHistory reads LatestCompaction, the first page of ListMessages
-	// (q's Limit; its From and Cursor are ignored: the page starts at the
-	// branch's start) and GetSnapshot of q.TipTurnID, which must be set,
-	// together: in one round trip where the store can. It is what a turn
-	// reads to begin from a history it has not cached (another replica
-	// wrote the session last). ErrNotFound as those methods give it (the
-	// session is not live, or has no such turn); a tip without a snapshot
-	// is not an error.
+	// TurnHistory reads LatestCompaction, a page of ListMessages (q's
+	// Limit, after q's Cursor; its From is ignored) and GetSnapshot of
+	// q.TipTurnID, which must be set, together: in one round trip where
+	// the store can. It is what a turn reads to begin from a history it has
+	// not cached, whole (no cursor) or after the part of it that it has
+	// (another replica wrote the session last). ErrNotFound as those
+	// methods give it (the session is not live, or has no such turn); a
+	// tip without a snapshot is not an error.
 	TurnHistory(ctx context.Context, tenant string, q MessageQuery) (*TurnHistory, error)
 }
 
@@ -313,8 +313,8 @@ type MessageStore interface {
 type TurnHistory struct {
 	// Boundary is the branch's newest compaction boundary; nil: none.
 	Boundary *CompactionBoundary
-	// Messages and Next are the first page of the branch's messages from
-	// its start, and the cursor of the next ("" when it is the last).
+	// Messages and Next are the page of the branch's messages after the
+	// query's cursor, and the cursor of the next ("" when it is the last).
 	Messages []*Message
 	Next     string
 	// Snapshot is the tip turn's; nil when it wrote none.

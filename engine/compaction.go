@@ -201,14 +201,35 @@ func (e *Engine) modelView(ctx context.Context, tenant string, sess *forge.Sessi
 // messages.
 const turnHistoryPage = 200
 
-// historyForTurn returns what loadHistory does and tip's snapshot (nil:
-// none), for a turn beginning from a history it has not cached (another
-// replica wrote the session last, or the cache let it go): one store round
-// trip when the view has no compaction boundary and fits a page
-// (forge.MessageStore.TurnHistory), where the reads one after the other
-// cost three.
-func (e *Engine) historyForTurn(ctx context.Context, tenant string, sess *forge.Session, tip string) ([]*forge.Message, *forge.Snapshot, error) {
-	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: tip, ThreadID: sess.MainThreadID}
+// ancestorHops is how far back along the base turn's chain a turn looks
+// for a history cached here: a turn ahead of it per other replica that
+// wrote the session meanwhile (two, with three replicas taking turns).
+const ancestorHops = 2
+
+// historyForTurn returns what loadHistory does for base and base's
+// snapshot (nil: none), for a turn beginning from a history not cached
+// here for base (another replica wrote the session last, or the cache let
+// it go). When a turn of base's chain at most ancestorHops back ended
+// here, its cached history is the view's start and only the messages
+// after it are read (unless a compaction came after it); otherwise the
+// whole view is. Either way the compaction boundary, a page and the
+// snapshot come in one store round trip (forge.MessageStore.TurnHistory).
+func (e *Engine) historyForTurn(ctx context.Context, tenant string, sess *forge.Session, base *forge.Turn) ([]*forge.Message, *forge.Snapshot, error) {
+	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: base.ID, ThreadID: sess.MainThreadID}
+	if prefix := e.cachedAncestor(ctx, tenant, sess, base); len(prefix) > 0 {
+		last := prefix[len(prefix)-1].ID
+		after := q
+		after.Cursor, after.Limit = last, turnHistoryPage
+		h, err := e.store.TurnHistory(ctx, tenant, after)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load history: %w", err)
+		}
+		if h.Boundary == nil || h.Boundary.SummaryID <= last {
+			// No compaction since: the view goes on in id order.
+			out, err := e.restOfBranch(ctx, tenant, q, append(prefix, h.Messages...), h.Next)
+			return out, h.Snapshot, err
+		}
+	}
 	first := q
 	first.Limit = turnHistoryPage
 	h, err := e.store.TurnHistory(ctx, tenant, first)
@@ -219,17 +240,47 @@ func (e *Engine) historyForTurn(ctx context.Context, tenant string, sess *forge.
 		view, err := e.viewFrom(ctx, tenant, q, h.Boundary)
 		return view, h.Snapshot, err
 	}
-	out := h.Messages
-	q.Limit, q.Cursor = 1000, h.Next
+	out, err := e.restOfBranch(ctx, tenant, q, h.Messages, h.Next)
+	return out, h.Snapshot, err
+}
+
+// restOfBranch appends to out the pages of q's branch from cursor on.
+func (e *Engine) restOfBranch(ctx context.Context, tenant string, q forge.MessageQuery, out []*forge.Message, cursor string) ([]*forge.Message, error) {
+	q.Limit, q.Cursor = 1000, cursor
 	for q.Cursor != "" {
 		page, next, err := e.store.ListMessages(ctx, tenant, q)
 		if err != nil {
-			return nil, nil, fmt.Errorf("load history: %w", err)
+			return nil, fmt.Errorf("load history: %w", err)
 		}
 		out = append(out, page...)
 		q.Cursor = next
 	}
-	return out, h.Snapshot, nil
+	return out, nil
+}
+
+// cachedAncestor returns the history cached here for the nearest turn of
+// base's chain at most ancestorHops back (the caller may append to it),
+// or nil. Each step back past the first costs a read of a turn, so it
+// looks only when the session has histories cached here.
+func (e *Engine) cachedAncestor(ctx context.Context, tenant string, sess *forge.Session, base *forge.Turn) []*forge.Message {
+	if e.histories.session(sess.ID) == nil {
+		return nil
+	}
+	prev := base.PreviousTurnID
+	for hop := 0; prev != nil && hop < ancestorHops; hop++ {
+		if msgs, _, _, ok := e.histories.get(sess.ID, *prev); ok {
+			return msgs
+		}
+		if hop+1 == ancestorHops {
+			break
+		}
+		t, err := e.store.GetTurn(ctx, tenant, sess.ID, *prev)
+		if err != nil {
+			return nil // the whole view is read, and reports what is wrong
+		}
+		prev = t.PreviousTurnID
+	}
+	return nil
 }
 
 // viewFrom reads the view of q's branch given its newest boundary b (nil:

@@ -67,6 +67,9 @@ type cluster struct {
 	ttl    time.Duration
 	// logger, when set, is every replica's (else they log nothing).
 	logger *slog.Logger
+	// wrap, when set, is what the next replicas' engines get in place of
+	// their store.
+	wrap func(forge.Store) forge.Store
 }
 
 func newCluster(t *testing.T, ttl time.Duration) *cluster {
@@ -92,12 +95,16 @@ func (c *cluster) replicaOn(db string) *replica {
 		c.t.Fatal(err)
 	}
 	r := &replica{store: st, bus: b, leases: &flakyLeases{LeaseStore: st}}
+	var store forge.Store = st
+	if c.wrap != nil {
+		store = c.wrap(st)
+	}
 	logger := c.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	r.eng = engine.New(engine.Config{
-		Store: st, Models: models{c.model}, Tools: tools.Builtins(), Bus: b, Fence: b, Peers: b,
+		Store: store, Models: models{c.model}, Tools: tools.Builtins(), Bus: b, Fence: b, Peers: b,
 		Leases: r.leases, LeaseTTL: c.ttl, ReplicaID: b.WriterID(),
 		Logger: logger, ToolCancelWait: 200 * time.Millisecond, CheckpointInterval: 50 * time.Millisecond,
 	})

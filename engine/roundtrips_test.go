@@ -1,13 +1,16 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/forge-runtime/forge"
+	"github.com/forge-runtime/forge/engine"
 	"github.com/forge-runtime/forge/postgres/pgtest"
 )
 
@@ -199,4 +202,109 @@ func TestDistributedStreamOnAnotherReplica(t *testing.T) {
 		t.Fatalf("stream %v, deltas %s", types, text)
 	}
 	t.Logf("a streamed turn on the other replica: %d round trips", bm.proxy.RoundTrips()-trips)
+}
+
+// historyReads counts a store's history reads.
+type historyReads struct {
+	forge.Store
+	whole, after, pages atomic.Int64
+}
+
+func (h *historyReads) TurnHistory(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.TurnHistory, error) {
+	if q.Cursor == "" {
+		h.whole.Add(1)
+	} else {
+		h.after.Add(1)
+	}
+	return h.Store.TurnHistory(ctx, tenant, q)
+}
+
+func (h *historyReads) ListMessages(ctx context.Context, tenant string, q forge.MessageQuery) ([]*forge.Message, string, error) {
+	h.pages.Add(1)
+	return h.Store.ListMessages(ctx, tenant, q)
+}
+
+// TestHistoryAcrossReplicasReadsOnlyWhatIsNew: three replicas take the
+// turns of one session in turn (no affinity). Each model request holds the
+// whole view, as the store has it; a replica that ran a turn of the chain
+// at most two turns back reads only the messages after it, and one with
+// nothing cached, or after a compaction since, reads the whole view.
+func TestHistoryAcrossReplicasReadsOnlyWhatIsNew(t *testing.T) {
+	c := newCluster(t, time.Minute)
+	// The view as the store holds it, read by a replica that runs no turn
+	// (its reads would put the session's row in a cache of the others).
+	reader := c.replica()
+	var reads []*historyReads
+	c.wrap = func(s forge.Store) forge.Store {
+		h := &historyReads{Store: s}
+		reads = append(reads, h)
+		return h
+	}
+	reps := []*replica{c.replica(), c.replica(), c.replica()}
+	sess := c.setup(reps[0])
+	// run runs turn i on replica r and checks that the model got the view
+	// the store holds (read afresh) and the turn's input.
+	run := func(i int, r *replica, req engine.TurnRequest, answer string) {
+		t.Helper()
+		var want []string
+		if i > 0 {
+			view, _, err := reader.eng.ModelView(c.ctx, forge.DefaultTenant, sess.ID, forge.ListOptions{Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = msgTexts(view)
+		}
+		for _, in := range req.Input {
+			want = append(want, "user:"+in.Text)
+		}
+		c.model.push(reply{deltas: []string{answer}})
+		turn, err := r.eng.StartTurn(c.ctx, forge.DefaultTenant, sess.ID, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.wait(r, sess.ID, turn.ID); got.Status != forge.TurnDone {
+			t.Fatalf("turn %d: %s %+v", i, got.Status, got.Error)
+		}
+		sent := c.model.sent()
+		eq(t, fmt.Sprintf("turn %d's request", i), reqTexts(sent[len(sent)-1]), want)
+	}
+	total := func() (whole, after int64) {
+		for _, h := range reads {
+			whole += h.whole.Load()
+			after += h.after.Load()
+		}
+		return whole, after
+	}
+	for i := range 9 {
+		run(i, reps[i%3], msg(fmt.Sprintf("q%d", i)), fmt.Sprintf("a%d", i))
+	}
+	// Turns 1 and 2 find nothing cached (turn 0 has no history at all: a
+	// session's first turn reads its loose messages), and read it once:
+	// their first hold of the session is refused as stale and the retry
+	// finds the history kept then. From turn 3 on, each replica ran the
+	// turn three before (two steps back from the base turn).
+	if whole, after := total(); whole != 2 || after != 6 {
+		t.Fatalf("history reads: %d whole, %d after a cached turn; want 2 and 6", whole, after)
+	}
+
+	// A compaction on one replica: the others' cached histories end before
+	// it, so they read the whole (compacted) view.
+	c.model.push(reply{deltas: []string{"SUMMARY"}})
+	compact, err := reps[0].eng.StartTurn(c.ctx, forge.DefaultTenant, sess.ID, engine.TurnRequest{Compact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.wait(reps[0], sess.ID, compact.ID); got.Status != forge.TurnDone {
+		t.Fatalf("compaction: %s %+v", got.Status, got.Error)
+	}
+	w0, a0 := total()
+	run(9, reps[1], msg("q9"), "a9")
+	if w, a := total(); w != w0+1 || a != a0+1 {
+		t.Fatalf("after a compaction: %d whole and %d cursor reads, want 1 and 1 (the cached start is refused)", w-w0, a-a0)
+	}
+	if got := reqTexts(c.model.sent()[len(c.model.sent())-1]); len(got) == 0 || got[1] != "assistant:SUMMARY" {
+		t.Fatalf("the request after the compaction does not start with it: %q", got)
+	}
+	run(10, reps[2], msg("q10"), "a10")
+	run(11, reps[0], msg("q11"), "a11")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/eventlog"
@@ -200,8 +201,16 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	} else if base != nil {
 		var ok bool
 		if history, snap, memo, ok = e.histories.get(sess.ID, base.ID); !ok {
-			if history, snap, err = e.historyForTurn(ctx, tenant, sess, base.ID); err != nil {
+			if history, snap, err = e.historyForTurn(ctx, tenant, sess, base); err != nil {
 				return nil, false, err
+			}
+			if base.Ended() {
+				// Its rows no longer change: kept for a retry of this
+				// start (the first hold of a session on this replica is
+				// refused as stale, eventlog.ErrStaleView) and for the
+				// turns after it here, which then read none of it again.
+				// Clipped: this turn appends to its own copy.
+				e.histories.put(sess.ID, base, slices.Clip(history), snap, modelMemo{})
 			}
 		}
 	} else if kind == nil {

@@ -199,17 +199,16 @@ func queueBranchPage(b *pgx.Batch, tenant string, q forge.MessageQuery, limit in
 		})
 }
 
-// TurnHistory reads the boundary, the first page of the branch and the
-// tip's snapshot in one batch: one round trip where LatestCompaction,
-// ListMessages and GetSnapshot cost three. The page is read from the
-// branch's start whether or not there is a boundary (the caller reads the
-// view anew when there is: compactions are rare, and the page is q's Limit
-// at most).
+// TurnHistory reads the boundary, a page of the branch and the tip's
+// snapshot in one batch: one round trip where LatestCompaction,
+// ListMessages and GetSnapshot cost three. The page is read whether or not
+// there is a boundary (the caller reads the view anew when there is a new
+// one: compactions are rare, and the page is q's Limit at most).
 func (s *Store) TurnHistory(ctx context.Context, tenant string, q forge.MessageQuery) (*forge.TurnHistory, error) {
 	if q.TipTurnID == "" {
 		return nil, forge.Errorf(forge.ErrInvalid, "turn history: no tip turn")
 	}
-	q.From, q.Cursor = "", ""
+	q.From = ""
 	limit := storeutil.Limit(q.Limit, storeutil.DefaultLimit)
 	var (
 		h                  forge.TurnHistory

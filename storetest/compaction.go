@@ -148,11 +148,18 @@ var compactionTests = []test{
 					f.is(err, forge.ErrNotFound, "GetSnapshot")
 				}
 				f.sameJSON(got, want, "TurnHistory at "+tip)
-				// From and Cursor are ignored: the page is the branch's first.
-				q.From, q.Cursor = x1.ID, x1.ID
+				// From is ignored: the page is the branch's from its start.
+				q.From = x1.ID
 				again, err := f.s.TurnHistory(f.ctx, tenantA, q)
-				f.ok(err, "TurnHistory with a cursor")
-				f.sameJSON(again, got, "TurnHistory with From and Cursor set")
+				f.ok(err, "TurnHistory with From")
+				f.sameJSON(again, got, "TurnHistory with From set")
+				// After a cursor: the branch's messages after it.
+				q.From, q.Cursor = "", x1.ID
+				after, err := f.s.TurnHistory(f.ctx, tenantA, q)
+				f.ok(err, "TurnHistory after a cursor")
+				want.Messages, want.Next, err = f.s.ListMessages(f.ctx, tenantA, q)
+				f.ok(err, "ListMessages after a cursor")
+				f.sameJSON(after, want, "TurnHistory after "+x1.ID)
 			}
 		}
 		if h, err := f.s.TurnHistory(f.ctx, tenantA, forge.MessageQuery{SessionID: ses.ID, TipTurnID: s1.turn.ID}); err != nil || h.Snapshot == nil || h.Snapshot.ContextTokens != 1234 {

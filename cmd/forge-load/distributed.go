@@ -186,6 +186,18 @@ func printUnits(out io.Writer, units []distFigures) {
 	row("PostgreSQL round trips per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnPGTrips) }))
 	row("PostgreSQL transactions per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnCommits) }))
 	row("Redis round trips per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnRedisTrips) }))
+	multi := func(cell func(f distFigures) string) func(f distFigures) string {
+		return func(f distFigures) string {
+			if f.replicas < 2 {
+				return "-"
+			}
+			return cell(f)
+		}
+	}
+	row("trivial turn p50, replica switched", multi(func(f distFigures) string { return ms(f.switchP50) }))
+	row("PostgreSQL round trips, transactions, switched", multi(func(f distFigures) string {
+		return fmt.Sprintf("%.2f, %.2f", f.switchPGTrips, f.switchCommits)
+	}))
 	row("Forge CPU per streamed delta", func(f distFigures) string { return us(f.deltaCPU) })
 	row("Redis CPU per delta", dist(func(f distFigures) string { return us(f.deltaRedisCPU) }))
 	row("Redis round trips per delta", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.deltaRedisTrips) }))
@@ -263,6 +275,9 @@ type distFigures struct {
 	turnP50, turnCPU, turnRedisCPU time.Duration
 	turnCommits, turnPGTrips       float64
 	turnRedisTrips                 float64
+	// per trivial turn on another replica than the session's last one
+	switchP50                    time.Duration
+	switchPGTrips, switchCommits float64
 	// per streamed turn and per delta, net of a trivial turn
 	streamCommits           float64
 	streamDur               time.Duration // the model's own
@@ -601,6 +616,52 @@ func (u *unit) trivial(ctx context.Context, f *distFigures, out io.Writer) error
 	fmt.Fprintf(out, "  per trivial turn: Forge CPU %s; PostgreSQL %.1f round trips, %.2f transactions (xact_commit, reads included), %s; Redis %.1f round trips, %.1f commands (those run inside scripts included), %s, CPU %s\n",
 		ms(f.turnCPU), float64(d.pgTrips)/k, f.turnCommits, bytesOf(float64(d.pgBytes)/k),
 		float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), ms(f.turnRedisCPU))
+	if n > 1 {
+		return u.switching(ctx, f, out)
+	}
+	return nil
+}
+
+// switching times trivial turns of one session, each on the next replica
+// (what a load balancer without session affinity does): every turn
+// begins on a replica that did not write the session last.
+func (u *unit) switching(ctx context.Context, f *distFigures, out io.Writer) error {
+	n := len(u.targets)
+	_, ids, err := u.sessions(ctx, "gpt-test", 1)
+	if err != nil {
+		return err
+	}
+	body := turnBody("hi", false)
+	for i := range 2 * n { // warm: each replica has prepared its statements
+		if _, err := u.targets[i%n].waitTurn(ctx, ids[0], body); err != nil {
+			return err
+		}
+	}
+	before, err := u.used(ctx, true)
+	if err != nil {
+		return err
+	}
+	turns := max(1, u.c.trivialTurns/2)
+	lat := make([]time.Duration, 0, turns)
+	for i := range turns {
+		d, err := u.targets[i%n].waitTurn(ctx, ids[0], body)
+		if err != nil {
+			return err
+		}
+		lat = append(lat, d)
+	}
+	after, err := u.used(ctx, true)
+	if err != nil {
+		return err
+	}
+	d := after.sub(before)
+	k := float64(turns)
+	slices.Sort(lat)
+	f.switchP50, f.switchPGTrips, f.switchCommits = percentile(lat, 0.5), float64(d.pgTrips)/k, float64(d.commits)/k
+	fmt.Fprintf(out, "trivial turn on the next replica each time (one session, no affinity, %d turns)  p50 %s  p99 %s\n", turns,
+		ms(f.switchP50), ms(percentile(lat, 0.99)))
+	fmt.Fprintf(out, "  per turn: Forge CPU %s; PostgreSQL %.1f round trips, %.2f transactions, %s; Redis %.1f round trips\n",
+		ms(d.cpu/time.Duration(turns)), f.switchPGTrips, f.switchCommits, bytesOf(float64(d.pgBytes)/k), float64(d.redisTrips)/k)
 	return nil
 }
 

@@ -26,6 +26,7 @@ func TestDistributed(t *testing.T) {
 		"--throughput-sessions", "4", "--throughput-duration", "300ms")
 	wantLines(t, out, "forge-load distributed: ", "== a single node on SQLite (pid ", "== 1 replica (pids ", "== 2 replicas (pids ",
 		"trivial turn (wait mode, 6 one after another)  p50 ", "  per trivial turn: Forge CPU ",
+		"trivial turn on the next replica each time (one session, no affinity, 3 turns)  p50 ",
 		"a 0.05 s stream (10 deltas 5ms apart) at 4 concurrent streams takes ", "  per delta (net of a trivial turn): replica CPU ",
 		"throughput at 4 sessions: ", "== paper model: 10000 concurrent streaming turns", "a single node would need ",
 		"from 1 replica: replicas ", "from 2 replicas: replicas ", "== side by side", "Forge CPU per streamed delta  ")

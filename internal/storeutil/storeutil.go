@@ -186,7 +186,7 @@ func TurnHistory(ctx context.Context, s historyReader, tenant string, q forge.Me
 	if q.TipTurnID == "" {
 		return nil, forge.Errorf(forge.ErrInvalid, "turn history: no tip turn")
 	}
-	q.From, q.Cursor = "", ""
+	q.From = ""
 	var h forge.TurnHistory
 	var err error
 	if h.Boundary, err = s.LatestCompaction(ctx, tenant, q); err != nil {
