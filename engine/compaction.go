@@ -216,7 +216,7 @@ const ancestorHops = 2
 // snapshot come in one store round trip (forge.MessageStore.TurnHistory).
 func (e *Engine) historyForTurn(ctx context.Context, tenant string, sess *forge.Session, base *forge.Turn) ([]*forge.Message, *forge.Snapshot, error) {
 	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: base.ID, ThreadID: sess.MainThreadID}
-	if prefix := e.cachedAncestor(ctx, tenant, sess, base); len(prefix) > 0 {
+	if prefix := e.cachedAncestor(ctx, tenant, sess, base); len(prefix) > 0 && newestLast(prefix) {
 		last := prefix[len(prefix)-1].ID
 		after := q
 		after.Cursor, after.Limit = last, turnHistoryPage
@@ -242,6 +242,19 @@ func (e *Engine) historyForTurn(ctx context.Context, tenant string, sess *forge.
 	}
 	out, err := e.restOfBranch(ctx, tenant, q, h.Messages, h.Next)
 	return out, h.Snapshot, err
+}
+
+// newestLast reports whether the last of ms has the highest id, so that
+// what came after ms is the branch after that id. A compacted view that
+// ends with its tail (nothing after the summary yet) does not.
+func newestLast(ms []*forge.Message) bool {
+	last := ms[len(ms)-1].ID
+	for _, m := range ms {
+		if m.ID > last {
+			return false
+		}
+	}
+	return true
 }
 
 // restOfBranch appends to out the pages of q's branch from cursor on.

@@ -58,3 +58,35 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+func TestCanonical(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want bool
+	}{
+		{`{"a":1,"b":[true,null,"x y"]}`, true},
+		{`"a \" b \\"`, true},
+		{`"\u003c"`, true},
+		{`null`, true},
+		{`{"a": 1}`, false},
+		{"[1,\n2]", false},
+		{` 1`, false},
+		{`"<"`, false},
+		{`"a&b"`, false},
+		{"\"\u2028\"", false},
+		{`{"a":1`, false},
+		{``, false},
+		{`"\" "`, true},
+		{`"\\" `, false},
+	} {
+		if got := Canonical([]byte(c.raw)); got != c.want {
+			t.Errorf("Canonical(%q) = %v, want %v", c.raw, got, c.want)
+		}
+		if c.want {
+			// What Canonical takes, AppendRaw leaves as it is.
+			if out, ok := AppendRaw(nil, []byte(c.raw)); !ok || string(out) != c.raw {
+				t.Errorf("AppendRaw(%q) = %q, %v: Canonical took a form Marshal would change", c.raw, out, ok)
+			}
+		}
+	}
+}
