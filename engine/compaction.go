@@ -201,18 +201,18 @@ func (e *Engine) modelView(ctx context.Context, tenant string, sess *forge.Sessi
 // messages.
 const turnHistoryPage = 200
 
-// ancestorHops is how far back along the base turn's chain a turn looks
-// for a history cached here: a turn ahead of it per other replica that
-// wrote the session meanwhile (two, with three replicas taking turns).
+// ancestorHops is how many steps back along the base turn's chain a turn
+// looks for a history cached here: with three replicas taking turns, the
+// last one this replica ran or read is two steps back.
 const ancestorHops = 2
 
 // historyForTurn returns what loadHistory does for base and base's
 // snapshot (nil: none), for a turn beginning from a history not cached
 // here for base (another replica wrote the session last, or the cache let
-// it go). When a turn of base's chain at most ancestorHops back ended
-// here, its cached history is the view's start and only the messages
-// after it are read (unless a compaction came after it); otherwise the
-// whole view is. Either way the compaction boundary, a page and the
+// it go). When a turn of base's chain at most ancestorHops back has its
+// history cached here (it ended here, or a turn here read it), that is the
+// view's start and only the messages after it are read (unless a
+// compaction came after it); otherwise the whole view is. Either way the compaction boundary, a page and the
 // snapshot come in one store round trip (forge.MessageStore.TurnHistory).
 func (e *Engine) historyForTurn(ctx context.Context, tenant string, sess *forge.Session, base *forge.Turn) ([]*forge.Message, *forge.Snapshot, error) {
 	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: base.ID, ThreadID: sess.MainThreadID}
