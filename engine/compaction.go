@@ -257,18 +257,31 @@ func newestLast(ms []*forge.Message) bool {
 	return true
 }
 
-// restOfBranch appends to out the pages of q's branch from cursor on.
+// restOfBranch appends to out the pages of q's branch after cursor ("":
+// none are left).
 func (e *Engine) restOfBranch(ctx context.Context, tenant string, q forge.MessageQuery, out []*forge.Message, cursor string) ([]*forge.Message, error) {
-	q.Limit, q.Cursor = 1000, cursor
-	for q.Cursor != "" {
+	if cursor == "" {
+		return out, nil
+	}
+	q.Cursor = cursor
+	return e.branchPages(ctx, tenant, q, out)
+}
+
+// branchPages appends to out every page of q's branch from q's cursor on,
+// 1000 messages a page.
+func (e *Engine) branchPages(ctx context.Context, tenant string, q forge.MessageQuery, out []*forge.Message) ([]*forge.Message, error) {
+	q.Limit = 1000
+	for {
 		page, next, err := e.store.ListMessages(ctx, tenant, q)
 		if err != nil {
 			return nil, fmt.Errorf("load history: %w", err)
 		}
 		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
 		q.Cursor = next
 	}
-	return out, nil
 }
 
 // cachedAncestor returns the history cached here for the nearest turn of
@@ -305,18 +318,9 @@ func (e *Engine) viewFrom(ctx context.Context, tenant string, q forge.MessageQue
 			q.From = b.RequestID
 		}
 	}
-	q.Limit = 1000
-	var out []*forge.Message
-	for {
-		page, next, err := e.store.ListMessages(ctx, tenant, q)
-		if err != nil {
-			return nil, fmt.Errorf("load history: %w", err)
-		}
-		out = append(out, page...)
-		if next == "" {
-			break
-		}
-		q.Cursor = next
+	out, err := e.branchPages(ctx, tenant, q, nil)
+	if err != nil {
+		return nil, err
 	}
 	if b == nil {
 		return out, nil

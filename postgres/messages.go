@@ -221,7 +221,7 @@ func (s *Store) TurnHistory(ctx context.Context, tenant string, q forge.MessageQ
 	queueCompaction(b, tenant, q, &bound)
 	queueBranchPage(b, tenant, q, limit, &h.Messages)
 	turnExists(b, tenant, q.SessionID, q.TipTurnID, &tipSeen)
-	b.Queue(`SELECT body FROM snapshots WHERE tenant = $1 AND turn_id = $2`, tenant, q.TipTurnID).
+	b.Queue(snapshotSQL, tenant, q.TipTurnID).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				if err := rows.Scan(&snapBody); err != nil {

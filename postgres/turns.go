@@ -425,13 +425,16 @@ func (s *Store) byRef(ctx context.Context, refs string, queue func(b *pgx.Batch,
 func (s *Store) GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.Snapshot, error) {
 	var body string
 	b := batch(tenant)
-	b.Queue(`SELECT body FROM snapshots WHERE tenant = $1 AND turn_id = $2`, tenant, turnID).
+	b.Queue(snapshotSQL, tenant, turnID).
 		QueryRow(func(r pgx.Row) error { return notFound(r.Scan(&body), "no snapshot for turn %s", turnID) })
 	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
 	return decodeSnapshot(turnID, body)
 }
+
+// snapshotSQL reads a turn's snapshot: $1 tenant, $2 turn.
+const snapshotSQL = `SELECT body FROM snapshots WHERE tenant = $1 AND turn_id = $2`
 
 func decodeSnapshot(turnID, body string) (*forge.Snapshot, error) {
 	var snap forge.Snapshot

@@ -584,25 +584,11 @@ func (u *unit) trivial(ctx context.Context, f *distFigures, out io.Writer) error
 			return err
 		}
 	}
-	before, err := u.used(ctx, true)
+	lat, d, err := u.timeTurns(ctx, u.c.trivialTurns, func(i int) (*target, string) { return u.targets[i%n], ids[i%n] })
 	if err != nil {
 		return err
 	}
-	lat := make([]time.Duration, 0, u.c.trivialTurns)
-	for i := range u.c.trivialTurns {
-		d, err := u.targets[i%n].waitTurn(ctx, ids[i%n], body)
-		if err != nil {
-			return err
-		}
-		lat = append(lat, d)
-	}
-	after, err := u.used(ctx, true)
-	if err != nil {
-		return err
-	}
-	d := after.sub(before)
 	k := float64(u.c.trivialTurns)
-	slices.Sort(lat)
 	f.turnCPU = d.cpu / time.Duration(u.c.trivialTurns)
 	f.turnRedisCPU = d.redisCPU / time.Duration(u.c.trivialTurns)
 	f.turnCommits = float64(d.commits) / k
@@ -622,6 +608,32 @@ func (u *unit) trivial(ctx context.Context, f *distFigures, out io.Writer) error
 	return nil
 }
 
+// timeTurns runs turns trivial turns one after another, turn i on the
+// target and session on gives it, and returns their latencies (sorted)
+// and what every counter moved meanwhile.
+func (u *unit) timeTurns(ctx context.Context, turns int, on func(i int) (*target, string)) ([]time.Duration, resUse, error) {
+	before, err := u.used(ctx, true)
+	if err != nil {
+		return nil, resUse{}, err
+	}
+	body := turnBody("hi", false)
+	lat := make([]time.Duration, 0, turns)
+	for i := range turns {
+		t, sid := on(i)
+		d, err := t.waitTurn(ctx, sid, body)
+		if err != nil {
+			return nil, resUse{}, err
+		}
+		lat = append(lat, d)
+	}
+	after, err := u.used(ctx, true)
+	if err != nil {
+		return nil, resUse{}, err
+	}
+	slices.Sort(lat)
+	return lat, after.sub(before), nil
+}
+
 // switching times trivial turns of one session, each on the next replica
 // (what a load balancer without session affinity does): every turn
 // begins on a replica that did not write the session last.
@@ -637,26 +649,12 @@ func (u *unit) switching(ctx context.Context, f *distFigures, out io.Writer) err
 			return err
 		}
 	}
-	before, err := u.used(ctx, true)
-	if err != nil {
-		return err
-	}
 	turns := max(1, u.c.trivialTurns/2)
-	lat := make([]time.Duration, 0, turns)
-	for i := range turns {
-		d, err := u.targets[i%n].waitTurn(ctx, ids[0], body)
-		if err != nil {
-			return err
-		}
-		lat = append(lat, d)
-	}
-	after, err := u.used(ctx, true)
+	lat, d, err := u.timeTurns(ctx, turns, func(i int) (*target, string) { return u.targets[i%n], ids[0] })
 	if err != nil {
 		return err
 	}
-	d := after.sub(before)
 	k := float64(turns)
-	slices.Sort(lat)
 	f.switchP50, f.switchPGTrips, f.switchCommits = percentile(lat, 0.5), float64(d.pgTrips)/k, float64(d.commits)/k
 	fmt.Fprintf(out, "trivial turn on the next replica each time (one session, no affinity, %d turns)  p50 %s  p99 %s\n", turns,
 		ms(f.switchP50), ms(percentile(lat, 0.99)))
