@@ -62,6 +62,13 @@ var connectionTests = []test{
 		// new TCP (or TLS) handshake per model call. A transport of its
 		// own: parallel tests closing their servers close the idle
 		// connections of http.DefaultTransport.
+		//
+		// One later call may dial again: Go's transport drops a
+		// connection when its write loop has not reported the request
+		// written within 50 ms of the response (maxWriteWaitBeforeConnReuse),
+		// which a loaded machine sometimes takes. A provider that closes
+		// its bodies unread reuses none.
+		const calls = 5
 		var mu sync.Mutex
 		var reused []bool
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -76,14 +83,19 @@ var connectionTests = []test{
 			return tr.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 		})}
 		m := f.p.Model(c)
-		for range 3 {
+		for range calls {
 			if r := stream(f.Context(), m, hello()); r.err != nil {
 				f.Fatal(r.err)
 			}
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		f.same(reused, []bool{false, true, true}, "connections reused")
+		if len(reused) != calls || reused[0] {
+			f.Fatalf("connections reused: %v, want %d calls, the first on a new connection", reused, calls)
+		}
+		if n := countTrue(reused[1:]); n < calls-2 {
+			f.Errorf("connections reused: %v, want every call after the first but at most one", reused)
+		}
 	}},
 	{"ConnectionRefused", func(f *fixture) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -209,4 +221,14 @@ func Waves(t testing.TB, m forge.Model, fake Pool, req *forge.ModelRequest, call
 		time.Sleep(100 * time.Millisecond)
 		t.Logf("after wave %d: %d connections", wave, fake.Connections())
 	}
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
