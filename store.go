@@ -173,6 +173,12 @@ type Batch struct {
 	// lease (a LeaseStore): a replica whose lease was taken writes nothing
 	// more for the turn (ErrTurnEnded). A terminal write releases the lease.
 	Owner string
+
+	// NoneQueued is set by Commit on a terminal write when the session had
+	// no queued turn as the turn ended (a turn queued by a racing request
+	// is then started by that request), so the caller need not look for
+	// one. Left false, the caller looks.
+	NoneQueued bool
 }
 
 // TurnRef names a turn of a tenant.

@@ -37,11 +37,17 @@ func (e *Engine) WaitTurn(ctx context.Context, tenant, sessionID, turnID string)
 		return t, nil
 	}
 	t, err := e.store.GetTurn(ctx, tenant, sessionID, turnID)
-	if err != nil || t.Ended() || (e.cfg.Leases == nil && e.cfg.Peers == nil && t.Status != forge.TurnQueued) {
+	if err != nil || t.Ended() {
 		return t, err
 	}
 	if x := e.runningTurn(sessionID); x != nil && x.turn.ID == turnID {
+		// (A queued turn that has just started.)
 		return e.WaitTurn(ctx, tenant, sessionID, turnID)
+	}
+	if e.cfg.Leases == nil && e.cfg.Peers == nil && t.Status != forge.TurnQueued {
+		// Running in the store, not here: a queued turn that started and
+		// ended since the read, or one a crash left (recovery ends it).
+		return e.store.GetTurn(ctx, tenant, sessionID, turnID)
 	}
 	return e.waitEnded(ctx, t, nil)
 }

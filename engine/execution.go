@@ -69,6 +69,12 @@ type execution struct {
 	// lease, so a renewal that finds none proves nothing, and the write's
 	// own fence says whether the turn was still this process's.
 	finishing atomic.Bool
+	// noneQueued is set when the terminal write found no queued turn in
+	// the session (forge.Batch.NoneQueued); enqueued when a request of
+	// this process queued one while the turn was registered as running
+	// (its own look for it, when it was queued, found the turn running).
+	// The end looks for a queued turn unless noneQueued and not enqueued.
+	noneQueued, enqueued atomic.Bool
 
 	// obsCtx is the observer's context of the turn (observer.go); nil
 	// without an observer. endedElsewhere marks a terminal write that lost.
@@ -324,6 +330,9 @@ func (x *execution) commit(w *batch, terminal *forge.Snapshot, committed func())
 		x.rows.Unlock()
 		if err != nil {
 			return err
+		}
+		if b.NoneQueued {
+			x.noneQueued.Store(true)
 		}
 		if committed != nil {
 			committed()

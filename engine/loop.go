@@ -52,10 +52,11 @@ func (e *Engine) execute(x *execution) {
 	x.freeQuota() // landed freed it already, unless the terminal write failed
 	x.markEnded()
 	close(x.done)
-	if created && !x.lost.Load() {
+	if created && !x.lost.Load() && (!x.noneQueued.Load() || x.enqueued.Load()) {
 		// The session's next queued turn, if any, starts (API.md, "Busy
 		// sessions"). A turn lost to another replica is that replica's
-		// to follow.
+		// to follow. (enqueued is read after unregister: a request that
+		// queues a turn later finds none running, and starts it itself.)
 		e.kickQueue(x.tenant, x.session.ID)
 	}
 }

@@ -136,6 +136,13 @@ func (e *Engine) enqueue(ctx context.Context, tenant string, sess *forge.Session
 		Overrides:       overrides,
 		CreatedAt:       e.clock.Now(),
 	}
+	e.mu.Lock()
+	if x := e.running[sess.ID]; x != nil {
+		// Its terminal write may look for queued turns before this one
+		// is stored: its end then looks again (execution.enqueued).
+		x.enqueued.Store(true)
+	}
+	e.mu.Unlock()
 	if err := e.store.EnqueueTurn(ctx, turn, raw); err != nil {
 		e.deleteFiles(ctx, tenant, made)
 		if errors.Is(err, forge.ErrConflict) {

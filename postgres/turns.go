@@ -233,8 +233,20 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	if err := queueWebhooks(b, sc, evs); err != nil {
 		return err
 	}
+	var noneQueued bool
 	if cb.Turn != nil && t.Ended() {
 		b.Queue(`DELETE FROM turn_leases WHERE tenant = $1 AND turn_id = $2`, cb.Tenant, cb.TurnID)
+		// Whether a turn waits (so the engine reads none when none does).
+		// The session row is locked first, as the usage above locks it
+		// and as a queued turn's promotion does: a turn queued after the
+		// look below is promoted once this commits, by its own request
+		// (an earlier promotion made this wait, and failed on the running
+		// turn; then the look, a statement of its own, sees that turn).
+		if t.Usage == (forge.Usage{}) {
+			b.Queue(`SELECT FROM sessions WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE`, cb.Tenant, cb.SessionID)
+		}
+		b.Queue(`SELECT NOT EXISTS (SELECT FROM turns WHERE tenant = $1 AND session_id = $2 AND status = 'queued')`,
+			cb.Tenant, cb.SessionID).QueryRow(func(r pgx.Row) error { return r.Scan(&noneQueued) })
 	}
 	if snap != nil {
 		b.Queue(`INSERT INTO snapshots (tenant, turn_id, session_id, body) VALUES ($1, $2, $3, $4)
@@ -251,6 +263,7 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	if cb.Turn != nil && t.Ended() {
 		// Its rows are final: the packer packs its log against them.
 		s.pk.Add(eventpack.TurnKey{Tenant: cb.Tenant, Session: cb.SessionID, Turn: cb.TurnID})
+		cb.NoneQueued = noneQueued
 	}
 	storeutil.Committed(cb, &t, last)
 	return nil

@@ -275,7 +275,9 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 		}
 	}
 	var last int64
+	var noneQueued bool
 	err = s.write(ctx, func(x *tx) error {
+		noneQueued = false
 		var (
 			err      error
 			vals     []any
@@ -315,6 +317,12 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 			if err := addSessionUsage(x, s, b.Tenant, b.SessionID, t.Usage); err != nil {
 				return err
 			}
+			// Whether a turn waits (so the engine reads none when none
+			// does): the transaction is the database's only writer.
+			if err := x.queryRow(`SELECT NOT EXISTS (SELECT 1 FROM turns WHERE tenant = ? AND session_id = ? AND status = 'queued')`,
+				b.Tenant, b.SessionID).Scan(&noneQueued); err != nil {
+				return dbErr(err)
+			}
 		}
 		if err := upsertMessages(x, msgs); err != nil {
 			return err
@@ -337,6 +345,7 @@ func (s *Store) Commit(ctx context.Context, b *forge.Batch) error {
 	if err != nil {
 		return err
 	}
+	b.NoneQueued = noneQueued
 	storeutil.Committed(b, &t, last)
 	return nil
 }

@@ -54,6 +54,30 @@ func (f *fixture) queuedSessions() []string {
 }
 
 var queuedTests = []test{
+	{name: "TerminalWriteSaysWhetherATurnIsQueued", run: func(f *fixture) {
+		// forge.Batch.NoneQueued: set only when the session has no queued
+		// turn as its turn ends; a running turn's other writes, another
+		// session's queued turns and an ended queued turn do not count.
+		ses, other := f.newSession(tenantA), f.newSession(tenantA)
+		f.enqueue(other, "elsewhere")
+		t1 := f.start(ses, nil, "first").turn
+		_, b := f.endBatch(ses, t1)
+		eq(f, b.NoneQueued, true, "no turn queued in the session")
+
+		t2 := f.start(ses, &t1.ID, "second").turn
+		q := f.enqueue(ses, "waits")
+		mid := &forge.Batch{Tenant: t2.Tenant, SessionID: ses.ID, TurnID: t2.ID,
+			Events: []forge.Event{f.event(t2, f.seqs(ses, 1)[0], forge.EventMessageCreated, "msg_mid", map[string]string{})}}
+		f.ok(f.s.Commit(f.ctx, mid), "Commit of a running turn")
+		eq(f, mid.NoneQueued, false, "a write that ends no turn")
+		_, b = f.endBatch(ses, t2)
+		eq(f, b.NoneQueued, false, "a turn is queued")
+
+		p := f.promotion(q, &t2.ID)
+		f.ok(f.s.BeginTurn(f.ctx, p), "promote the queued turn")
+		_, b = f.endBatch(ses, p.Turn)
+		eq(f, b.NoneQueued, true, "the queued turn ran")
+	}},
 	{name: "QueuedTurnsStartInOrder", run: func(f *fixture) {
 		ses := f.newSession(tenantA)
 		t1 := f.start(ses, nil, "first").turn

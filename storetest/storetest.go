@@ -300,15 +300,22 @@ func (f *fixture) start(ses *forge.Session, prev *string, text string) started {
 // event, and returns the event.
 func (f *fixture) end(ses *forge.Session, t *forge.Turn) forge.Event {
 	f.Helper()
+	e, _ := f.endBatch(ses, t)
+	return e
+}
+
+// endBatch is end, and the terminal batch as Commit left it.
+func (f *fixture) endBatch(ses *forge.Session, t *forge.Turn) (forge.Event, *forge.Batch) {
+	f.Helper()
 	seq := f.seqs(ses, 1)[0]
 	t.Status = forge.TurnDone
 	t.Output = &forge.TurnOutput{MessageID: "msg_out", Text: "Shipped."}
 	t.EndedAt = ptr(f.now())
 	t.LastSeq = seq
 	e := f.event(t, seq, forge.EventTurnDone, t.ID, t)
-	f.ok(f.s.Commit(f.ctx, &forge.Batch{Tenant: t.Tenant, SessionID: t.SessionID, TurnID: t.ID, Turn: t,
-		Events: []forge.Event{e}}), "Commit terminal")
-	return e
+	b := &forge.Batch{Tenant: t.Tenant, SessionID: t.SessionID, TurnID: t.ID, Turn: t, Events: []forge.Event{e}}
+	f.ok(f.s.Commit(f.ctx, b), "Commit terminal")
+	return e, b
 }
 
 // ---- readers ----------------------------------------------------------------
