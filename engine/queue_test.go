@@ -20,10 +20,10 @@ type queueingStore struct {
 	eng   func() *engine.Engine
 	looks atomic.Int64
 
-	mu     sync.Mutex // guards the following
-	session string // armed: the session whose next terminal write queues a turn
-	queued *forge.Turn
-	err    error
+	mu      sync.Mutex // guards the following
+	session string     // armed: the session whose next terminal write queues a turn
+	queued  *forge.Turn
+	err     error
 }
 
 func (s *queueingStore) NextQueuedTurn(ctx context.Context, tenant, sessionID string) (*forge.QueuedTurn, error) {
