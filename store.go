@@ -134,7 +134,25 @@ type BeginTurn struct {
 	// always, while another turn runs: so a queued turn starts once, in
 	// order, whichever replicas try.
 	Promote bool
+	// SeqsRead is the session's reserved seq bound as the caller read it
+	// (Session.SeqReserved; 0: not known): the event log may then reserve
+	// the turn's seqs in this write (Claim) instead of a write of their own.
+	SeqsRead int64
+	// Claim, set by the event log, is the seq reservation this write makes
+	// (SeqClaim).
+	Claim *SeqClaim
 }
+
+// SeqClaim is a seq reservation made by the write that first uses its
+// seqs: in the same transaction the session's reserved bound goes from
+// Above to Through. When the bound is not Above (another process reserved
+// seqs since it was read) the write fails with ErrSeqClaimLost and writes
+// nothing.
+type SeqClaim struct{ Above, Through int64 }
+
+// ErrSeqClaimLost refuses a write whose SeqClaim no longer holds. It is an
+// ErrConflict; the event log reserves afresh and writes again.
+var ErrSeqClaimLost = Errorf(ErrConflict, "the session's reserved seqs moved since they were read")
 
 // QueuedTurn is a turn waiting to run (status queued) and the request it
 // will run with, as the engine encoded it.

@@ -326,7 +326,8 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	x.observeTurnStart(ctx, agent)
 	e.wg.Add(1)
 	e.workers.run(func() { e.execute(x) })
-	begin := &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease(), Promote: req.promote != nil}
+	begin := &forge.BeginTurn{Turn: turn, Messages: msgs, ExpectTip: &expectTip, Lease: e.lease(), Promote: req.promote != nil,
+		SeqsRead: sess.SeqReserved}
 	if agentCurrent {
 		begin.AgentName = sess.Agent
 	}

@@ -365,7 +365,18 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 // ingestion copies): with a Fence, any replica may make them, even while
 // another runs a turn in the session.
 func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
-	return l.write(ctx, tenant, sessionID, drafts, commit, false)
+	return l.write(ctx, tenant, sessionID, drafts, plainCommit(commit), false, 0)
+}
+
+// commitFunc persists a write's stored events and rows; claim, when not
+// nil, is the seq reservation the write must make in its transaction
+// (forge.SeqClaim).
+type commitFunc func(ctx context.Context, evs []forge.Event, claim *forge.SeqClaim) error
+
+// plainCommit is a commit that makes no seq claim: the Log never asks it
+// to (only BeginPrepared passes a bound to claim from).
+func plainCommit(commit func(ctx context.Context, evs []forge.Event) error) commitFunc {
+	return func(ctx context.Context, evs []forge.Event, _ *forge.SeqClaim) error { return commit(ctx, evs) }
 }
 
 // ErrStaleView refuses a write prepared from rows this process may have
@@ -376,8 +387,9 @@ var ErrStaleView = forge.Errorf(forge.ErrConflict, "another process wrote the se
 
 // write is Write; with ifFresh, when a Fence says that another process
 // wrote the session since this one last held it, it writes nothing and
-// fails with ErrStaleView.
-func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error, ifFresh bool) ([]forge.Event, error) {
+// fails with ErrStaleView. seqsRead is the session's reserved seq bound as
+// the caller read it (0: not known; see commitLocked).
+func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit commitFunc, ifFresh bool, seqsRead int64) ([]forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
@@ -396,15 +408,38 @@ func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draf
 			return nil, ErrStaleView
 		}
 	}
-	return l.commitLocked(ctx, sq, hold, drafts, commit)
+	return l.commitLocked(ctx, sq, hold, drafts, commit, seqsRead)
 }
 
 // commitLocked assigns the drafts' seqs, commits the stored ones, then
 // publishes them all (ending the hold, if any).
-func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
+//
+// When the session has no seq block here (another process wrote it last,
+// or this one never did) and the caller read the session's reserved bound
+// (seqsRead), the block is claimed in the write itself (forge.SeqClaim):
+// one commit instead of a reservation's and the write's (issue 22: a turn
+// begun on another replica than the last). Should another process have
+// reserved since the read, the claim fails, writing nothing, and the write
+// is made again with a block reserved as usual.
+func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, drafts []Draft, commit commitFunc, seqsRead int64) ([]forge.Event, error) {
+	var claim *forge.SeqClaim
+	if seqsRead > 0 && sq.next == 0 && int64(len(drafts)) <= l.block {
+		claim = &forge.SeqClaim{Above: seqsRead, Through: seqsRead + l.block}
+		sq.next, sq.reserved = seqsRead+1, claim.Through
+	}
 	evs, stored, err := l.assignLocked(ctx, sq, drafts)
 	if err == nil {
-		err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, stored) })
+		err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, stored, claim) })
+		if claim != nil && errors.Is(err, forge.ErrSeqClaimLost) {
+			claim = nil
+			sq.next, sq.reserved = 0, 0
+			if evs, stored, err = l.assignLocked(ctx, sq, drafts); err == nil {
+				err = l.retrying(ctx, func(ctx context.Context) error { return commit(ctx, stored, nil) })
+			}
+		}
+	}
+	if err != nil && claim != nil {
+		sq.next, sq.reserved = 0, 0 // the claimed block was never reserved
 	}
 	if err != nil {
 		if hold != "" {
@@ -459,7 +494,7 @@ func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prep
 		}
 		return nil, err
 	}
-	evs, err := l.commitLocked(ctx, sq, hold, drafts, commit)
+	evs, err := l.commitLocked(ctx, sq, hold, drafts, plainCommit(commit), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -655,13 +690,13 @@ func (l *Log) Begin(ctx context.Context, tenant string, b *forge.BeginTurn, draf
 // BeginTurn's ExpectTip would refuse. Without a Fence it is Begin (no other
 // process writes the session; BeginTurn still fences the tip).
 func (l *Log) BeginPrepared(ctx context.Context, tenant string, b *forge.BeginTurn, drafts ...Draft) ([]forge.Event, error) {
-	return l.write(ctx, tenant, b.Turn.SessionID, drafts, func(ctx context.Context, evs []forge.Event) error {
-		b.Events = evs
+	return l.write(ctx, tenant, b.Turn.SessionID, drafts, func(ctx context.Context, evs []forge.Event, claim *forge.SeqClaim) error {
+		b.Events, b.Claim = evs, claim
 		if len(evs) > 0 {
 			b.Turn.LastSeq = evs[len(evs)-1].Seq
 		}
 		return l.store.BeginTurn(ctx, b)
-	}, true)
+	}, true, b.SeqsRead)
 }
 
 // PublishDelta gives a bus-only event (a model.message.delta) its seq and

@@ -63,7 +63,7 @@ const usageCols = `usage_input_tokens, usage_output_tokens, usage_reasoning_toke
 	usage_cache_write_tokens, usage_cost`
 
 const sessionCols = `id, kind, agent, title, main_thread_id, metadata, tip_turn_id, ` + usageCols + `,
-	created_at, updated_at, settings`
+	created_at, updated_at, settings, seq_reserved`
 
 func scanSession(sc pgx.Row, tenant string) (*forge.Session, error) {
 	var (
@@ -75,7 +75,7 @@ func scanSession(sc pgx.Row, tenant string) (*forge.Session, error) {
 	u := &ses.Usage
 	if err := sc.Scan(&ses.ID, &ses.Kind, &ses.Agent, &title, &ses.MainThreadID, &meta, &ses.TipTurnID,
 		&u.InputTokens, &u.OutputTokens, &u.ReasoningTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.Cost,
-		&created, &updated, &settings); err != nil {
+		&created, &updated, &settings, &ses.SeqReserved); err != nil {
 		return nil, err
 	}
 	ses.Tenant = tenant

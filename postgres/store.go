@@ -310,6 +310,7 @@ const (
 	codeTurnInProgress = "FG004"
 	codeInvalid        = "FG005"
 	codeAgentChanged   = "FG006" // 0016_agent_is_current.sql
+	codeSeqClaimLost   = "FG007" // 0019_claim_seqs.sql
 )
 
 // dbErr maps database errors to forge's sentinels where callers branch on
@@ -331,6 +332,8 @@ func dbErr(err error) error {
 		return forge.Errorf(forge.ErrConflict, "%s", pe.Message)
 	case codeAgentChanged:
 		return agentChanged{forge.Errorf(forge.ErrConflict, "%s", pe.Message)}
+	case codeSeqClaimLost:
+		return fmt.Errorf("%w: %s", forge.ErrSeqClaimLost, pe.Message)
 	case codeTurnInProgress:
 		return forge.Errorf(forge.ErrTurnInProgress, "%s", pe.Message)
 	case codeInvalid:

@@ -91,6 +91,10 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	}
 	b.Queue(`SELECT begin_turn_check($1, $2, $3, $4, $5, $6)`, t.SessionID, t.PreviousTurnID,
 		nullStr(t.IdempotencyKey), t.Status == forge.TurnRunning, bt.ExpectTip != nil, expect)
+	if c := bt.Claim; c != nil {
+		// The turn's seqs are reserved here (the session row is locked).
+		b.Queue(`SELECT claim_seqs($1, $2, $3)`, t.SessionID, c.Above, c.Through)
+	}
 	if bt.AgentName != "" {
 		// The agent row may be this replica's cached one (AgentForTurn).
 		b.Queue(`SELECT agent_is_current($1, $2, $3)`, bt.AgentName, t.AgentID, t.AgentVersion)

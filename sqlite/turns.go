@@ -144,6 +144,18 @@ func (s *Store) BeginTurn(ctx context.Context, b *forge.BeginTurn) error {
 				return cerr
 			}
 		}
+		if c := b.Claim; c != nil {
+			res, err := x.exec(`UPDATE sessions SET seq_reserved = ? WHERE tenant = ? AND id = ? AND seq_reserved = ?`,
+				c.Through, t.Tenant, t.SessionID, c.Above)
+			if err != nil {
+				return dbErr(err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return dbErr(err)
+			} else if n == 0 {
+				return fmt.Errorf("%w: session %s", forge.ErrSeqClaimLost, t.SessionID)
+			}
+		}
 		if err := insertMessages(x, msgs, parts); err != nil {
 			return err
 		}

@@ -70,6 +70,37 @@ var sessionTests = []test{
 		f.ok(err, "ReserveSeqs other session")
 		eq(f, got, int64(3), "other session's bound")
 	}},
+	{name: "BeginTurnClaimsSeqs", run: func(f *fixture) {
+		// forge.SeqClaim: a BeginTurn that reserves its own seqs, from
+		// the bound as read; refused, writing nothing, once it moved.
+		ses := f.newSession(tenantA)
+		bound := f.seqs(ses, 4)[3]
+		got, err := f.s.GetSession(f.ctx, tenantA, ses.ID)
+		f.ok(err, "GetSession")
+		if got.SeqReserved != 0 && got.SeqReserved != bound {
+			f.Errorf("Session.SeqReserved %d, want %d (or 0: not known)", got.SeqReserved, bound)
+		}
+		claimed := func(above, through int64, prev *string) (*forge.Turn, error) {
+			t := f.newTurn(ses, prev)
+			t.LastSeq = above + 1
+			ev := f.event(t, above+1, forge.EventTurnCreated, t.ID, t)
+			return t, f.s.BeginTurn(f.ctx, &forge.BeginTurn{Turn: t, Events: []forge.Event{ev},
+				Claim: &forge.SeqClaim{Above: above, Through: above + 10}})
+		}
+		t1, err := claimed(bound, bound+10, nil)
+		f.ok(err, "BeginTurn with a claim on the bound")
+		eq(f, f.tip(ses), t1.ID, "the turn began")
+		eq(f, f.seqs(ses, 1)[0], bound+11, "the next reservation is above the claim")
+
+		f.end(ses, t1) // seq bound+12
+		t2, err := claimed(bound, bound+10, &t1.ID)
+		f.is(err, forge.ErrSeqClaimLost, "BeginTurn with a claim on a bound that moved")
+		f.is(err, forge.ErrConflict, "a lost claim is a conflict")
+		eq(f, f.tip(ses), t1.ID, "the tip did not move")
+		_, err = f.s.GetTurn(f.ctx, tenantA, ses.ID, t2.ID)
+		f.is(err, forge.ErrNotFound, "the refused turn")
+		eq(f, f.seqs(ses, 1)[0], bound+13, "the bound did not move")
+	}},
 	{name: "ReserveSeqsConcurrentRangesAreDisjoint", run: func(f *fixture) {
 		s := f.newSession(tenantA)
 		const workers, each, n = 4, 25, 3
