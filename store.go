@@ -94,6 +94,9 @@ type SessionStore interface {
 	// deleted session (ErrNotFound), and the store then forgets what it
 	// kept, so a retry reads the session afresh.
 	SessionForTurn(ctx context.Context, tenant, id string) (*Session, error)
+	// SessionWithTip is GetSession and the session's tip turn (nil when it
+	// has none), as GetTurn returns it, in one read where the store can.
+	SessionWithTip(ctx context.Context, tenant, id string) (*Session, *Turn, error)
 	// ListSessions lists live sessions matching q, by last update (newest
 	// first unless q.Ascending), then id.
 	ListSessions(ctx context.Context, tenant string, q SessionQuery) ([]*Session, string, error)

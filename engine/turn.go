@@ -81,11 +81,16 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 	// stale (another replica ran a turn, or changed the agent): BeginTurn
 	// fences both (ExpectTip, AgentName), and a refusal drops them, so the
 	// retry below reads them afresh (issue 22: no read the writer knows).
-	getSession := e.store.SessionForTurn
+	var (
+		sess *forge.Session
+		tip  *forge.Turn // the session's tip turn, when read with it
+		err  error
+	)
 	if reread {
-		getSession = e.store.GetSession
+		sess, tip, err = e.store.SessionWithTip(ctx, tenant, sessionID)
+	} else {
+		sess, err = e.store.SessionForTurn(ctx, tenant, sessionID)
 	}
-	sess, err := getSession(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -136,7 +141,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		return nil, true, nil
 	}
 
-	base, err := e.baseTurn(ctx, tenant, sess, req)
+	base, err := e.baseTurn(ctx, tenant, sess, tip, req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -397,8 +402,9 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 }
 
 // baseTurn is the turn the new one chains from, or nil for a new root or a
-// session's first turn.
-func (e *Engine) baseTurn(ctx context.Context, tenant string, sess *forge.Session, req TurnRequest) (*forge.Turn, error) {
+// session's first turn. tip is the session's tip turn when it was read
+// with the session (nil: not read).
+func (e *Engine) baseTurn(ctx context.Context, tenant string, sess *forge.Session, tip *forge.Turn, req TurnRequest) (*forge.Turn, error) {
 	switch {
 	case req.NewRoot:
 		return nil, nil
@@ -411,6 +417,9 @@ func (e *Engine) baseTurn(ctx context.Context, tenant string, sess *forge.Sessio
 	case sess.TipTurnID != nil:
 		if t := e.histories.ended(tenant, sess.ID, *sess.TipTurnID); t != nil {
 			return t, nil // it ended here: no read
+		}
+		if tip != nil && tip.ID == *sess.TipTurnID {
+			return tip, nil
 		}
 		return e.store.GetTurn(ctx, tenant, sess.ID, *sess.TipTurnID)
 	}

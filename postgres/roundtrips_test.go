@@ -84,12 +84,18 @@ func TestRoundTripsPerCall(t *testing.T) {
 				TurnID: &turnID, Data: []byte(`{}`)}
 		}
 		got["GetSession"] = measure("GetSession", func() error { _, err := s.GetSession(ctx, tenant, ses.ID); return err })
+		got["SessionWithTip"] = measure("SessionWithTip", func() error {
+			_, _, err := s.SessionWithTip(ctx, tenant, ses.ID)
+			return err
+		})
 		got["GetAgent"] = measure("GetAgent", func() error { _, err := s.GetAgent(ctx, tenant, "support"); return err })
 		got["BeginTurn"] = measure("BeginTurn", func() error {
 			return s.BeginTurn(ctx, &forge.BeginTurn{
 				Turn:     &forge.Turn{ID: turnID, Tenant: tenant, SessionID: ses.ID, PreviousTurnID: prev, AgentID: "ag", AgentVersion: 1},
 				Messages: []*forge.Message{user}, ExpectTip: ses.TipTurnID,
 				Events: []forge.Event{ev(1, forge.EventTurnCreated), ev(2, forge.EventMessageCreated)},
+				// Seqs claimed in the same batch (forge.SeqClaim).
+				Claim: &forge.SeqClaim{Above: bound, Through: bound + 16},
 			})
 		})
 		if prev != nil {

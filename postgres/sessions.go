@@ -107,6 +107,51 @@ func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Sessi
 	return ses, nil
 }
 
+// SessionWithTip reads a live session and its tip turn in one round trip
+// (a turn begun on a replica that did not write the session last).
+func (s *Store) SessionWithTip(ctx context.Context, tenant, id string) (*forge.Session, *forge.Turn, error) {
+	var (
+		ses *forge.Session
+		tip *forge.Turn
+	)
+	epoch := s.cache.begin()
+	b := batch(tenant)
+	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`, tenant, id).
+		QueryRow(func(r pgx.Row) error {
+			var err error
+			ses, err = scanSession(r, tenant)
+			return notFound(err, "session %s not found", id)
+		})
+	b.Queue(`SELECT `+turnCols+` FROM turns t
+		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.tip_turn_id = t.id AND s.deleted_at IS NULL
+		WHERE s.tenant = $1 AND s.id = $2`, tenant, id).Query(func(rows pgx.Rows) error {
+		if rows.Next() {
+			var err error
+			if tip, err = scanTurn(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err := s.read(ctx, b); err != nil {
+		return nil, nil, err
+	}
+	s.cache.putSession(ses, epoch)
+	if ses.TipTurnID == nil {
+		return ses, nil, nil
+	}
+	if tip == nil || tip.ID != *ses.TipTurnID {
+		// The tip moved between the two statements (each reads what was
+		// committed when it began): the session's own tip, alone.
+		t, err := s.GetTurn(ctx, tenant, id, *ses.TipTurnID)
+		if err != nil {
+			return nil, nil, err
+		}
+		tip = t
+	}
+	return ses, tip, nil
+}
+
 // ListSessions lists live sessions matching q by last update, then id;
 // the cursor is the last session's update time and id.
 func (s *Store) ListSessions(ctx context.Context, tenant string, q forge.SessionQuery) ([]*forge.Session, string, error) {

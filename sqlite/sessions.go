@@ -92,6 +92,11 @@ func (s *Store) SessionForTurn(ctx context.Context, tenant, id string) (*forge.S
 	return s.GetSession(ctx, tenant, id)
 }
 
+// SessionWithTip is GetSession and GetTurn of the tip: local reads.
+func (s *Store) SessionWithTip(ctx context.Context, tenant, id string) (*forge.Session, *forge.Turn, error) {
+	return storeutil.SessionWithTip(ctx, s, tenant, id)
+}
+
 // GetSession returns a live session (from the row cache when it holds it).
 func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
 	if vals, ok := s.rc.session(tenant, id); ok {

@@ -70,6 +70,28 @@ var sessionTests = []test{
 		f.ok(err, "ReserveSeqs other session")
 		eq(f, got, int64(3), "other session's bound")
 	}},
+	{name: "SessionWithTip", run: func(f *fixture) {
+		ses := f.newSession(tenantA)
+		got, tip, err := f.s.SessionWithTip(f.ctx, tenantA, ses.ID)
+		f.ok(err, "SessionWithTip")
+		eq(f, got.ID, ses.ID, "the session")
+		eq(f, tip == nil, true, "no tip before the first turn")
+		t1 := f.start(ses, nil, "first").turn
+		f.end(ses, t1)
+		t2 := f.start(ses, &t1.ID, "second").turn
+		got, tip, err = f.s.SessionWithTip(f.ctx, tenantA, ses.ID)
+		f.ok(err, "SessionWithTip")
+		want, err := f.s.GetTurn(f.ctx, tenantA, ses.ID, t2.ID)
+		f.ok(err, "GetTurn")
+		eq(f, *got.TipTurnID, t2.ID, "the session's tip")
+		f.sameJSON(tip, want, "the tip turn, as GetTurn reads it")
+		_, _, err = f.s.SessionWithTip(f.ctx, tenantB, ses.ID)
+		f.is(err, forge.ErrNotFound, "another tenant's session")
+		f.end(ses, t2)
+		f.ok(f.s.DeleteSession(f.ctx, tenantA, ses.ID), "DeleteSession")
+		_, _, err = f.s.SessionWithTip(f.ctx, tenantA, ses.ID)
+		f.is(err, forge.ErrNotFound, "a deleted session")
+	}},
 	{name: "BeginTurnClaimsSeqs", run: func(f *fixture) {
 		// forge.SeqClaim: a BeginTurn that reserves its own seqs, from
 		// the bound as read; refused, writing nothing, once it moved.

@@ -180,6 +180,26 @@ type historyReader interface {
 	GetSnapshot(ctx context.Context, tenant, turnID string) (*forge.Snapshot, error)
 }
 
+// sessionTurnReader is what SessionWithTip reads with.
+type sessionTurnReader interface {
+	GetSession(ctx context.Context, tenant, id string) (*forge.Session, error)
+	GetTurn(ctx context.Context, tenant, sessionID, turnID string) (*forge.Turn, error)
+}
+
+// SessionWithTip is forge.SessionStore's SessionWithTip made of its two
+// reads: for a store where a read costs no round trip.
+func SessionWithTip(ctx context.Context, s sessionTurnReader, tenant, id string) (*forge.Session, *forge.Turn, error) {
+	ses, err := s.GetSession(ctx, tenant, id)
+	if err != nil || ses.TipTurnID == nil {
+		return ses, nil, err
+	}
+	tip, err := s.GetTurn(ctx, tenant, id, *ses.TipTurnID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ses, tip, nil
+}
+
 // TurnHistory is forge.MessageStore's TurnHistory made of its three reads,
 // one after the other: for a store where a read costs no round trip.
 func TurnHistory(ctx context.Context, s historyReader, tenant string, q forge.MessageQuery) (*forge.TurnHistory, error) {
