@@ -31,10 +31,10 @@ type Session struct {
 	Usage     Usage     `json:"usage"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// SeqReserved is the highest seq reserved in the session (ReserveSeqs)
-	// when the row was read, where the store says (0: not known). Never
-	// sent to clients.
-	SeqReserved int64 `json:"-"`
+	// SeqReserved is the highest seq reserved in the session (ReserveSeqs;
+	// 0 before the first) when the row was read, where the store says
+	// (nil: not known). Never sent to clients.
+	SeqReserved *int64 `json:"-"`
 }
 
 // Turn statuses.

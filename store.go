@@ -138,9 +138,9 @@ type BeginTurn struct {
 	// order, whichever replicas try.
 	Promote bool
 	// SeqsRead is the session's reserved seq bound as the caller read it
-	// (Session.SeqReserved; 0: not known): the event log may then reserve
+	// (Session.SeqReserved; nil: not known): the event log may then reserve
 	// the turn's seqs in this write (Claim) instead of a write of their own.
-	SeqsRead int64
+	SeqsRead *int64
 	// Claim, set by the event log, is the seq reservation this write makes
 	// (SeqClaim).
 	Claim *SeqClaim

@@ -24,7 +24,7 @@ func TestATurnBeginClaimsItsSeqs(t *testing.T) {
 		t.Helper()
 		tr := &forge.Turn{ID: f.ids.New(forge.PrefixTurn), Tenant: tenant, SessionID: sid, AgentID: "ag", AgentVersion: 1,
 			Status: forge.TurnRunning, Input: []forge.Input{}, RequiredActions: []forge.RequiredAction{}, CreatedAt: time.Now().UTC()}
-		evs, err := f.log.BeginPrepared(f.ctx, tenant, &forge.BeginTurn{Turn: tr, SeqsRead: read},
+		evs, err := f.log.BeginPrepared(f.ctx, tenant, &forge.BeginTurn{Turn: tr, SeqsRead: &read},
 			eventlog.Draft{Type: forge.EventTurnCreated, ID: tr.ID, TurnID: tr.ID, Data: tr})
 		if err != nil {
 			t.Fatal(err)

@@ -277,7 +277,7 @@ func (l *Log) event(session string, seq int64, d Draft) (forge.Event, error) {
 // ingestion copies): with a Fence, any replica may make them, even while
 // another runs a turn in the session.
 func (l *Log) Write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit func(ctx context.Context, evs []forge.Event) error) ([]forge.Event, error) {
-	return l.write(ctx, tenant, sessionID, drafts, plainCommit(commit), false, 0)
+	return l.write(ctx, tenant, sessionID, drafts, plainCommit(commit), false, nil)
 }
 
 // commitFunc persists a write's stored events and rows; claim, when not
@@ -301,7 +301,7 @@ var ErrStaleView = forge.Errorf(forge.ErrConflict, "another process wrote the se
 // wrote the session since this one last held it, it writes nothing and
 // fails with ErrStaleView. seqsRead is the session's reserved seq bound as
 // the caller read it (0: not known; see commitLocked).
-func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit commitFunc, ifFresh bool, seqsRead int64) ([]forge.Event, error) {
+func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draft, commit commitFunc, ifFresh bool, seqsRead *int64) ([]forge.Event, error) {
 	sq := l.sequencer(tenant, sessionID)
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
@@ -333,11 +333,11 @@ func (l *Log) write(ctx context.Context, tenant, sessionID string, drafts []Draf
 // begun on another replica than the last). Should another process have
 // reserved since the read, the claim fails, writing nothing, and the write
 // is made again with a block reserved as usual.
-func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, drafts []Draft, commit commitFunc, seqsRead int64) ([]forge.Event, error) {
+func (l *Log) commitLocked(ctx context.Context, sq *sequencer, hold string, drafts []Draft, commit commitFunc, seqsRead *int64) ([]forge.Event, error) {
 	var claim *forge.SeqClaim
-	if seqsRead > 0 && sq.next == 0 && int64(len(drafts)) <= l.block {
-		claim = &forge.SeqClaim{Above: seqsRead, Through: seqsRead + l.block}
-		sq.next, sq.reserved = seqsRead+1, claim.Through
+	if seqsRead != nil && sq.next == 0 && int64(len(drafts)) <= l.block {
+		claim = &forge.SeqClaim{Above: *seqsRead, Through: *seqsRead + l.block}
+		sq.next, sq.reserved = claim.Above+1, claim.Through
 	}
 	evs, stored, err := l.assignLocked(ctx, sq, drafts)
 	if err == nil {
@@ -406,7 +406,7 @@ func (l *Log) Update(ctx context.Context, tenant, sessionID string, prepare Prep
 		}
 		return nil, err
 	}
-	evs, err := l.commitLocked(ctx, sq, hold, drafts, plainCommit(commit), 0)
+	evs, err := l.commitLocked(ctx, sq, hold, drafts, plainCommit(commit), nil)
 	if err != nil {
 		return nil, err
 	}

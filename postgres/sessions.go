@@ -33,6 +33,8 @@ func (s *Store) CreateSession(ctx context.Context, ses *forge.Session) error {
 		}
 		return err
 	}
+	var none int64 // a new session has reserved no seq
+	c.SeqReserved = &none
 	*ses = c
 	// As GetSession would read it back (the database keeps microseconds).
 	c.CreatedAt, c.UpdatedAt = c.CreatedAt.Truncate(time.Microsecond), c.UpdatedAt.Truncate(time.Microsecond)
