@@ -188,9 +188,14 @@ func (th *thread) compactFailure(err error) outcome {
 // tail's start. Its cost is what lies after the boundary.
 func (e *Engine) modelView(ctx context.Context, tenant string, sess *forge.Session, tip string) ([]*forge.Message, error) {
 	q := forge.MessageQuery{SessionID: sess.ID, TipTurnID: tip, ThreadID: sess.MainThreadID}
-	b, err := e.store.LatestCompaction(ctx, tenant, q)
-	if err != nil {
-		return nil, fmt.Errorf("load history: %w", err)
+	var b *forge.CompactionBoundary
+	if tip != "" || sess.TipTurnID != nil {
+		// (A session that has never had a turn has no compaction: one
+		// is a turn. Its view is the messages imported into it.)
+		var err error
+		if b, err = e.store.LatestCompaction(ctx, tenant, q); err != nil {
+			return nil, fmt.Errorf("load history: %w", err)
+		}
 	}
 	return e.viewFrom(ctx, tenant, q, b)
 }

@@ -58,10 +58,11 @@ func (s *queueingStore) Commit(ctx context.Context, b *forge.Batch) error {
 func TestQueuedTurnsAfterTheTerminalWrite(t *testing.T) {
 	t.Parallel()
 	qs := &queueingStore{}
-	h := newHarness(t, func(c *engine.Config) {
+	wrap := func(c *engine.Config) {
 		qs.Store = c.Store
 		c.Store = qs
-	})
+	}
+	h := newHarness(t, wrap)
 	qs.eng = func() *engine.Engine { return h.eng }
 	h.agent("a", nil)
 	s := h.session("a")
@@ -74,10 +75,7 @@ func TestQueuedTurnsAfterTheTerminalWrite(t *testing.T) {
 	if n := qs.looks.Load(); n != 0 {
 		t.Fatalf("%d looks for queued turns after a turn whose terminal write found none", n)
 	}
-	h.open(func(c *engine.Config) {
-		qs.Store = c.Store
-		c.Store = qs
-	})
+	h.open(wrap)
 
 	h.model.push(reply{deltas: []string{"two"}}, reply{deltas: []string{"three"}})
 	qs.mu.Lock()

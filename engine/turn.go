@@ -223,7 +223,7 @@ func (e *Engine) tryStartTurn(ctx context.Context, tenant, sessionID string, req
 		// messages imported into it outside turns (a Chat Completions
 		// history Forge had not seen): they are on every branch, so the
 		// turns after it read them along their branch as usual.
-		if history, err = e.rootHistory(ctx, tenant, sess); err != nil {
+		if history, err = e.loadHistory(ctx, tenant, sess, ""); err != nil {
 			return nil, false, err
 		}
 	}
@@ -565,21 +565,6 @@ func (e *Engine) isClosing() bool {
 // at tip, oldest first (filterCompacted).
 func (e *Engine) loadHistory(ctx context.Context, tenant string, sess *forge.Session, tip string) ([]*forge.Message, error) {
 	return e.modelView(ctx, tenant, sess, tip)
-}
-
-// rootHistory is loadHistory of a new root: the messages imported into the
-// session outside turns. A session that has never had a turn has no
-// compaction (one is a turn), so only its messages are read.
-func (e *Engine) rootHistory(ctx context.Context, tenant string, sess *forge.Session) ([]*forge.Message, error) {
-	if sess.TipTurnID != nil {
-		return e.loadHistory(ctx, tenant, sess, "")
-	}
-	q := forge.MessageQuery{SessionID: sess.ID, ThreadID: sess.MainThreadID}
-	history, err := e.viewFrom(ctx, tenant, q, nil)
-	if err != nil {
-		return nil, fmt.Errorf("load history: %w", err)
-	}
-	return history, nil
 }
 
 // canCompact checks that a compaction turn (POST /compact) may run.

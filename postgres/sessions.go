@@ -90,18 +90,24 @@ func scanSession(sc pgx.Row, tenant string) (*forge.Session, error) {
 	return &ses, nil
 }
 
+// queueGetSession queues the read of a live session into *ses (ErrNotFound
+// when there is none).
+func queueGetSession(b *pgx.Batch, tenant, id string, ses **forge.Session) {
+	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`, tenant, id).
+		QueryRow(func(r pgx.Row) error {
+			var err error
+			*ses, err = scanSession(r, tenant)
+			return notFound(err, "session %s not found", id)
+		})
+}
+
 // GetSession returns a live session, read from the database (and kept for
 // SessionForTurn: the freshest row there is).
 func (s *Store) GetSession(ctx context.Context, tenant, id string) (*forge.Session, error) {
 	var ses *forge.Session
 	epoch := s.cache.begin()
 	b := batch(tenant)
-	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`, tenant, id).
-		QueryRow(func(r pgx.Row) error {
-			var err error
-			ses, err = scanSession(r, tenant)
-			return notFound(err, "session %s not found", id)
-		})
+	queueGetSession(b, tenant, id, &ses)
 	if err := s.read(ctx, b); err != nil {
 		return nil, err
 	}
@@ -118,12 +124,7 @@ func (s *Store) SessionWithTip(ctx context.Context, tenant, id string) (*forge.S
 	)
 	epoch := s.cache.begin()
 	b := batch(tenant)
-	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE tenant = $1 AND id = $2 AND deleted_at IS NULL`, tenant, id).
-		QueryRow(func(r pgx.Row) error {
-			var err error
-			ses, err = scanSession(r, tenant)
-			return notFound(err, "session %s not found", id)
-		})
+	queueGetSession(b, tenant, id, &ses)
 	b.Queue(`SELECT `+turnCols+` FROM turns t
 		JOIN sessions s ON s.tenant = t.tenant AND s.id = t.session_id AND s.tip_turn_id = t.id AND s.deleted_at IS NULL
 		WHERE s.tenant = $1 AND s.id = $2`, tenant, id).Query(func(rows pgx.Rows) error {

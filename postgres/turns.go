@@ -194,6 +194,7 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	var last int64
 	scanLast := func(r pgx.Row) error { return r.Scan(&last) }
 	b := batch(cb.Tenant)
+	sessionLocked := false // by an UPDATE of its row queued below
 	if cb.Owner != "" {
 		// Checked first: a writer that lost the turn's lease writes
 		// nothing, and a takeover waits for a batch in flight.
@@ -221,6 +222,7 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 				WHERE tenant = $1 AND id = $2`,
 				cb.Tenant, cb.SessionID, u.InputTokens, u.OutputTokens, u.ReasoningTokens, u.CacheReadTokens,
 				u.CacheWriteTokens, u.Cost)
+			sessionLocked = true
 		}
 	} else {
 		b.Queue(`WITH u AS (
@@ -246,7 +248,7 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 		// look below is promoted once this commits, by its own request
 		// (an earlier promotion made this wait, and failed on the running
 		// turn; then the look, a statement of its own, sees that turn).
-		if t.Usage == (forge.Usage{}) {
+		if !sessionLocked {
 			b.Queue(`SELECT FROM sessions WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE`, cb.Tenant, cb.SessionID)
 		}
 		b.Queue(`SELECT NOT EXISTS (SELECT FROM turns WHERE tenant = $1 AND session_id = $2 AND status = 'queued')`,
