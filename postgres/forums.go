@@ -201,14 +201,19 @@ func (s *Store) AppendLoose(ctx context.Context, a *forge.LooseAppend) error {
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
-	if err := queueWebhooks(b, sc, evs); err != nil {
+	delivered, err := s.queueWebhooks(b, sc, evs)
+	if err != nil {
 		return err
 	}
 	for _, r := range a.Mark {
 		b.Queue(`UPDATE messages SET metadata = jsonb_set(coalesce(metadata, '{}')::jsonb, '{type}', to_jsonb($4::text))::text
 			WHERE tenant = $1 AND session_id = $2 AND id = $3`, a.Tenant, r.SessionID, r.MessageID, r.MarkType())
 	}
-	return s.write(ctx, b)
+	if err := s.write(ctx, b); err != nil {
+		return err
+	}
+	delivered()
+	return nil
 }
 
 // MessageByOrigin returns the session's message of that origin.

@@ -127,12 +127,14 @@ func (s *Store) EndQueuedTurn(ctx context.Context, t *forge.Turn, events []forge
 			return forge.Errorf(forge.ErrTurnEnded, "turn %s is no longer queued (%s)", t.ID, *status)
 		})
 	queuePacks(b, sc, packs)
-	if err := queueWebhooks(b, sc, evs); err != nil {
+	delivered, err := s.queueWebhooks(b, sc, evs)
+	if err != nil {
 		return err
 	}
 	if err := s.write(ctx, b); err != nil {
 		return err
 	}
+	delivered()
 	if len(packs) > 0 {
 		s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID})
 	}

@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -102,6 +103,9 @@ type Store struct {
 	cache *turnCache
 	// checkpoints groups the checkpoints of streaming text (checkpoints.go).
 	checkpoints checkpointGroups
+	// onDeliveries is called after a write that queued a webhook
+	// delivery (NotifyDeliveries).
+	onDeliveries atomic.Pointer[func()]
 
 	closeOnce sync.Once
 }

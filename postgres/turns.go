@@ -115,7 +115,8 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 	queueMessages(b, insertMessagesSQL, sc, msgs)
 	queueParts(b, insertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
-	if err := queueWebhooks(b, sc, evs); err != nil {
+	delivered, err := s.queueWebhooks(b, sc, evs)
+	if err != nil {
 		return err
 	}
 	b.Queue(`UPDATE sessions SET tip_turn_id = $3, updated_at = $4 WHERE tenant = $1 AND id = $2`,
@@ -136,6 +137,7 @@ func (s *Store) BeginTurn(ctx context.Context, bt *forge.BeginTurn) error {
 		return err
 	}
 	s.cache.movedTip(t.Tenant, t.SessionID, t.ID)
+	delivered()
 	if t.Ended() && len(packs) > 0 {
 		s.pk.Add(eventpack.TurnKey{Tenant: t.Tenant, Session: t.SessionID, Turn: t.ID})
 	}
@@ -236,7 +238,8 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	queueMessages(b, upsertMessagesSQL, sc, msgs)
 	queueParts(b, upsertPartsSQL, sc, parts)
 	queuePacks(b, sc, packs)
-	if err := queueWebhooks(b, sc, evs); err != nil {
+	delivered, err := s.queueWebhooks(b, sc, evs)
+	if err != nil {
 		return err
 	}
 	var noneQueued bool
@@ -266,6 +269,7 @@ func (s *Store) Commit(ctx context.Context, cb *forge.Batch) error {
 	if err := write(ctx, b); err != nil {
 		return err
 	}
+	delivered()
 	if cb.Turn != nil && t.Ended() {
 		// Its rows are final: the packer packs its log against them.
 		s.pk.Add(eventpack.TurnKey{Tenant: cb.Tenant, Session: cb.SessionID, Turn: cb.TurnID})

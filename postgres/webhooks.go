@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/forge-runtime/forge"
 	"github.com/forge-runtime/forge/internal/storeutil"
@@ -222,19 +223,38 @@ func (s *Store) RecordDelivery(ctx context.Context, d *forge.WebhookDelivery, ow
 	return s.write(ctx, b)
 }
 
+// NotifyDeliveries makes a write of this store that committed a webhook
+// delivery call f afterwards (the dispatcher's wake: the delivery goes
+// out without waiting for a poll, and a write that queued none costs no
+// claim of the outbox). f must return quickly; nil stops it.
+func (s *Store) NotifyDeliveries(f func()) { s.onDeliveries.Store(&f) }
+
 // queueWebhooks queues, in a write of events of sc's session, the
-// deliveries of those that endpoints of the tenant subscribe to.
-func queueWebhooks(b *pgx.Batch, sc scope, evs []forge.Event) error {
+// deliveries of those that endpoints of the tenant subscribe to. The
+// write calls committed once it has committed: it tells NotifyDeliveries'
+// func when a delivery was queued.
+func (s *Store) queueWebhooks(b *pgx.Batch, sc scope, evs []forge.Event) (committed func(), err error) {
 	out, err := storeutil.WebhookOutbox(evs)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	// Set while the batch runs, read by committed after the write
+	// returned (a checkpoint group's leader may run it: its answer
+	// orders the two).
+	queued := false
 	for _, e := range out {
 		b.Queue(`INSERT INTO webhook_deliveries (tenant, webhook_id, id, session_id, seq, event_type, payload,
 			status, created_at, next_attempt_at)
 			SELECT w.tenant, w.id, $3, $2, $4, $5, $6, 'pending', now(), now() FROM webhooks w
 			WHERE w.tenant = $1 AND $5 = ANY(w.events)`,
-			sc.tenant, sc.session, e.ID, e.Seq, e.Type, e.Payload)
+			sc.tenant, sc.session, e.ID, e.Seq, e.Type, e.Payload).Exec(func(ct pgconn.CommandTag) error {
+			queued = queued || ct.RowsAffected() > 0
+			return nil
+		})
 	}
-	return nil
+	return func() {
+		if f := s.onDeliveries.Load(); queued && f != nil && *f != nil {
+			(*f)()
+		}
+	}, nil
 }

@@ -185,6 +185,7 @@ func printUnits(out io.Writer, units []distFigures) {
 	row("Forge CPU per trivial turn", func(f distFigures) string { return ms(f.turnCPU) })
 	row("PostgreSQL round trips per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnPGTrips) }))
 	row("PostgreSQL transactions per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnCommits) }))
+	row("PostgreSQL CPU per trivial turn", dist(func(f distFigures) string { return ms(f.turnPGCPU) }))
 	row("Redis round trips per trivial turn", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.turnRedisTrips) }))
 	multi := func(cell func(f distFigures) string) func(f distFigures) string {
 		return func(f distFigures) string {
@@ -200,6 +201,7 @@ func printUnits(out io.Writer, units []distFigures) {
 	}))
 	row("Forge CPU per streamed delta", func(f distFigures) string { return us(f.deltaCPU) })
 	row("Redis CPU per delta", dist(func(f distFigures) string { return us(f.deltaRedisCPU) }))
+	row("PostgreSQL CPU per delta", dist(func(f distFigures) string { return us(f.deltaPGCPU) }))
 	row("Redis round trips per delta", dist(func(f distFigures) string { return fmt.Sprintf("%.2f", f.deltaRedisTrips) }))
 	row("stream p50 / p99", func(f distFigures) string {
 		return fmt.Sprintf("%.2f / %.2f s (model %.2f s)", f.streamP50.Seconds(), f.streamP99.Seconds(), f.streamDur.Seconds())
@@ -273,6 +275,7 @@ type distFigures struct {
 	replicas int
 	// per trivial turn
 	turnP50, turnCPU, turnRedisCPU time.Duration
+	turnPGCPU                      time.Duration
 	turnCommits, turnPGTrips       float64
 	turnRedisTrips                 float64
 	// per trivial turn on another replica than the session's last one
@@ -283,6 +286,7 @@ type distFigures struct {
 	streamDur               time.Duration // the model's own
 	streamP50, streamP99    time.Duration // what the streams took
 	deltaCPU, deltaRedisCPU time.Duration
+	deltaPGCPU              time.Duration
 	deltaRedisTrips         float64
 	throughput              float64 // trivial turns/s
 }
@@ -297,11 +301,24 @@ type resUse struct {
 	redisBytes int64
 	redisCalls int64
 	redisCPU   time.Duration
+	// pgProcs is the CPU each PostgreSQL server process had used (those
+	// pg_stat_activity lists: backends and background workers); pgCPU is
+	// set by sub.
+	pgProcs map[int]time.Duration
+	pgCPU   time.Duration
 }
 
+// sub is what moved from v to u. PostgreSQL's CPU counts the processes
+// alive at u, from v or from their start: one that exited in between is
+// missed (the replicas' pooled connections live as long as the unit).
 func (u resUse) sub(v resUse) resUse {
-	return resUse{u.cpu - v.cpu, u.commits - v.commits, u.pgTrips - v.pgTrips, u.pgBytes - v.pgBytes,
-		u.redisTrips - v.redisTrips, u.redisBytes - v.redisBytes, u.redisCalls - v.redisCalls, u.redisCPU - v.redisCPU}
+	d := resUse{cpu: u.cpu - v.cpu, commits: u.commits - v.commits, pgTrips: u.pgTrips - v.pgTrips, pgBytes: u.pgBytes - v.pgBytes,
+		redisTrips: u.redisTrips - v.redisTrips, redisBytes: u.redisBytes - v.redisBytes, redisCalls: u.redisCalls - v.redisCalls,
+		redisCPU: u.redisCPU - v.redisCPU}
+	for pid, cpu := range u.pgProcs {
+		d.pgCPU += cpu - v.pgProcs[pid]
+	}
+	return d
 }
 
 // unit is one number of replicas on a fresh database, behind proxies.
@@ -517,6 +534,10 @@ func (u *unit) used(ctx context.Context, settle bool) (resUse, error) {
 	if err := u.admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, u.db).Scan(&s.commits); err != nil {
 		return s, fmt.Errorf("pg_stat_database: %w", err)
 	}
+	var err error
+	if s.pgProcs, err = pgProcesses(ctx, u.admin); err != nil {
+		return s, err
+	}
 	s.pgTrips, s.pgBytes = u.pgProxy.counts()
 	for _, p := range u.rProxy {
 		trips, bytes := p.counts()
@@ -532,6 +553,27 @@ func (u *unit) used(ctx context.Context, settle bool) (resUse, error) {
 		s.redisCPU += cpu
 	}
 	return s, nil
+}
+
+// pgProcesses reads the CPU used by each process of the PostgreSQL server
+// (on this machine: the URL is loopback) from /proc. A process that ends
+// between the query and the read is left out.
+func pgProcesses(ctx context.Context, admin *pgx.Conn) (map[int]time.Duration, error) {
+	rows, err := admin.Query(ctx, `SELECT pid FROM pg_stat_activity`)
+	if err != nil {
+		return nil, fmt.Errorf("pg_stat_activity: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("pg_stat_activity: %w", err)
+	}
+	procs := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		if cpu, err := cpuTime(int(pid)); err == nil {
+			procs[int(pid)] = cpu
+		}
+	}
+	return procs, nil
 }
 
 // redisInfo returns the commands a Redis server has run (INFO's own left
@@ -591,6 +633,7 @@ func (u *unit) trivial(ctx context.Context, f *distFigures, out io.Writer) error
 	k := float64(u.c.trivialTurns)
 	f.turnCPU = d.cpu / time.Duration(u.c.trivialTurns)
 	f.turnRedisCPU = d.redisCPU / time.Duration(u.c.trivialTurns)
+	f.turnPGCPU = d.pgCPU / time.Duration(u.c.trivialTurns)
 	f.turnCommits = float64(d.commits) / k
 	f.turnP50, f.turnPGTrips, f.turnRedisTrips = percentile(lat, 0.5), float64(d.pgTrips)/k, float64(d.redisTrips)/k
 	fmt.Fprintf(out, "trivial turn (wait mode, %d one after another)  p50 %s  p90 %s  p99 %s\n", u.c.trivialTurns,
@@ -599,8 +642,8 @@ func (u *unit) trivial(ctx context.Context, f *distFigures, out io.Writer) error
 		fmt.Fprintf(out, "  per trivial turn: Forge CPU %s\n", ms(f.turnCPU))
 		return nil
 	}
-	fmt.Fprintf(out, "  per trivial turn: Forge CPU %s; PostgreSQL %.1f round trips, %.2f transactions (xact_commit, reads included), %s; Redis %.1f round trips, %.1f commands (those run inside scripts included), %s, CPU %s\n",
-		ms(f.turnCPU), float64(d.pgTrips)/k, f.turnCommits, bytesOf(float64(d.pgBytes)/k),
+	fmt.Fprintf(out, "  per trivial turn: Forge CPU %s; PostgreSQL %.1f round trips, %.2f transactions (xact_commit, reads included), %s, CPU %s; Redis %.1f round trips, %.1f commands (those run inside scripts included), %s, CPU %s\n",
+		ms(f.turnCPU), float64(d.pgTrips)/k, f.turnCommits, bytesOf(float64(d.pgBytes)/k), ms(f.turnPGCPU),
 		float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), ms(f.turnRedisCPU))
 	if n > 1 {
 		return u.switching(ctx, f, out)
@@ -681,6 +724,7 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 		return err
 	}
 	totals := make([]time.Duration, len(ids))
+	firsts, tails := make([]time.Duration, len(ids)), make([]time.Duration, len(ids))
 	errs := make([]error, len(ids))
 	got := make([]int, len(ids))
 	var wg sync.WaitGroup
@@ -696,6 +740,7 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 		wg.Go(func() {
 			r, err := u.targets[i%n].streamTurn(ctx, sid, 10*time.Minute)
 			totals[i], errs[i], got[i] = r.total, err, r.deltas
+			firsts[i], tails[i] = r.ttfd, r.total-r.ttfd-r.span
 			if err == nil && r.text.String() != want {
 				errs[i] = fmt.Errorf("session %s: the deltas' text is not the model's: %d bytes of %d in %d deltas", sid, r.text.Len(), len(want), r.deltas)
 			}
@@ -730,6 +775,7 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 	}
 	f.deltaCPU = net(d.cpu, f.turnCPU)
 	f.deltaRedisCPU = net(d.redisCPU, f.turnRedisCPU)
+	f.deltaPGCPU = net(d.pgCPU, f.turnPGCPU)
 	f.streamCommits = float64(d.commits) / float64(len(ids))
 	f.streamDur = time.Duration(u.c.deltas) * u.c.pace
 	slices.Sort(totals)
@@ -737,12 +783,18 @@ func (u *unit) paced(ctx context.Context, f *distFigures, out io.Writer) error {
 	f.streamP50, f.streamP99, f.deltaRedisTrips = percentile(totals, 0.5), percentile(totals, 0.99), float64(d.redisTrips)/k
 	fmt.Fprintf(out, "a %.2g s stream (%d deltas %s apart) at %d concurrent streams takes %.2f s (p50; p99 %.2f s; all %d in %.2f s)\n",
 		f.streamDur.Seconds(), u.c.deltas, u.c.pace, len(ids), percentile(totals, 0.5).Seconds(), percentile(totals, 0.99).Seconds(), len(ids), wall.Seconds())
+	// Where a stream's time past the model's goes: before its first delta
+	// (the turn's start), or after its last (the turn's end).
+	slices.Sort(firsts)
+	slices.Sort(tails)
+	fmt.Fprintf(out, "  first delta after %s (p50; p99 %s), last delta to turn.done %s (p50; p99 %s)\n",
+		ms(percentile(firsts, 0.5)), ms(percentile(firsts, 0.99)), ms(percentile(tails, 0.5)), ms(percentile(tails, 0.99)))
 	if u.single {
 		fmt.Fprintf(out, "  per delta (net of a trivial turn): Forge CPU %s\n", us(f.deltaCPU))
 		return nil
 	}
-	fmt.Fprintf(out, "  per delta (net of a trivial turn): replica CPU %s, Redis CPU %s; Redis %.2f round trips, %.2f commands, %s; per streamed turn %.1f transactions\n",
-		us(f.deltaCPU), us(f.deltaRedisCPU), float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), f.streamCommits)
+	fmt.Fprintf(out, "  per delta (net of a trivial turn): replica CPU %s, Redis CPU %s, PostgreSQL CPU %s; Redis %.2f round trips, %.2f commands, %s; per streamed turn %.1f transactions\n",
+		us(f.deltaCPU), us(f.deltaRedisCPU), us(f.deltaPGCPU), float64(d.redisTrips)/k, float64(d.redisCalls)/k, bytesOf(float64(d.redisBytes)/k), f.streamCommits)
 	return nil
 }
 
@@ -836,8 +888,9 @@ func (u *unit) throughput(ctx context.Context, f *distFigures, out io.Writer) er
 			len(ids), rate, done.Load(), elapsed.Seconds(), 100*d.cpu.Seconds()/elapsed.Seconds())
 		return nil
 	}
-	fmt.Fprintf(out, "throughput at %d sessions: %.0f trivial turns/s (%d in %.1f s; replicas' CPU %.0f%% of a core, Redis %.0f%%)\n",
-		len(ids), rate, done.Load(), elapsed.Seconds(), 100*d.cpu.Seconds()/elapsed.Seconds(), 100*d.redisCPU.Seconds()/elapsed.Seconds())
+	fmt.Fprintf(out, "throughput at %d sessions: %.0f trivial turns/s (%d in %.1f s; replicas' CPU %.0f%% of a core, Redis %.0f%%, PostgreSQL %.0f%%)\n",
+		len(ids), rate, done.Load(), elapsed.Seconds(), 100*d.cpu.Seconds()/elapsed.Seconds(), 100*d.redisCPU.Seconds()/elapsed.Seconds(),
+		100*d.pgCPU.Seconds()/elapsed.Seconds())
 	return nil
 }
 
@@ -857,11 +910,12 @@ func printPaperModel(out io.Writer, units []distFigures) {
 		}
 		replicaCores := turnRate*f.turnCPU.Seconds() + deltaRate*f.deltaCPU.Seconds()
 		redisCores := turnRate*f.turnRedisCPU.Seconds() + deltaRate*f.deltaRedisCPU.Seconds()
+		pgCores := turnRate*f.turnPGCPU.Seconds() + deltaRate*f.deltaPGCPU.Seconds()
 		// The measured streamed turn's transactions, plus one checkpoint
 		// per further second of streaming (the engine's default interval).
 		commits := f.streamCommits + max(0, secs-f.streamDur.Seconds())
-		fmt.Fprintf(out, "from %s: replicas %.1f cores, Redis %.1f cores (one server per core: Redis runs one command at a time), PostgreSQL ~%.0f transactions/s\n",
-			plural(f.replicas, "replica"), replicaCores, redisCores, turnRate*commits)
+		fmt.Fprintf(out, "from %s: replicas %.1f cores, Redis %.1f cores (one server per core: Redis runs one command at a time), PostgreSQL %.1f cores, ~%.0f transactions/s\n",
+			plural(f.replicas, "replica"), replicaCores, redisCores, pgCores, turnRate*commits)
 	}
 }
 
