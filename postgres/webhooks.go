@@ -238,9 +238,13 @@ func (s *Store) queueWebhooks(b *pgx.Batch, sc scope, evs []forge.Event) (commit
 	if err != nil {
 		return nil, err
 	}
-	// Set while the batch runs, read by committed after the write
-	// returned (a checkpoint group's leader may run it: its answer
-	// orders the two).
+	if len(out) == 0 {
+		// Most writes (deltas' checkpoints, parts) store no event an
+		// endpoint may take: nothing to report, nothing to allocate.
+		return func() {}, nil
+	}
+	// Set while the batch runs, read by committed once the write has
+	// returned.
 	queued := false
 	for _, e := range out {
 		b.Queue(`INSERT INTO webhook_deliveries (tenant, webhook_id, id, session_id, seq, event_type, payload,
